@@ -1,0 +1,92 @@
+//===- Kernels.cpp - the reference interpreter's arithmetic ---------------===//
+#include "backends/reference/Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace q3::reference {
+
+void rmsNorm(const float *x, const float *gamma, float *y, int64_t rows, int64_t features,
+             double eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = x + r * features;
+    double sumSquares = 0.0;
+    for (int64_t i = 0; i < features; ++i)
+      sumSquares += double(row[i]) * double(row[i]);
+    // Normalize in f32 first, then apply the gain (the order Hugging Face uses).
+    float inverseRms = float(1.0 / std::sqrt(sumSquares / double(features) + eps));
+    for (int64_t i = 0; i < features; ++i)
+      y[r * features + i] = (row[i] * inverseRms) * gamma[i];
+  }
+}
+
+void linear(const float *x, const float *w, const float *bias, float *y, int64_t rows,
+            int64_t in, int64_t out) {
+  for (int64_t t = 0; t < rows; ++t) {
+    const float *xRow = x + t * in;
+    for (int64_t n = 0; n < out; ++n) {
+      const float *wRow = w + n * in;
+      double sum = bias ? double(bias[n]) : 0.0;
+      for (int64_t k = 0; k < in; ++k)
+        sum += double(xRow[k]) * double(wRow[k]);
+      y[t * out + n] = float(sum);
+    }
+  }
+}
+
+void ropeRotateHalf(float *x, int64_t rows, int64_t heads, int64_t headDim, int64_t startPos,
+                    double theta) {
+  const int64_t half = headDim / 2;
+  for (int64_t t = 0; t < rows; ++t) {
+    const double position = double(startPos + t);
+    for (int64_t i = 0; i < half; ++i) {
+      double angle = position * std::pow(theta, -2.0 * double(i) / double(headDim));
+      double c = std::cos(angle), s = std::sin(angle);
+      for (int64_t h = 0; h < heads; ++h) {
+        float *v = x + (t * heads + h) * headDim;
+        double a = v[i], b = v[i + half];
+        v[i] = float(a * c - b * s);
+        v[i + half] = float(b * c + a * s);
+      }
+    }
+  }
+}
+
+void causalAttention(const float *q, const float *keys, const float *values, float *out,
+                     int64_t queryRows, int64_t keyRows, int64_t queryHeads, int64_t kvHeads,
+                     int64_t headDim, double scale, const std::vector<int64_t> &kvHeadOf) {
+  const int64_t cached = keyRows - queryRows;  // positions before the first query row
+  std::vector<double> scores(keyRows);
+  for (int64_t t = 0; t < queryRows; ++t) {
+    const int64_t visible = cached + t + 1;  // causal: keys 0 .. cached + t
+    for (int64_t h = 0; h < queryHeads; ++h) {
+      const float *qv = q + (t * queryHeads + h) * headDim;
+      const int64_t kvh = kvHeadOf[h];
+      double maxScore = -INFINITY;
+      for (int64_t s = 0; s < visible; ++s) {
+        const float *kv = keys + (s * kvHeads + kvh) * headDim;
+        double dot = 0.0;
+        for (int64_t d = 0; d < headDim; ++d)
+          dot += double(qv[d]) * double(kv[d]);
+        scores[s] = dot * scale;
+        maxScore = std::max(maxScore, scores[s]);
+      }
+      double total = 0.0;
+      for (int64_t s = 0; s < visible; ++s) {
+        scores[s] = std::exp(scores[s] - maxScore);
+        total += scores[s];
+      }
+      float *o = out + (t * queryHeads + h) * headDim;
+      for (int64_t d = 0; d < headDim; ++d) {
+        double acc = 0.0;
+        for (int64_t s = 0; s < visible; ++s)
+          acc += scores[s] * double(values[(s * kvHeads + kvh) * headDim + d]);
+        o[d] = float(acc / total);
+      }
+    }
+  }
+}
+
+float silu(float x) { return float(double(x) / (1.0 + std::exp(-double(x)))); }
+
+} // namespace q3::reference

@@ -1,0 +1,35 @@
+//===- Kernels.h - the reference interpreter's arithmetic -----------------===//
+//
+// Straightforward loops, written for obviousness rather than speed: each one
+// is the textbook formula of one q3 op. Sums are accumulated in double so the
+// reference itself contributes no rounding worth talking about.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace q3::reference {
+
+/// y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * gamma, for each row r of `features` values.
+void rmsNorm(const float *x, const float *gamma, float *y, int64_t rows, int64_t features,
+             double eps);
+
+/// y[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]).
+void linear(const float *x, const float *w, const float *bias, float *y, int64_t rows,
+            int64_t in, int64_t out);
+
+/// Rotate-half RoPE in place on x[T, heads, headDim]; row t is at position startPos + t.
+void ropeRotateHalf(float *x, int64_t rows, int64_t heads, int64_t headDim, int64_t startPos,
+                    double theta);
+
+/// Causal attention. q: [T, Hq, D]; keys/values: [S, Hkv, D], the queries being the last
+/// T of the S positions; kvHeadOf[h] is the KV head that query head h reads.
+void causalAttention(const float *q, const float *keys, const float *values, float *out,
+                     int64_t queryRows, int64_t keyRows, int64_t queryHeads, int64_t kvHeads,
+                     int64_t headDim, double scale, const std::vector<int64_t> &kvHeadOf);
+
+float silu(float x);
+
+} // namespace q3::reference

@@ -1,0 +1,46 @@
+# libFuzzer targets are built with clang-16 (-fsanitize=fuzzer,address,undefined),
+# independently of the compiler that builds the rest of the project, so the main
+# build can stay on the default toolchain.
+#
+#   q3_add_fuzzer(NAME name SOURCES a.cpp b.cpp CORPUS dir [SECONDS 20])
+#
+# builds ${name} in the build tree and registers two ctest tests:
+#   fuzz.<name>.corpus : replays every seed file once (regressions; fast)
+#   fuzz.<name>.run    : bounded coverage-guided fuzzing for SECONDS seconds
+find_program(Q3_FUZZ_CLANG clang++-16)
+
+function(q3_add_fuzzer)
+  cmake_parse_arguments(F "" "NAME;CORPUS;SECONDS" "SOURCES" ${ARGN})
+  if(NOT Q3_BUILD_FUZZERS OR NOT Q3_FUZZ_CLANG)
+    message(STATUS "fuzzer ${F_NAME}: skipped (Q3_BUILD_FUZZERS off or clang++-16 missing)")
+    return()
+  endif()
+  if(NOT F_SECONDS)
+    set(F_SECONDS 20)
+  endif()
+  set(abs_sources)
+  foreach(src ${F_SOURCES})
+    get_filename_component(abs ${src} ABSOLUTE)
+    list(APPEND abs_sources ${abs})
+  endforeach()
+  set(out ${CMAKE_BINARY_DIR}/fuzz/${F_NAME})
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/fuzz
+    COMMAND ${Q3_FUZZ_CLANG} -std=c++17 -g -O1 -fno-omit-frame-pointer
+            -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+            -I${PROJECT_SOURCE_DIR} -o ${out} ${abs_sources} -lfmt
+    DEPENDS ${abs_sources}
+    COMMENT "Building fuzzer ${F_NAME} with clang-16 (ASan+UBSan)"
+    VERBATIM)
+  add_custom_target(${F_NAME} ALL DEPENDS ${out})
+  get_filename_component(corpus ${F_CORPUS} ABSOLUTE)
+  add_test(NAME fuzz.${F_NAME}.corpus
+           COMMAND ${out} -runs=0 ${corpus})
+  # New inputs go to the first corpus directory: a scratch one in the build tree,
+  # never the committed seeds.
+  set(scratch ${CMAKE_BINARY_DIR}/fuzz/${F_NAME}.corpus)
+  add_test(NAME fuzz.${F_NAME}.run
+           COMMAND sh -c "mkdir -p '${scratch}' && exec '${out}' -max_total_time=${F_SECONDS} -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 '${scratch}' '${corpus}'")
+  set_tests_properties(fuzz.${F_NAME}.corpus fuzz.${F_NAME}.run PROPERTIES LABELS fuzz)
+endfunction()

@@ -1,0 +1,10 @@
+//===- Q3Dialect.h - the q3 dialect and its types -------------------------===//
+#pragma once
+
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include "ir/Q3Dialect.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "ir/Q3Types.h.inc"

@@ -1,0 +1,13 @@
+//===- Q3Ops.h - operations of the q3 dialect -----------------------------===//
+#pragma once
+
+#include "ir/Q3Dialect.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "ir/Q3Ops.h.inc"

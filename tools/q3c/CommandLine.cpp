@@ -1,0 +1,94 @@
+//===- CommandLine.cpp ----------------------------------------------------===//
+#include "tools/q3c/CommandLine.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <limits>
+#include <stdexcept>
+
+namespace q3::tools {
+
+llvm::cl::OptionCategory q3Category("q3c options");
+llvm::cl::SubCommand
+    dumpCommand("dump", "Print the q3 IR of a Qwen3 config (file, model folder or preset)");
+llvm::cl::SubCommand
+    evalCommand("eval",
+                "Run the reference interpreter on a checkpoint: logits, argmax, greedy ids");
+llvm::cl::SubCommand
+    randomModelCommand("random-model",
+                       "Write a random-weight Qwen3 checkpoint (config.json + model.safetensors)");
+
+namespace cl = llvm::cl;
+
+// q3c dump
+cl::opt<std::string> dumpModel(cl::Positional, cl::Required, cl::sub(dumpCommand),
+                               cl::desc("<config.json | model folder | preset>"),
+                               cl::cat(q3Category));
+cl::opt<std::string> dumpOutput("o", cl::sub(dumpCommand), cl::init("-"),
+                                cl::desc("Write the IR here (default: stdout)"),
+                                cl::value_desc("file"), cl::cat(q3Category));
+
+// q3c eval
+cl::opt<std::string> evalModel(cl::Positional, cl::Required, cl::sub(evalCommand),
+                               cl::desc("<model folder with config.json and model.safetensors>"),
+                               cl::cat(q3Category));
+cl::opt<std::string> evalTokens("tokens", cl::sub(evalCommand), cl::Required,
+                                cl::desc("Prompt token ids, e.g. 1,2,3"), cl::value_desc("ids"),
+                                cl::cat(q3Category));
+cl::opt<std::string>
+    evalLogits("logits", cl::sub(evalCommand),
+               cl::desc("Write the logits of every position as a [T, vocab] float32 .npy"),
+               cl::value_desc("file.npy"), cl::cat(q3Category));
+cl::opt<int> evalGenerate("n", cl::sub(evalCommand), cl::init(0),
+                          cl::desc("Greedily generate this many tokens and print 'ids: ...'"),
+                          cl::value_desc("count"), cl::cat(q3Category));
+
+// q3c random-model
+cl::opt<std::string>
+    randomConfig("config", cl::sub(randomModelCommand), cl::Required,
+                 cl::desc("config.json, model folder or preset name (e.g. qwen3-0.6b, tiny)"),
+                 cl::value_desc("config|preset"), cl::cat(q3Category));
+cl::opt<uint64_t> randomSeed("seed", cl::sub(randomModelCommand), cl::init(0),
+                             cl::desc("Random seed"), cl::cat(q3Category));
+cl::opt<std::string>
+    randomDType("dtype", cl::sub(randomModelCommand),
+                cl::desc("Weight dtype: bf16, f16 or f32 (default: the config's torch_dtype)"),
+                cl::cat(q3Category));
+cl::opt<std::string> randomOutput("o", cl::sub(randomModelCommand), cl::Required,
+                                  cl::desc("Output model folder"), cl::value_desc("dir"),
+                                  cl::cat(q3Category));
+
+std::vector<int32_t> parseTokenList(const std::string &text) {
+  std::vector<int32_t> tokens;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos)
+      end = text.size();
+    std::string item = text.substr(begin, end - begin);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    size_t used = 0;
+    long long value = -1;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception &) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value < 0 ||
+        value > std::numeric_limits<int32_t>::max())
+      throw std::invalid_argument(
+          "--tokens: '" + item +
+          "' is not a token id (expected non-negative integers separated by commas)");
+    tokens.push_back(int32_t(value));
+    begin = end + 1;
+  }
+  return tokens;
+}
+
+void printWarnings(const std::vector<std::string> &warnings) {
+  for (const std::string &w : warnings)
+    llvm::errs() << "q3c: warning: " << w << "\n";
+}
+
+} // namespace q3::tools

@@ -1,0 +1,38 @@
+//===- CommandLine.h - q3c's subcommands and shared option helpers --------===//
+#pragma once
+
+#include "llvm/Support/CommandLine.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace q3::tools {
+
+extern llvm::cl::SubCommand dumpCommand;
+extern llvm::cl::SubCommand evalCommand;
+extern llvm::cl::SubCommand randomModelCommand;
+extern llvm::cl::OptionCategory q3Category;
+
+// Every option lives in CommandLine.cpp: llvm::cl options must be constructed
+// after the subcommand they belong to, which only one translation unit can
+// guarantee.
+extern llvm::cl::opt<std::string> dumpModel;
+extern llvm::cl::opt<std::string> dumpOutput;
+extern llvm::cl::opt<std::string> evalModel;
+extern llvm::cl::opt<std::string> evalTokens;
+extern llvm::cl::opt<std::string> evalLogits;
+extern llvm::cl::opt<int> evalGenerate;
+extern llvm::cl::opt<std::string> randomConfig;
+extern llvm::cl::opt<uint64_t> randomSeed;
+extern llvm::cl::opt<std::string> randomDType;
+extern llvm::cl::opt<std::string> randomOutput;
+
+/// Parses "1,2,3" (spaces allowed) into token ids; throws std::invalid_argument naming the bad
+/// item.
+std::vector<int32_t> parseTokenList(const std::string &text);
+
+/// Prints warnings to stderr as "q3c: warning: ...".
+void printWarnings(const std::vector<std::string> &warnings);
+
+} // namespace q3::tools

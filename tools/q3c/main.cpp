@@ -1,0 +1,44 @@
+//===- main.cpp - the q3c driver ------------------------------------------===//
+//
+//   q3c dump MODEL              print the q3 graph IR
+//   q3c eval MODEL_DIR ...      reference logits / greedy ids on a checkpoint
+//   q3c random-model ...        write a random-weight checkpoint
+//
+// Every failure is one line on stderr, "q3c: error: ...", and exit code 1.
+//
+//===----------------------------------------------------------------------===//
+#include "tools/q3c/CommandLine.h"
+#include "tools/q3c/Commands.h"
+
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <exception>
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  using namespace q3::tools;
+  for (llvm::cl::SubCommand *sub : {&dumpCommand, &evalCommand, &randomModelCommand})
+    llvm::cl::HideUnrelatedOptions(q3Category, *sub);
+  llvm::cl::HideUnrelatedOptions(q3Category);
+  llvm::cl::ParseCommandLineOptions(
+      argc, argv,
+      "q3c: an ahead-of-time compiler for Qwen3 models\n\n"
+      "  q3c dump MODEL                          print the q3 graph IR\n"
+      "  q3c eval MODEL_DIR --tokens 1,2,3       reference logits (--logits out.npy, -n N)\n"
+      "  q3c random-model --config C -o DIR      random-weight checkpoint\n\n"
+      "Run 'q3c SUBCOMMAND --help' for the options of each.\n");
+  try {
+    if (dumpCommand)
+      return runDump();
+    if (evalCommand)
+      return runEval();
+    if (randomModelCommand)
+      return runRandomModel();
+    llvm::errs() << "q3c: error: missing subcommand (dump, eval or random-model); see q3c --help\n";
+    return 1;
+  } catch (const std::exception &e) {
+    llvm::errs() << "q3c: error: " << e.what() << "\n";
+    return 1;
+  }
+}
