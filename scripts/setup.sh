@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# q3c setup on a fresh Debian 12 (bookworm) machine:
+#   1. installs every build and test dependency from Debian's packages,
+#   2. configures and builds q3c in ./build,
+#   3. runs the main job on the bundled default model (models/tiny.json):
+#      writes a random-weight checkpoint, prints its IR, generates tokens.
+# Run as root or with sudo. Re-running it is cheap: apt and ninja skip done work.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+PACKAGES=(
+  # toolchain and build
+  build-essential cmake ninja-build git ca-certificates
+  # MLIR/LLVM 16 (libMLIR.so, mlir-tblgen, FileCheck, lit) and clang-16 for the fuzzers
+  llvm-16-dev llvm-16-tools libmlir-16-dev mlir-16-tools clang-16 libclang-rt-16-dev lld-16
+  # libraries
+  nlohmann-json3-dev libfmt-dev libgtest-dev
+  # Vulkan: headers, loader, the lavapipe CPU device, GLSL/SPIR-V tools
+  libvulkan-dev mesa-vulkan-drivers glslc glslang-tools spirv-tools libshaderc-dev
+  # the independent numpy reference used by the parity tests
+  python3 python3-numpy
+)
+
+install_packages() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "setup: all ${#PACKAGES[@]} packages already installed"
+    return
+  fi
+  echo "setup: installing ${missing[*]}"
+  as_root apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+build() {
+  local werror=OFF
+  [ "${CI:-}" = "true" ] && werror=ON
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQ3_WERROR=$werror
+  cmake --build "$BUILD_DIR" -j "$(nproc)"
+}
+
+run_default_model() {
+  local q3c="$BUILD_DIR/tools/q3c/q3c" model="$BUILD_DIR/models/tiny"
+  "$q3c" random-model --config tiny --seed 0 -o "$model"
+  echo "--- q3c dump tiny (first layer's attention) ---"
+  "$q3c" dump "$model" | grep -m 12 -E 'func.func|layers.0.self_attn|q3.attention|q3.rope|kv_cache_update'
+  echo "--- q3c eval $model --tokens 1,2,3 -n 16 ---"
+  "$q3c" eval "$model" --tokens 1,2,3 -n 16
+}
+
+install_packages
+build
+run_default_model

@@ -1,0 +1,134 @@
+// Verifiers reject inconsistent shapes and name the op and the dimension.
+// RUN: %q3-opt %s -split-input-file -verify-diagnostics
+
+func.func @linear_in_features(%x: tensor<?x64xf32>) -> tensor<?x128xf32> {
+  %w = q3.param "w" : tensor<128x32xbf16>
+  // expected-error @+1 {{'q3.linear' op weight dimension 1 is 32 but input dimension 1 (in features) is 64}}
+  %y = q3.linear %x, %w : tensor<?x64xf32>, tensor<128x32xbf16> -> tensor<?x128xf32>
+  return %y : tensor<?x128xf32>
+}
+
+// -----
+
+func.func @linear_out_features(%x: tensor<?x64xf32>) -> tensor<?x100xf32> {
+  %w = q3.param "w" : tensor<128x64xf32>
+  // expected-error @+1 {{'q3.linear' op result dimension 1 is 100 but weight dimension 0 (out features) is 128}}
+  %y = q3.linear %x, %w : tensor<?x64xf32>, tensor<128x64xf32> -> tensor<?x100xf32>
+  return %y : tensor<?x100xf32>
+}
+
+// -----
+
+func.func @linear_bias(%x: tensor<?x64xf32>) -> tensor<?x128xf32> {
+  %w = q3.param "w" : tensor<128x64xf32>
+  %b = q3.param "b" : tensor<64xf32>
+  // expected-error @+1 {{'q3.linear' op bias dimension 0 is 64 but weight dimension 0 (out features) is 128}}
+  %y = q3.linear %x, %w bias %b : tensor<?x64xf32>, tensor<128x64xf32>, tensor<64xf32> -> tensor<?x128xf32>
+  return %y : tensor<?x128xf32>
+}
+
+// -----
+
+func.func @rms_norm_gamma(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
+  %g = q3.param "g" : tensor<32xbf16>
+  // expected-error @+1 {{'q3.rms_norm' op gamma dimension 0 is 32 but the input's last dimension is 64}}
+  %y = q3.rms_norm %x, %g {eps = 1.0e-06 : f64} : tensor<?x64xf32>, tensor<32xbf16> -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
+func.func @rms_norm_eps(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
+  %g = q3.param "g" : tensor<64xbf16>
+  // expected-error @+1 {{'q3.rms_norm' op eps must be positive}}
+  %y = q3.rms_norm %x, %g {eps = 0.0 : f64} : tensor<?x64xf32>, tensor<64xbf16> -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
+func.func @reshape_heads(%x: tensor<?x128xf32>) -> tensor<?x4x16xf32> {
+  // expected-error @+1 {{'q3.reshape_heads' op input dimension 1 is 128 but result heads x head_dim is 64}}
+  %y = q3.reshape_heads %x : tensor<?x128xf32> -> tensor<?x4x16xf32>
+  return %y : tensor<?x4x16xf32>
+}
+
+// -----
+
+func.func @rope_odd_head_dim(%x: tensor<?x4x15xf32>, %p: index) -> tensor<?x4x15xf32> {
+  // expected-error @+1 {{'q3.rope' op input dimension 2 (head_dim) must be static and even, got 15}}
+  %y = q3.rope %x at %p {theta = 1.0e4 : f64} : tensor<?x4x15xf32>
+  return %y : tensor<?x4x15xf32>
+}
+
+// -----
+
+func.func @attention_heads(%q: tensor<?x6x32xf32>, %k: tensor<?x4x32xf32>) -> tensor<?x6x32xf32> {
+  // expected-error @+1 {{'q3.attention' op query heads (6) must be a multiple of the KV heads (4)}}
+  %o = q3.attention %q, %k, %k {scale = 0.5 : f64} : tensor<?x6x32xf32>, tensor<?x4x32xf32>
+  return %o : tensor<?x6x32xf32>
+}
+
+// -----
+
+func.func @attention_head_dim(%q: tensor<?x4x32xf32>, %k: tensor<?x2x16xf32>) -> tensor<?x4x32xf32> {
+  // expected-error @+1 {{'q3.attention' op keys dimension 2 is 16 but query dimension 2 (head_dim) is 32}}
+  %o = q3.attention %q, %k, %k {scale = 0.5 : f64} : tensor<?x4x32xf32>, tensor<?x2x16xf32>
+  return %o : tensor<?x4x32xf32>
+}
+
+// -----
+
+func.func @attention_map(%q: tensor<?x4x32xf32>, %k: tensor<?x2x32xf32>) -> tensor<?x4x32xf32> {
+  // expected-error @+1 {{'q3.attention' op kv_head_map[3] = 2 is not a KV head (there are 2)}}
+  %o = q3.attention %q, %k, %k {scale = 0.5 : f64, kv_head_map = array<i64: 0, 0, 1, 2>} : tensor<?x4x32xf32>, tensor<?x2x32xf32>
+  return %o : tensor<?x4x32xf32>
+}
+
+// -----
+
+func.func @cache_layer(%c: !q3.kv_cache<layers = 2, kv_heads = 2, head_dim = 32>, %k: tensor<?x2x32xf32>, %p: index) {
+  // expected-error @+1 {{'q3.kv_cache_update' op layer 2 is outside the cache's 2 layers}}
+  %keys, %values = q3.kv_cache_update %c[2], %k, %k at %p : !q3.kv_cache<layers = 2, kv_heads = 2, head_dim = 32>, tensor<?x2x32xf32>
+  return
+}
+
+// -----
+
+func.func @cache_heads(%c: !q3.kv_cache<layers = 2, kv_heads = 2, head_dim = 32>, %k: tensor<?x4x32xf32>, %p: index) {
+  // expected-error @+1 {{'q3.kv_cache_update' op key dimension 1 is 4 but the cache's kv_heads is 2}}
+  %keys, %values = q3.kv_cache_update %c[0], %k, %k at %p : !q3.kv_cache<layers = 2, kv_heads = 2, head_dim = 32>, tensor<?x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @param_dynamic() {
+  // expected-error @+1 {{'q3.param' op 'w' must have a static shape}}
+  %w = q3.param "w" : tensor<?x64xbf16>
+  return
+}
+
+// -----
+
+func.func @param_dtype() {
+  // expected-error @+1 {{'q3.param' op result #0 must be ranked tensor of bfloat16 type or 16-bit float or 32-bit float values}}
+  %w = q3.param "w" : tensor<64xi8>
+  return
+}
+
+// -----
+
+func.func @embedding_hidden(%t: tensor<?xi32>) -> tensor<?x32xf32> {
+  %e = q3.param "e" : tensor<100x64xbf16>
+  // expected-error @+1 {{'q3.embedding' op result dimension 1 is 32 but table dimension 1 (hidden size) is 64}}
+  %x = q3.embedding %e[%t] : tensor<100x64xbf16>, tensor<?xi32> -> tensor<?x32xf32>
+  return %x : tensor<?x32xf32>
+}
+
+// -----
+
+// expected-error @+1 {{!q3.kv_cache: kv_heads must be positive, got 0}}
+func.func @cache_type(%c: !q3.kv_cache<layers = 2, kv_heads = 0, head_dim = 32>) {
+  return
+}

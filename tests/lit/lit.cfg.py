@@ -1,0 +1,21 @@
+# lit configuration for q3c: .mlir files (IR in -> IR out through q3-opt) and
+# .test files (q3c end to end). Tool paths come from lit.site.cfg.py.
+import os
+import shutil
+
+import lit.formats
+
+config.name = "q3c"
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.q3_obj_root, "out")
+
+config.substitutions.append(("%q3-opt", os.path.join(config.q3_tools_dir, "q3-opt", "q3-opt")))
+config.substitutions.append(("%q3c", os.path.join(config.q3_tools_dir, "q3c", "q3c")))
+config.substitutions.append(("%q3_src", config.q3_src_root))
+# The independent reference needs numpy, which Debian's interpreter has.
+python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
+config.substitutions.append(("%python", python))
+config.environment["PATH"] = os.pathsep.join([config.llvm_tools_dir, config.environment.get("PATH", "")])
