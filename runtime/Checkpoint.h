@@ -1,0 +1,38 @@
+// A Hugging Face model folder (single file or sharded with an index), or a
+// lone .safetensors file, presented as one flat set of named tensors.
+#pragma once
+
+#include "runtime/SafeTensors.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace q3::runtime {
+
+class Checkpoint {
+public:
+  // `path` is one of:
+  //  - a folder with model.safetensors.index.json ({"weight_map": {tensor: shard}}) and its shards,
+  //  - a folder with model.safetensors,
+  //  - a .safetensors file, or an *.index.json file.
+  // Index validation: every weight_map entry's shard exists and contains that tensor; a tensor
+  // present in two shards is an error; shard names may not escape the folder.
+  static Checkpoint open(const std::string &path);
+
+  const TensorView *find(std::string_view name) const;
+  std::vector<std::string> tensorNames() const; // sorted
+  std::string description() const;              // for messages: the path it was opened from
+
+private:
+  Checkpoint() = default;
+  void addFile(std::unique_ptr<SafeTensorsFile> file, const std::string &indexName);
+
+  std::string description_;
+  std::vector<std::unique_ptr<SafeTensorsFile>> files_; // owns every TensorView below
+  std::map<std::string, const TensorView *, std::less<>> tensors_;
+};
+
+} // namespace q3::runtime

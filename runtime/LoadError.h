@@ -1,0 +1,27 @@
+// The one exception type the runtime throws for bad files and mismatched
+// weights. Messages are a single line naming the file, the tensor (if any),
+// and what was expected versus found.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace q3::runtime {
+
+class LoadError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+// Makes untrusted text (tensor names, file names, parser messages) safe to put
+// in a one-line message: control characters and bytes that are not valid UTF-8
+// become \n, \t, \xNN escapes, and very long text is shortened.
+std::string printable(std::string_view text);
+
+// "[1024, 2048]"
+std::string formatShape(const std::vector<int64_t> &shape);
+
+} // namespace q3::runtime

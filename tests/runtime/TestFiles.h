@@ -1,0 +1,75 @@
+// Helpers shared by the runtime tests: scratch folders and hand-made images.
+#pragma once
+
+#include "runtime/DType.h"
+#include "runtime/SafeTensorsWriter.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace q3::runtime::testing {
+
+// A fresh folder under the system temp dir, removed with everything in it.
+class TempDir {
+public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "q3rt-XXXXXX").string();
+    if (!::mkdtemp(pattern.data()))
+      throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  std::string file(const std::string &name) const { return (path_ / name).string(); }
+  std::string path() const { return path_.string(); }
+
+private:
+  std::filesystem::path path_;
+};
+
+inline void writeBytes(const std::string &path, const std::vector<uint8_t> &bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char *>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+inline void writeText(const std::string &path, const std::string &text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+// A file image with the given header text (not validated) and `dataBytes` of data.
+inline std::vector<uint8_t> imageWithHeader(const std::string &header, size_t dataBytes) {
+  std::vector<uint8_t> image(8);
+  uint64_t length = header.size();
+  for (int i = 0; i < 8; ++i)
+    image[i] = uint8_t(length >> (8 * i));
+  image.insert(image.end(), header.begin(), header.end());
+  image.resize(image.size() + dataBytes, 0xab);
+  return image;
+}
+
+// F32 tensor whose element i is `first + i`.
+inline TensorToWrite f32Tensor(const std::string &name, std::vector<int64_t> shape,
+                               float first = 0) {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  std::vector<float> values(static_cast<size_t>(count));
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = first + float(i);
+  std::vector<uint8_t> bytes(values.size() * 4);
+  if (!bytes.empty())
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+  return TensorToWrite{name, DType::F32, std::move(shape), std::move(bytes)};
+}
+
+} // namespace q3::runtime::testing
