@@ -20,7 +20,7 @@ PACKAGES=(
   # MLIR/LLVM 16 (libMLIR.so, mlir-tblgen, FileCheck, lit) and clang-16 for the fuzzers
   llvm-16-dev llvm-16-tools libmlir-16-dev mlir-16-tools clang-16 libclang-rt-16-dev lld-16
   # libraries
-  nlohmann-json3-dev libfmt-dev libgtest-dev
+  nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
   # Vulkan: headers, loader, the lavapipe CPU device, GLSL/SPIR-V tools
   libvulkan-dev mesa-vulkan-drivers glslc glslang-tools spirv-tools libshaderc-dev
   # the independent numpy reference used by the parity tests
