@@ -19,6 +19,7 @@
 #include "ir/BuildGraph.h"
 #include "ir/Q3Ops.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -32,7 +33,7 @@ using namespace mlir;
 namespace q3::ir {
 
 void registerQ3Dialects(DialectRegistry &registry) {
-  registry.insert<Q3Dialect, func::FuncDialect>();
+  registry.insert<Q3Dialect, func::FuncDialect, arith::ArithDialect>();
 }
 
 namespace {
@@ -123,21 +124,19 @@ private:
     loc = NameLoc::get(builder.getStringAttr(prefix + "self_attn"));
     const int64_t hidden = config.hiddenSize;
     Value h = rmsNorm(x, param(prefix + "input_layernorm.weight", {hidden}));
-    Value q = toHeads(linear(h, attn + "q_proj.weight", config.qDim(), hidden),
-                      config.numAttentionHeads);
-    Value k = toHeads(linear(h, attn + "k_proj.weight", config.kvDim(), hidden),
-                      config.numKeyValueHeads);
-    Value v = toHeads(linear(h, attn + "v_proj.weight", config.kvDim(), hidden),
-                      config.numKeyValueHeads);
+    Value q =
+        toHeads(linear(h, attn + "q_proj.weight", config.qDim(), hidden), config.numAttentionHeads);
+    Value k =
+        toHeads(linear(h, attn + "k_proj.weight", config.kvDim(), hidden), config.numKeyValueHeads);
+    Value v =
+        toHeads(linear(h, attn + "v_proj.weight", config.kvDim(), hidden), config.numKeyValueHeads);
     q = rope(rmsNorm(q, param(attn + "q_norm.weight", {config.headDim})));
     k = rope(rmsNorm(k, param(attn + "k_norm.weight", {config.headDim})));
     auto update = builder.create<KVCacheUpdateOp>(loc, k.getType(), k.getType(), cache,
-                                                  builder.getI64IntegerAttr(layer), k, v,
-                                                  startPos);
+                                                  builder.getI64IntegerAttr(layer), k, v, startPos);
     double scale = 1.0 / std::sqrt(static_cast<double>(config.headDim));
-    Value o = builder.create<AttentionOp>(loc, q.getType(), q, update.getKeys(),
-                                          update.getValues(), builder.getF64FloatAttr(scale),
-                                          DenseI64ArrayAttr());
+    Value o = builder.create<AttentionOp>(loc, q.getType(), q, update.getKeys(), update.getValues(),
+                                          builder.getF64FloatAttr(scale), DenseI64ArrayAttr());
     o = builder.create<MergeHeadsOp>(loc, activation({config.qDim()}), o);
     o = linear(o, attn + "o_proj.weight", hidden, config.qDim());
     return builder.create<AddOp>(loc, x, o);
@@ -157,11 +156,11 @@ private:
 
   void buildForward() {
     auto tokensType = RankedTensorType::get({ShapedType::kDynamic}, builder.getI32Type());
-    auto cacheType = KVCacheType::get(&context, config.numHiddenLayers,
-                                      config.numKeyValueHeads, config.headDim);
+    auto cacheType =
+        KVCacheType::get(&context, config.numHiddenLayers, config.numKeyValueHeads, config.headDim);
     auto logitsType = activation({config.vocabSize});
-    auto funcType = builder.getFunctionType(
-        {tokensType, builder.getIndexType(), cacheType}, {logitsType});
+    auto funcType =
+        builder.getFunctionType({tokensType, builder.getIndexType(), cacheType}, {logitsType});
     auto func = builder.create<func::FuncOp>(loc, kEntryPoint, funcType);
     Block *entry = func.addEntryBlock();
     builder.setInsertionPointToStart(entry);
@@ -171,8 +170,7 @@ private:
 
     loc = NameLoc::get(builder.getStringAttr("model.embed_tokens"));
     Value embedTable = param("model.embed_tokens.weight", {config.vocabSize, config.hiddenSize});
-    Value x = builder.create<EmbeddingOp>(loc, activation({config.hiddenSize}), embedTable,
-                                          tokens);
+    Value x = builder.create<EmbeddingOp>(loc, activation({config.hiddenSize}), embedTable, tokens);
     for (int64_t layer = 0; layer < config.numHiddenLayers; ++layer)
       x = mlpBlock(layer, attentionBlock(layer, x));
 
@@ -197,7 +195,10 @@ private:
 } // namespace
 
 OwningOpRef<ModuleOp> buildQwen3Graph(MLIRContext &context, const frontend::ModelConfig &config) {
-  context.loadDialect<Q3Dialect, func::FuncDialect>();
+  DialectRegistry registry;
+  registerQ3Dialects(registry);
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
   OwningOpRef<ModuleOp> module = GraphBuilder(context, config).build();
   if (failed(verify(*module)))
     throw std::logic_error("internal error: the Qwen3 graph built from " + config.source +

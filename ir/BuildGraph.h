@@ -9,7 +9,7 @@
 
 namespace q3::ir {
 
-/// The dialects a q3 module is made of: q3, func and builtin.
+/// The dialects a q3 module is made of: q3, func, arith (index constants) and builtin.
 void registerQ3Dialects(mlir::DialectRegistry &registry);
 
 /// Name of the single entry point. Its arguments are, in order:

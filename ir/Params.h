@@ -9,8 +9,8 @@
 namespace q3::ir {
 
 struct ParamInfo {
-  std::string name;            // Hugging Face tensor name
-  std::vector<int64_t> shape;  // exact shape the weight must have
+  std::string name;           // Hugging Face tensor name
+  std::vector<int64_t> shape; // exact shape the weight must have
 };
 
 /// Every distinct q3.param of `module`, in order of first appearance. Two

@@ -25,8 +25,8 @@ void Q3Dialect::initialize() {
       >();
 }
 
-LogicalResult KVCacheType::verify(function_ref<InFlightDiagnostic()> emitError,
-                                  int64_t layers, int64_t kvHeads, int64_t headDim) {
+LogicalResult KVCacheType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t layers,
+                                  int64_t kvHeads, int64_t headDim) {
   if (layers <= 0)
     return emitError() << "!q3.kv_cache: layers must be positive, got " << layers;
   if (kvHeads <= 0)

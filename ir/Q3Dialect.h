@@ -1,8 +1,8 @@
 //===- Q3Dialect.h - the q3 dialect and its types -------------------------===//
 #pragma once
 
-#include "mlir/IR/Dialect.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
 
 #include "ir/Q3Dialect.h.inc"
 

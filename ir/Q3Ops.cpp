@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "ir/Q3Ops.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
@@ -128,8 +129,8 @@ LogicalResult LinearOp::verify() {
     return failure();
   if (Value bias = getBias()) {
     if (failed(expectRank(*this, "bias", bias, 1)) ||
-        failed(expectExtent(*this, "bias", 0, rankedType(bias).getDimSize(0),
-                            weight.getDimSize(0), "weight dimension 0 (out features)")))
+        failed(expectExtent(*this, "bias", 0, rankedType(bias).getDimSize(0), weight.getDimSize(0),
+                            "weight dimension 0 (out features)")))
       return failure();
   }
   return success();
@@ -140,8 +141,8 @@ LogicalResult LinearOp::verify() {
 //===----------------------------------------------------------------------===//
 
 /// Checks that `flat` [T, H*D] and `heads` [T, H, D] describe the same data.
-static LogicalResult verifyHeadsReshape(Operation *op, Value flat, StringRef flatWhat,
-                                        Value heads, StringRef headsWhat) {
+static LogicalResult verifyHeadsReshape(Operation *op, Value flat, StringRef flatWhat, Value heads,
+                                        StringRef headsWhat) {
   if (failed(expectRank(op, flatWhat, flat, 2)) || failed(expectRank(op, headsWhat, heads, 3)))
     return failure();
   auto flatType = rankedType(flat), headsType = rankedType(heads);
@@ -187,7 +188,7 @@ LogicalResult RopeOp::verify() {
 
 LogicalResult KVCacheUpdateOp::verify() {
   auto cache = getCache().getType().cast<KVCacheType>();
-  if (getLayer() < 0 || getLayer() >= static_cast<uint64_t>(cache.getLayers()))
+  if (getLayer() >= static_cast<uint64_t>(cache.getLayers()))
     return emitOpError() << "layer " << getLayer() << " is outside the cache's "
                          << cache.getLayers() << " layers";
   if (failed(expectRank(*this, "key", getKey(), 3)))
@@ -239,6 +240,150 @@ int64_t AttentionOp::kvHeadFor(int64_t h) {
   int64_t queryHeads = rankedType(getQuery()).getDimSize(1);
   int64_t kvHeads = rankedType(getKeys()).getDimSize(1);
   return h / (queryHeads / kvHeads);
+}
+
+//===----------------------------------------------------------------------===//
+// Weight transforms
+//===----------------------------------------------------------------------===//
+
+LogicalResult FoldGainOp::verify() {
+  if (failed(expectRank(*this, "weight", getWeight(), 2)) ||
+      failed(expectRank(*this, "gamma", getGamma(), 1)))
+    return failure();
+  auto weight = rankedType(getWeight());
+  if (failed(expectExtent(*this, "gamma", 0, rankedType(getGamma()).getDimSize(0),
+                          weight.getDimSize(1), "weight dimension 1 (in features)")))
+    return failure();
+  Type resultElement = rankedType(getResult()).getElementType();
+  if (!resultElement.isF32() && resultElement != weight.getElementType())
+    return emitOpError() << "result element type must be f32 or the weight's, got "
+                         << resultElement;
+  return expectSameShape(*this, "result", getResult(), "weight", getWeight());
+}
+
+LogicalResult ConcatRowsOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "needs at least one input";
+  if (failed(expectRank(*this, "result", getResult(), 2)))
+    return failure();
+  auto result = rankedType(getResult());
+  int64_t rows = 0;
+  for (auto [i, input] : llvm::enumerate(getInputs())) {
+    std::string what = "input #" + std::to_string(i);
+    if (failed(expectRank(*this, what, input, 2)) ||
+        failed(expectExtent(*this, what, 1, rankedType(input).getDimSize(1), result.getDimSize(1),
+                            "result dimension 1")))
+      return failure();
+    if (rankedType(input).getElementType() != result.getElementType())
+      return emitOpError() << what << " has element type " << rankedType(input).getElementType()
+                           << " but the result has " << result.getElementType();
+    rows += rankedType(input).getDimSize(0);
+  }
+  return expectExtent(*this, "result", 0, result.getDimSize(0), rows, "the sum of the input rows");
+}
+
+//===----------------------------------------------------------------------===//
+// SplitColumnsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SplitColumnsOp::verify() {
+  if (failed(expectRank(*this, "input", getInput(), 2)))
+    return failure();
+  auto input = rankedType(getInput());
+  int64_t columns = 0;
+  for (auto [i, result] : llvm::enumerate(getResults())) {
+    std::string what = "result #" + std::to_string(i);
+    if (failed(expectRank(*this, what, result, 2)) ||
+        failed(expectExtent(*this, what, 0, rankedType(result).getDimSize(0), input.getDimSize(0),
+                            "input dimension 0 (rows)")))
+      return failure();
+    columns += rankedType(result).getDimSize(1);
+  }
+  return expectExtent(*this, "input", 1, input.getDimSize(1), columns,
+                      "the sum of the result columns");
+}
+
+//===----------------------------------------------------------------------===//
+// FusedLinearOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusedLinearOp::verify() {
+  if (failed(expectRank(*this, "input", getInput(), 2)) ||
+      failed(expectRank(*this, "weight", getWeight(), 2)) ||
+      failed(expectRank(*this, "result", getResult(), 2)))
+    return failure();
+  auto input = rankedType(getInput()), weight = rankedType(getWeight()),
+       result = rankedType(getResult());
+  if (failed(expectExtent(*this, "weight", 1, weight.getDimSize(1), input.getDimSize(1),
+                          "input dimension 1 (in features)")) ||
+      failed(expectExtent(*this, "result", 0, result.getDimSize(0), input.getDimSize(0),
+                          "input dimension 0 (rows)")))
+    return failure();
+  int64_t outFeatures = weight.getDimSize(0);
+  if (getSwiglu()) {
+    if (outFeatures % 2 != 0)
+      return emitOpError() << "swiglu needs an even number of weight rows (gate over up), got "
+                           << outFeatures;
+    outFeatures /= 2;
+  }
+  if (failed(expectExtent(*this, "result", 1, result.getDimSize(1), outFeatures,
+                          getSwiglu() ? "half the weight rows (swiglu)"
+                                      : "weight dimension 0 (out features)")))
+    return failure();
+  if (auto eps = getRmsNormEps(); eps && eps->convertToDouble() <= 0.0)
+    return emitOpError() << "rms_norm_eps must be positive";
+  if (Value residual = getResidual())
+    return expectSameShape(*this, "residual", residual, "result", getResult());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// QKNormRopeCacheOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult QKNormRopeCacheOp::verify() {
+  auto cache = getCache().getType().cast<KVCacheType>();
+  if (failed(expectRank(*this, "qkv", getQkv(), 2)) ||
+      failed(expectRank(*this, "query", getQuery(), 3)) ||
+      failed(expectRank(*this, "keys", getKeys(), 3)) ||
+      failed(expectRank(*this, "q_gain", getQGain(), 1)))
+    return failure();
+  auto query = rankedType(getQuery()), keys = rankedType(getKeys());
+  const int64_t headDim = cache.getHeadDim(), kvHeads = cache.getKvHeads();
+  if (headDim % 2 != 0)
+    return emitOpError() << "head_dim must be even for RoPE, got " << headDim;
+  if (failed(
+          expectExtent(*this, "query", 2, query.getDimSize(2), headDim, "the cache's head_dim")) ||
+      failed(expectExtent(*this, "keys", 1, keys.getDimSize(1), kvHeads, "the cache's kv_heads")) ||
+      failed(expectExtent(*this, "keys", 2, keys.getDimSize(2), headDim, "the cache's head_dim")) ||
+      failed(expectExtent(*this, "q_gain", 0, rankedType(getQGain()).getDimSize(0), headDim,
+                          "the cache's head_dim")))
+    return failure();
+  const int64_t queryHeads = query.getDimSize(1);
+  if (ShapedType::isDynamic(queryHeads) || queryHeads % kvHeads != 0)
+    return emitOpError() << "query heads (" << extentString(queryHeads)
+                         << ") must be a static multiple of the KV heads (" << kvHeads << ")";
+  return expectExtent(*this, "qkv", 1, rankedType(getQkv()).getDimSize(1),
+                      (queryHeads + 2 * kvHeads) * headDim,
+                      "(query heads + 2 x kv heads) x head_dim");
+}
+
+//===----------------------------------------------------------------------===//
+// DispatchOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult DispatchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto kernel = symbolTable.lookupNearestSymbolFrom<func::FuncOp>(*this, getKernelAttr());
+  if (!kernel)
+    return emitOpError() << "kernel @" << getKernel() << " is not a func.func in this module";
+  if (!kernel->hasAttr(kKernelAttrName))
+    return emitOpError() << "@" << getKernel() << " is not marked " << kKernelAttrName;
+  FunctionType type = kernel.getFunctionType();
+  if (type.getInputs() != ArrayRef<Type>(llvm::to_vector(getOperandTypes())) ||
+      type.getResults() != ArrayRef<Type>(llvm::to_vector(getResultTypes())))
+    return emitOpError() << "operand and result types do not match kernel @" << getKernel()
+                         << " of type " << type;
+  return success();
 }
 
 #define GET_OP_CLASSES

@@ -5,6 +5,7 @@
 
 include "ir/Q3Dialect.td"
 include "mlir/IR/OpAsmInterface.td"
+include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -218,6 +219,160 @@ def Q3_AttentionOp : Q3_Op<"attention", [Pure, AllTypesMatch<["query", "result"]
     /// The KV head that query head `h` reads.
     int64_t kvHeadFor(int64_t h);
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Weight transforms
+//
+// Ops that compute a weight from other weights. They read only q3.param values
+// (or other weight transforms), so they run once, when the weights are bound,
+// never per token: the compiler records them and the binder applies them.
+//===----------------------------------------------------------------------===//
+
+def Q3_FoldGainOp : Q3_Op<"fold_gain", [Pure]> {
+  let summary = "weight transform: W * diag(gamma), an RMSNorm gain folded into a linear";
+  let description = [{
+    `result[n, k] = weight[n, k] * gamma[k]`, computed in f32 and stored in
+    the result's element type. With an f32 result,
+    `rms_norm(x, gamma) W^T = (x W'^T) * rsqrt(mean(x^2) + eps)` holds to f32
+    rounding; a result in the weight's own (narrower) type rounds W'.
+    Created by `fuse-rmsnorm-matmul`.
+
+    ```mlir
+    %wq = q3.fold_gain %w, %gamma : tensor<2048x1024xbf16>, tensor<1024xbf16> -> tensor<2048x1024xf32>
+    ```
+  }];
+  let arguments = (ins Q3_ParamTensor:$weight, Q3_ParamTensor:$gamma);
+  let results = (outs Q3_ParamTensor:$result);
+  let assemblyFormat = [{
+    $weight `,` $gamma attr-dict `:` type($weight) `,` type($gamma) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Q3_ConcatRowsOp : Q3_Op<"concat_rows", [Pure]> {
+  let summary = "weight transform: stack weights [N_i, K] into [sum N_i, K]";
+  let description = [{
+    Concatenates the output features of linears that read the same input, so
+    they run as one wider matrix product. Created by `merge-sibling-matmuls`.
+
+    ```mlir
+    %wqkv = q3.concat_rows %wq, %wk, %wv : tensor<2048x1024xf32>, tensor<1024x1024xf32>, tensor<1024x1024xf32> -> tensor<4096x1024xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Q3_ParamTensor>:$inputs);
+  let results = (outs Q3_ParamTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// SplitColumnsOp
+//===----------------------------------------------------------------------===//
+
+def Q3_SplitColumnsOp : Q3_Op<"split_columns", [Pure]> {
+  let summary = "split [T, sum N_i] into [T, N_i] pieces (a view, no copy)";
+  let description = [{
+    The inverse of a merged linear's concatenation: each result is a column
+    range of the input.
+
+    ```mlir
+    %q, %k, %v = q3.split_columns %qkv : tensor<?x4096xf32> -> tensor<?x2048xf32>, tensor<?x1024xf32>, tensor<?x1024xf32>
+    ```
+  }];
+  let arguments = (ins Q3_Activation:$input);
+  let results = (outs Variadic<Q3_Activation>:$results);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// FusedLinearOp
+//===----------------------------------------------------------------------===//
+
+def Q3_FusedLinearOp : Q3_Op<"fused_linear", [Pure]> {
+  let summary = "a matrix product with a fused RMSNorm prologue and epilogues";
+  let description = [{
+    `y = x W^T`, extended by what the fusion passes folded into it:
+
+    - `rms_norm_eps`: the input's RMSNorm. The prologue computes
+      `r = rsqrt(mean(x^2) + eps)` per row and the epilogue multiplies by it;
+      the gain is already folded into `W` (see `q3.fold_gain`).
+    - `swiglu`: `W` stacks gate over up (`[2I, K]`); the epilogue returns
+      `silu(gate) * up` (`[T, I]`).
+    - `residual`: the epilogue adds it (`[T, N]`), the residual connection.
+
+    The order is prologue, product, norm scale, swiglu, residual.
+
+    ```mlir
+    %h = q3.fused_linear %x, %w {rms_norm_eps = 1.0e-06 : f64, swiglu} : tensor<?x1024xf32>, tensor<6144x1024xf32> -> tensor<?x3072xf32>
+    %x2 = q3.fused_linear %o, %wo residual %x : tensor<?x2048xf32>, tensor<1024x2048xbf16>, tensor<?x1024xf32> -> tensor<?x1024xf32>
+    ```
+  }];
+  let arguments = (ins Q3_Activation:$input, Q3_ParamTensor:$weight,
+                       Optional<Q3_Activation>:$residual,
+                       OptionalAttr<F64Attr>:$rms_norm_eps, UnitAttr:$swiglu);
+  let results = (outs Q3_Activation:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`residual` $residual^)? attr-dict `:` type($input) `,` type($weight)
+    (`,` type($residual)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// QKNormRopeCacheOp
+//===----------------------------------------------------------------------===//
+
+def Q3_QKNormRopeCacheOp : Q3_Op<"qk_norm_rope_cache",
+    [AllTypesMatch<["q_gain", "k_gain"]>, AllTypesMatch<["keys", "values"]>]> {
+  let summary = "q/k RMSNorm per head, RoPE, and the K/V cache write, in one op";
+  let description = [{
+    Takes the merged q/k/v projection `[T, (Hq + 2 Hkv) D]`, and for every head
+    vector: normalizes q and k with their own gains (which cannot be folded into
+    the weights, since RoPE mixes features of different gains), rotates them
+    (rotate-half RoPE at position `start_pos + t`), writes the rotated k and the
+    v into layer `layer` of the cache, and returns the rotated queries with all
+    cached keys and values `[0, start_pos + T)`.
+
+    ```mlir
+    %q, %keys, %values = q3.qk_norm_rope_cache %qkv, %q_gain, %k_gain, %cache[%layer] at %start_pos
+        {eps = 1.0e-06 : f64, theta = 1.0e+06 : f64}
+        : tensor<?x4096xf32>, tensor<128xbf16>, !q3.kv_cache<layers = 28, kv_heads = 8, head_dim = 128>
+        -> tensor<?x16x128xf32>, tensor<?x8x128xf32>
+    ```
+  }];
+  let arguments = (ins Q3_Activation:$qkv, Q3_ParamTensor:$q_gain, Q3_ParamTensor:$k_gain,
+                       Arg<Q3_KVCacheType, "the cache", [MemRead, MemWrite]>:$cache,
+                       Index:$layer, Index:$start_pos, F64Attr:$eps, F64Attr:$theta);
+  let results = (outs Q3_Activation:$query, Q3_Activation:$keys, Q3_Activation:$values);
+  let assemblyFormat = [{
+    $qkv `,` $q_gain `,` $k_gain `,` $cache `[` $layer `]` `at` $start_pos attr-dict
+    `:` type($qkv) `,` type($q_gain) `,` type($cache) `->` type($query) `,` type($keys)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// DispatchOp
+//===----------------------------------------------------------------------===//
+
+def Q3_DispatchOp : Q3_Op<"dispatch", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "run a kernel over its workgroup grid";
+  let description = [{
+    Calls `kernel`, a `func.func` marked `q3.kernel`, with buffers (tensors,
+    weights, the cache) and scalars (index values such as the start position
+    or the layer). `form-dispatches` outlines every compute op into a kernel and
+    shares one kernel among the identical dispatches of all layers, so the
+    number of kernels does not grow with the depth of the model.
+
+    ```mlir
+    %x1 = q3.dispatch @fused_linear_residual_0(%o, %wo, %x0) : (tensor<?x2048xf32>, tensor<1024x2048xbf16>, tensor<?x1024xf32>) -> tensor<?x1024xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$kernel, Variadic<AnyType>:$operands);
+  let results = (outs Variadic<AnyType>:$results);
+  let assemblyFormat = "$kernel `(` $operands `)` attr-dict `:` functional-type($operands, $results)";
 }
 
 //===----------------------------------------------------------------------===//

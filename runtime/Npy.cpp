@@ -14,12 +14,13 @@ static const char kMagic[] = "\x93NUMPY";
 
 static std::string shapeTuple(const std::vector<int64_t> &shape) {
   std::string s = "(" + fmt::format("{}", fmt::join(shape, ", "));
-  return s + (shape.size() == 1 ? ",)" : ")");  // Python spells a 1-tuple "(n,)"
+  return s + (shape.size() == 1 ? ",)" : ")"); // Python spells a 1-tuple "(n,)"
 }
 
 void writeNpyF32(const std::string &path, const std::vector<int64_t> &shape,
                  const std::vector<float> &data) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shapeTuple(shape) + ", }";
+  std::string header =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': " + shapeTuple(shape) + ", }";
   // Magic (6) + version (2) + length (2) + header + '\n' is padded to a multiple of 64.
   size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
@@ -50,7 +51,8 @@ NpyArray readNpyF32(const std::string &path) {
     throw LoadError(fmt::format("{}: truncated .npy header", path));
   if (header.find("'descr': '<f4'") == std::string::npos ||
       header.find("'fortran_order': False") == std::string::npos)
-    throw LoadError(fmt::format("{}: expected a C-order float32 array, header is {}", path, header));
+    throw LoadError(
+        fmt::format("{}: expected a C-order float32 array, header is {}", path, header));
   std::smatch match;
   if (!std::regex_search(header, match, std::regex("'shape': \\(([0-9, ]*)\\)")))
     throw LoadError(fmt::format("{}: .npy header has no shape", path));
@@ -64,7 +66,8 @@ NpyArray readNpyF32(const std::string &path) {
   }
   array.data.resize(size_t(count));
   if (!in.read(reinterpret_cast<char *>(array.data.data()), std::streamsize(count * 4)))
-    throw LoadError(fmt::format("{}: .npy data shorter than shape {}", path, shapeTuple(array.shape)));
+    throw LoadError(
+        fmt::format("{}: .npy data shorter than shape {}", path, shapeTuple(array.shape)));
   return array;
 }
 

@@ -13,8 +13,8 @@ static std::vector<runtime::ParamSpec> toParamSpecs(const std::vector<ir::ParamI
 }
 
 CheckpointWeights::CheckpointWeights(const std::string &modelPath,
-                                     const std::vector<ir::ParamInfo> &params,
-                                     bool tiedEmbeddings, std::vector<std::string> *warnings)
+                                     const std::vector<ir::ParamInfo> &params, bool tiedEmbeddings,
+                                     std::vector<std::string> *warnings)
     : checkpoint(runtime::Checkpoint::open(modelPath)),
       bound(runtime::bindWeights(checkpoint, toParamSpecs(params), tiedEmbeddings, warnings)) {}
 

@@ -1,14 +1,25 @@
 //===- Interpreter.cpp - the reference interpreter of q3 IR ---------------===//
+//
+// Every SSA value of a run holds one of: an f32 activation tensor, a weight
+// (an f32 array that lives as long as the interpreter), or an index scalar.
+// Weight transforms (fold_gain, concat_rows) are evaluated on first use and
+// kept, as the weight binder of a compiled model would. A q3.dispatch runs its
+// kernel's body with the kernel arguments bound to the dispatch operands.
+//
+//===----------------------------------------------------------------------===//
 #include "backends/reference/Interpreter.h"
 #include "backends/reference/Kernels.h"
 #include "ir/BuildGraph.h"
 #include "ir/Q3Ops.h"
+#include "runtime/DType.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 using namespace mlir;
@@ -16,13 +27,6 @@ using namespace q3::ir;
 
 namespace q3::reference {
 namespace {
-
-std::vector<int64_t> staticFeatureShape(Value v, int64_t rows) {
-  auto type = v.getType().cast<RankedTensorType>();
-  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
-  shape[0] = rows;
-  return shape;
-}
 
 int64_t product(const std::vector<int64_t> &shape) {
   int64_t n = 1;
@@ -38,6 +42,26 @@ Tensor makeTensor(std::vector<int64_t> shape) {
   return t;
 }
 
+/// The static shape of `v` with its leading (sequence) extent set to `rows`.
+std::vector<int64_t> shapeWithRows(Value v, int64_t rows) {
+  auto type = v.getType().cast<RankedTensorType>();
+  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+  shape[0] = rows;
+  return shape;
+}
+
+/// Rounds f32 values to the precision of `type`'s bf16 or f16 elements, which is
+/// what a weight transform stored in that type holds.
+void roundToElementType(std::vector<float> &values, Type type) {
+  Type element = type.cast<RankedTensorType>().getElementType();
+  if (element.isBF16())
+    for (float &v : values)
+      v = runtime::bf16ToFloat(runtime::floatToBf16(v));
+  else if (element.isF16())
+    for (float &v : values)
+      v = runtime::f16ToFloat(runtime::floatToF16(v));
+}
+
 } // namespace
 
 /// One layer's cache: [capacity, kvHeads, headDim] keys and values.
@@ -46,17 +70,19 @@ struct LayerCache {
 };
 
 struct Interpreter::State {
+  ModuleOp module;
   func::FuncOp entry;
-  WeightLookup weights;
-  int64_t contextLength;
-  int64_t kvRowSize = 0;  // kvHeads * headDim
+  WeightLookup lookupWeight;
+  int64_t contextLength = 0;
+  int64_t kvRowSize = 0; // kvHeads * headDim
   std::vector<LayerCache> cache;
   int64_t position = 0;
+  std::map<Operation *, std::vector<float>> transformedWeights; // kept across runs
 
-  // Per run: activations by SSA value, weights by SSA value, the scalar start_pos.
+  // Per run.
   llvm::DenseMap<Value, Tensor> activations;
-  llvm::DenseMap<Value, const std::vector<float> *> params;
-  int64_t startPos = 0;
+  llvm::DenseMap<Value, const std::vector<float> *> weights;
+  llvm::DenseMap<Value, int64_t> scalars;
 
   const Tensor &act(Value v) {
     auto it = activations.find(v);
@@ -64,30 +90,91 @@ struct Interpreter::State {
       throw InterpreterError("reference interpreter: value used before it was computed");
     return it->second;
   }
-  const float *weight(Value v) {
-    auto it = params.find(v);
-    if (it == params.end())
-      throw InterpreterError("reference interpreter: weight operand is not a q3.param");
-    return it->second->data();
-  }
   /// Weight operands may also be f32 activations (IR written by hand).
-  const float *weightOrActivation(Value v) {
-    auto it = params.find(v);
-    return it != params.end() ? it->second->data() : act(v).data.data();
+  const float *weight(Value v) {
+    auto it = weights.find(v);
+    return it != weights.end() ? it->second->data() : act(v).data.data();
+  }
+  const std::vector<float> &weightVector(Value v) {
+    auto it = weights.find(v);
+    if (it == weights.end())
+      throw InterpreterError("reference interpreter: weight transform of a non-weight value");
+    return *it->second;
+  }
+  int64_t scalar(Value v) {
+    auto it = scalars.find(v);
+    if (it == scalars.end())
+      throw InterpreterError("reference interpreter: index value used before it was computed");
+    return it->second;
   }
   void define(Value v, Tensor t) { activations[v] = std::move(t); }
+  /// Makes `to` hold whatever `from` holds (kernel arguments, returns).
+  void alias(Value from, Value to) {
+    if (auto w = weights.find(from); w != weights.end())
+      weights[to] = w->second;
+    else if (auto s = scalars.find(from); s != scalars.end())
+      scalars[to] = s->second;
+    else if (auto a = activations.find(from); a != activations.end())
+      activations[to] = a->second;
+    // The cache argument holds nothing: the cache is the interpreter's own.
+  }
 
+  /// Runs the ops of `block` (not its terminator) and returns the terminator.
+  Operation *runBlock(Block &block);
   void execute(Operation *op);
   void runOp(ParamOp op);
+  void runOp(FoldGainOp op);
+  void runOp(ConcatRowsOp op);
   void runOp(EmbeddingOp op);
   void runOp(RMSNormOp op);
   void runOp(LinearOp op);
+  void runOp(FusedLinearOp op);
   void runOp(RopeOp op);
   void runOp(KVCacheUpdateOp op);
+  void runOp(QKNormRopeCacheOp op);
   void runOp(AttentionOp op);
+  void runOp(SplitColumnsOp op);
+  void runOp(DispatchOp op);
+  void runOp(arith::ConstantOp op);
+
+  /// Writes T rows of keys and values at `startPos` and returns rows [0, startPos + T).
+  std::pair<Tensor, Tensor> appendToCache(int64_t layer, const Tensor &k, const Tensor &v,
+                                          int64_t startPos);
 };
 
-void Interpreter::State::runOp(ParamOp op) { params[op.getResult()] = &weights(op.getName().str()); }
+Operation *Interpreter::State::runBlock(Block &block) {
+  for (Operation &op : block.without_terminator())
+    execute(&op);
+  return block.getTerminator();
+}
+
+void Interpreter::State::runOp(ParamOp op) {
+  weights[op.getResult()] = &lookupWeight(op.getName().str());
+}
+
+void Interpreter::State::runOp(FoldGainOp op) {
+  auto [it, inserted] = transformedWeights.try_emplace(op.getOperation());
+  if (inserted) {
+    const std::vector<float> &w = weightVector(op.getWeight());
+    const std::vector<float> &gamma = weightVector(op.getGamma());
+    const size_t columns = gamma.size();
+    it->second.resize(w.size());
+    for (size_t i = 0; i < w.size(); ++i)
+      it->second[i] = w[i] * gamma[i % columns];
+    roundToElementType(it->second, op.getResult().getType());
+  }
+  weights[op.getResult()] = &it->second;
+}
+
+void Interpreter::State::runOp(ConcatRowsOp op) {
+  auto [it, inserted] = transformedWeights.try_emplace(op.getOperation());
+  if (inserted)
+    for (Value input : op.getInputs()) {
+      const std::vector<float> &part = weightVector(input);
+      it->second.insert(it->second.end(), part.begin(), part.end());
+    }
+  weights[op.getResult()] = &it->second;
+}
 
 void Interpreter::State::runOp(EmbeddingOp op) {
   const Tensor &tokens = act(op.getTokens());
@@ -98,8 +185,8 @@ void Interpreter::State::runOp(EmbeddingOp op) {
   for (int64_t t = 0; t < tokens.rows(); ++t) {
     auto id = static_cast<int64_t>(tokens.data[t]);
     if (id < 0 || id >= vocab)
-      throw InterpreterError("token id " + std::to_string(id) +
-                             " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+      throw InterpreterError("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                             std::to_string(vocab) + ")");
     std::copy_n(table + id * hidden, hidden, out.data.begin() + t * hidden);
   }
   define(op.getResult(), std::move(out));
@@ -109,8 +196,8 @@ void Interpreter::State::runOp(RMSNormOp op) {
   const Tensor &x = act(op.getInput());
   const int64_t features = x.shape.back();
   Tensor out = makeTensor(x.shape);
-  rmsNorm(x.data.data(), weightOrActivation(op.getGamma()), out.data.data(),
-          product(x.shape) / features, features, op.getEps().convertToDouble());
+  rmsNorm(x.data.data(), weight(op.getGamma()), out.data.data(), product(x.shape) / features,
+          features, op.getEps().convertToDouble());
   define(op.getResult(), std::move(out));
 }
 
@@ -119,30 +206,78 @@ void Interpreter::State::runOp(LinearOp op) {
   auto weightType = op.getWeight().getType().cast<RankedTensorType>();
   const int64_t out = weightType.getDimSize(0), in = weightType.getDimSize(1);
   Tensor y = makeTensor({x.rows(), out});
-  const float *bias = op.getBias() ? weightOrActivation(op.getBias()) : nullptr;
-  linear(x.data.data(), weightOrActivation(op.getWeight()), bias, y.data.data(), x.rows(), in,
-         out);
+  const float *bias = op.getBias() ? weight(op.getBias()) : nullptr;
+  linear(x.data.data(), weight(op.getWeight()), bias, y.data.data(), x.rows(), in, out);
+  define(op.getResult(), std::move(y));
+}
+
+void Interpreter::State::runOp(FusedLinearOp op) {
+  const Tensor &x = act(op.getInput());
+  const int64_t in = x.shape[1];
+  Tensor y = makeTensor(shapeWithRows(op.getResult(), x.rows()));
+  const float *residual = op.getResidual() ? act(op.getResidual()).data.data() : nullptr;
+  std::optional<double> eps;
+  if (auto attr = op.getRmsNormEps())
+    eps = attr->convertToDouble();
+  fusedLinear(x.data.data(), weight(op.getWeight()), residual, y.data.data(), x.rows(), in,
+              y.shape[1], eps ? &*eps : nullptr, op.getSwiglu());
   define(op.getResult(), std::move(y));
 }
 
 void Interpreter::State::runOp(RopeOp op) {
   Tensor x = act(op.getInput());
-  ropeRotateHalf(x.data.data(), x.shape[0], x.shape[1], x.shape[2], startPos,
+  ropeRotateHalf(x.data.data(), x.shape[0], x.shape[1], x.shape[2], scalar(op.getStartPos()),
                  op.getTheta().convertToDouble());
   define(op.getResult(), std::move(x));
 }
 
-void Interpreter::State::runOp(KVCacheUpdateOp op) {
-  const Tensor &k = act(op.getKey()), &v = act(op.getValue());
-  LayerCache &layer = cache.at(op.getLayer());
-  const int64_t rows = k.rows(), end = startPos + rows;
+std::pair<Tensor, Tensor> Interpreter::State::appendToCache(int64_t layerIndex, const Tensor &k,
+                                                            const Tensor &v, int64_t startPos) {
+  if (layerIndex < 0 || layerIndex >= int64_t(cache.size()))
+    throw InterpreterError("cache layer " + std::to_string(layerIndex) + " does not exist");
+  LayerCache &layer = cache[layerIndex];
+  const int64_t end = startPos + k.rows();
   std::copy(k.data.begin(), k.data.end(), layer.keys.begin() + startPos * kvRowSize);
   std::copy(v.data.begin(), v.data.end(), layer.values.begin() + startPos * kvRowSize);
   std::vector<int64_t> shape = k.shape;
   shape[0] = end;
-  Tensor keys{shape, std::vector<float>(layer.keys.begin(), layer.keys.begin() + end * kvRowSize)};
-  Tensor values{shape,
-                std::vector<float>(layer.values.begin(), layer.values.begin() + end * kvRowSize)};
+  return {
+      Tensor{shape, std::vector<float>(layer.keys.begin(), layer.keys.begin() + end * kvRowSize)},
+      Tensor{shape,
+             std::vector<float>(layer.values.begin(), layer.values.begin() + end * kvRowSize)}};
+}
+
+void Interpreter::State::runOp(KVCacheUpdateOp op) {
+  auto [keys, values] = appendToCache(int64_t(op.getLayer()), act(op.getKey()), act(op.getValue()),
+                                      scalar(op.getStartPos()));
+  define(op.getKeys(), std::move(keys));
+  define(op.getValues(), std::move(values));
+}
+
+void Interpreter::State::runOp(QKNormRopeCacheOp op) {
+  const Tensor &qkv = act(op.getQkv());
+  auto queryType = op.getQuery().getType().cast<RankedTensorType>();
+  auto cacheType = op.getCache().getType().cast<KVCacheType>();
+  const int64_t rows = qkv.rows(), queryHeads = queryType.getDimSize(1);
+  const int64_t kvHeads = cacheType.getKvHeads(), headDim = cacheType.getHeadDim();
+  const int64_t qWidth = queryHeads * headDim, kvWidth = kvHeads * headDim;
+  Tensor q = makeTensor({rows, queryHeads, headDim});
+  Tensor k = makeTensor({rows, kvHeads, headDim});
+  Tensor v = makeTensor({rows, kvHeads, headDim});
+  for (int64_t t = 0; t < rows; ++t) {
+    const float *row = qkv.data.data() + t * (qWidth + 2 * kvWidth);
+    std::copy_n(row, qWidth, q.data.begin() + t * qWidth);
+    std::copy_n(row + qWidth, kvWidth, k.data.begin() + t * kvWidth);
+    std::copy_n(row + qWidth + kvWidth, kvWidth, v.data.begin() + t * kvWidth);
+  }
+  const double eps = op.getEps().convertToDouble(), theta = op.getTheta().convertToDouble();
+  const int64_t startPos = scalar(op.getStartPos());
+  rmsNorm(q.data.data(), weight(op.getQGain()), q.data.data(), rows * queryHeads, headDim, eps);
+  rmsNorm(k.data.data(), weight(op.getKGain()), k.data.data(), rows * kvHeads, headDim, eps);
+  ropeRotateHalf(q.data.data(), rows, queryHeads, headDim, startPos, theta);
+  ropeRotateHalf(k.data.data(), rows, kvHeads, headDim, startPos, theta);
+  auto [keys, values] = appendToCache(scalar(op.getLayer()), k, v, startPos);
+  define(op.getQuery(), std::move(q));
   define(op.getKeys(), std::move(keys));
   define(op.getValues(), std::move(values));
 }
@@ -162,10 +297,43 @@ void Interpreter::State::runOp(AttentionOp op) {
   define(op.getResult(), std::move(out));
 }
 
+void Interpreter::State::runOp(SplitColumnsOp op) {
+  const Tensor &x = act(op.getInput());
+  const int64_t width = x.shape[1];
+  int64_t offset = 0;
+  for (Value result : op.getResults()) {
+    const int64_t columns = result.getType().cast<RankedTensorType>().getDimSize(1);
+    Tensor piece = makeTensor({x.rows(), columns});
+    for (int64_t t = 0; t < x.rows(); ++t)
+      std::copy_n(x.data.begin() + t * width + offset, columns, piece.data.begin() + t * columns);
+    define(result, std::move(piece));
+    offset += columns;
+  }
+}
+
+void Interpreter::State::runOp(DispatchOp op) {
+  auto kernel = module.lookupSymbol<func::FuncOp>(op.getKernel());
+  if (!kernel)
+    throw InterpreterError("q3.dispatch: no kernel @" + op.getKernel().str());
+  Block &body = kernel.getBody().front();
+  for (auto [operand, argument] : llvm::zip(op.getOperands(), body.getArguments()))
+    alias(operand, argument);
+  Operation *ret = runBlock(body);
+  for (auto [returned, result] : llvm::zip(ret->getOperands(), op.getResults()))
+    alias(returned, result);
+}
+
+void Interpreter::State::runOp(arith::ConstantOp op) {
+  auto value = op.getValue().dyn_cast<IntegerAttr>();
+  if (!value || !op.getType().isIndex())
+    throw InterpreterError("reference interpreter: only index constants are supported");
+  scalars[op.getResult()] = value.getInt();
+}
+
 void Interpreter::State::execute(Operation *op) {
   auto reshape = [&](Value in, Value out) {
     Tensor t = act(in);
-    t.shape = staticFeatureShape(out, t.rows());
+    t.shape = shapeWithRows(out, t.rows());
     define(out, std::move(t));
   };
   auto elementwise = [&](Value lhs, Value rhs, Value out, auto combine) {
@@ -176,15 +344,18 @@ void Interpreter::State::execute(Operation *op) {
     define(out, std::move(t));
   };
   llvm::TypeSwitch<Operation *>(op)
-      .Case<ParamOp, EmbeddingOp, RMSNormOp, LinearOp, RopeOp, KVCacheUpdateOp, AttentionOp>(
-          [&](auto concrete) { runOp(concrete); })
+      .Case<ParamOp, FoldGainOp, ConcatRowsOp, EmbeddingOp, RMSNormOp, LinearOp, FusedLinearOp,
+            RopeOp, KVCacheUpdateOp, QKNormRopeCacheOp, AttentionOp, SplitColumnsOp, DispatchOp,
+            arith::ConstantOp>([&](auto concrete) { runOp(concrete); })
       .Case<ReshapeHeadsOp, MergeHeadsOp>(
           [&](auto concrete) { reshape(concrete.getInput(), concrete.getResult()); })
       .Case<AddOp>([&](AddOp add) {
-        elementwise(add.getLhs(), add.getRhs(), add.getResult(), [](float a, float b) { return a + b; });
+        elementwise(add.getLhs(), add.getRhs(), add.getResult(),
+                    [](float a, float b) { return a + b; });
       })
       .Case<MulOp>([&](MulOp mul) {
-        elementwise(mul.getLhs(), mul.getRhs(), mul.getResult(), [](float a, float b) { return a * b; });
+        elementwise(mul.getLhs(), mul.getRhs(), mul.getResult(),
+                    [](float a, float b) { return a * b; });
       })
       .Case<SiluOp>([&](SiluOp s) {
         Tensor t = act(s.getInput());
@@ -192,7 +363,6 @@ void Interpreter::State::execute(Operation *op) {
           x = silu(x);
         define(s.getResult(), std::move(t));
       })
-      .Case<func::ReturnOp>([](func::ReturnOp) {})
       .Default([](Operation *unknown) {
         throw InterpreterError("reference interpreter: unsupported operation '" +
                                unknown->getName().getStringRef().str() + "'");
@@ -201,6 +371,7 @@ void Interpreter::State::execute(Operation *op) {
 
 Interpreter::Interpreter(ModuleOp module, WeightLookup weights, int64_t contextLength)
     : state(std::make_unique<State>()) {
+  state->module = module;
   state->entry = module.lookupSymbol<func::FuncOp>(ir::kEntryPoint);
   if (!state->entry)
     throw InterpreterError("module has no func.func @" + ir::kEntryPoint.str());
@@ -208,7 +379,7 @@ Interpreter::Interpreter(ModuleOp module, WeightLookup weights, int64_t contextL
   if (argTypes.size() != 3 || !argTypes[2].isa<ir::KVCacheType>())
     throw InterpreterError("@forward must take (tokens, start_pos, cache)");
   auto cacheType = argTypes[2].cast<ir::KVCacheType>();
-  state->weights = std::move(weights);
+  state->lookupWeight = std::move(weights);
   state->contextLength = contextLength;
   state->kvRowSize = cacheType.getKvHeads() * cacheType.getHeadDim();
   state->cache.resize(cacheType.getLayers());
@@ -233,15 +404,14 @@ Tensor Interpreter::run(const std::vector<int32_t> &tokens) {
                            std::to_string(s.position + tokens.size() - 1) +
                            " exceed the context length " + std::to_string(s.contextLength));
   s.activations.clear();
-  s.params.clear();
-  s.startPos = s.position;
+  s.weights.clear();
+  s.scalars.clear();
   Block &body = s.entry.getBody().front();
   s.define(body.getArgument(0),
            Tensor{{int64_t(tokens.size())}, std::vector<float>(tokens.begin(), tokens.end())});
-  for (Operation &op : body)
-    s.execute(&op);
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
-  Tensor logits = s.act(ret.getOperand(0));
+  s.scalars[body.getArgument(1)] = s.position;
+  Operation *ret = s.runBlock(body);
+  Tensor logits = s.act(ret->getOperand(0));
   s.activations.clear();
   s.position += int64_t(tokens.size());
   return logits;

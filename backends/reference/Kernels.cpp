@@ -20,8 +20,8 @@ void rmsNorm(const float *x, const float *gamma, float *y, int64_t rows, int64_t
   }
 }
 
-void linear(const float *x, const float *w, const float *bias, float *y, int64_t rows,
-            int64_t in, int64_t out) {
+void linear(const float *x, const float *w, const float *bias, float *y, int64_t rows, int64_t in,
+            int64_t out) {
   for (int64_t t = 0; t < rows; ++t) {
     const float *xRow = x + t * in;
     for (int64_t n = 0; n < out; ++n) {
@@ -55,10 +55,10 @@ void ropeRotateHalf(float *x, int64_t rows, int64_t heads, int64_t headDim, int6
 void causalAttention(const float *q, const float *keys, const float *values, float *out,
                      int64_t queryRows, int64_t keyRows, int64_t queryHeads, int64_t kvHeads,
                      int64_t headDim, double scale, const std::vector<int64_t> &kvHeadOf) {
-  const int64_t cached = keyRows - queryRows;  // positions before the first query row
+  const int64_t cached = keyRows - queryRows; // positions before the first query row
   std::vector<double> scores(keyRows);
   for (int64_t t = 0; t < queryRows; ++t) {
-    const int64_t visible = cached + t + 1;  // causal: keys 0 .. cached + t
+    const int64_t visible = cached + t + 1; // causal: keys 0 .. cached + t
     for (int64_t h = 0; h < queryHeads; ++h) {
       const float *qv = q + (t * queryHeads + h) * headDim;
       const int64_t kvh = kvHeadOf[h];
@@ -88,5 +88,30 @@ void causalAttention(const float *q, const float *keys, const float *values, flo
 }
 
 float silu(float x) { return float(double(x) / (1.0 + std::exp(-double(x)))); }
+
+void fusedLinear(const float *x, const float *w, const float *residual, float *y, int64_t rows,
+                 int64_t in, int64_t outFeatures, const double *normEps, bool swiglu) {
+  const int64_t productWidth = swiglu ? 2 * outFeatures : outFeatures;
+  std::vector<float> product(productWidth);
+  for (int64_t t = 0; t < rows; ++t) {
+    const float *xRow = x + t * in;
+    double rowScale = 1.0;
+    if (normEps) {
+      double sumSquares = 0.0;
+      for (int64_t k = 0; k < in; ++k)
+        sumSquares += double(xRow[k]) * double(xRow[k]);
+      rowScale = 1.0 / std::sqrt(sumSquares / double(in) + *normEps);
+    }
+    linear(xRow, w, nullptr, product.data(), 1, in, productWidth);
+    for (int64_t n = 0; n < outFeatures; ++n) {
+      float value = float(double(product[n]) * rowScale);
+      if (swiglu)
+        value = silu(value) * float(double(product[outFeatures + n]) * rowScale);
+      if (residual)
+        value += residual[t * outFeatures + n];
+      y[t * outFeatures + n] = value;
+    }
+  }
+}
 
 } // namespace q3::reference

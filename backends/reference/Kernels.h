@@ -17,8 +17,8 @@ void rmsNorm(const float *x, const float *gamma, float *y, int64_t rows, int64_t
              double eps);
 
 /// y[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]).
-void linear(const float *x, const float *w, const float *bias, float *y, int64_t rows,
-            int64_t in, int64_t out);
+void linear(const float *x, const float *w, const float *bias, float *y, int64_t rows, int64_t in,
+            int64_t out);
 
 /// Rotate-half RoPE in place on x[T, heads, headDim]; row t is at position startPos + t.
 void ropeRotateHalf(float *x, int64_t rows, int64_t heads, int64_t headDim, int64_t startPos,
@@ -31,5 +31,11 @@ void causalAttention(const float *q, const float *keys, const float *values, flo
                      int64_t headDim, double scale, const std::vector<int64_t> &kvHeadOf);
 
 float silu(float x);
+
+/// The fused product of q3.fused_linear: y = (x W^T) * r (+ swiglu) (+ residual), where
+/// r = rsqrt(mean(x^2) + eps) per row when `normEps` is set, else 1. With `swiglu`, W has
+/// 2 * outFeatures rows (gate over up) and y = silu(gate) * up.
+void fusedLinear(const float *x, const float *w, const float *residual, float *y, int64_t rows,
+                 int64_t in, int64_t outFeatures, const double *normEps, bool swiglu);
 
 } // namespace q3::reference
