@@ -1,6 +1,6 @@
 //===- BuildGraphTest.cpp - the Qwen3 graph built from a config -----------===//
-#include "frontend/Presets.h"
 #include "ir/BuildGraph.h"
+#include "frontend/Presets.h"
 #include "ir/Params.h"
 #include "ir/Q3Ops.h"
 
@@ -22,9 +22,8 @@ struct Built {
 std::unique_ptr<Built> build(const frontend::ModelConfig &config) {
   auto built = std::make_unique<Built>();
   built->module = ir::buildQwen3Graph(built->context, config);
-  built->module->walk([&](mlir::Operation *op) {
-    built->opCounts[op->getName().getStringRef().str()]++;
-  });
+  built->module->walk(
+      [&](mlir::Operation *op) { built->opCounts[op->getName().getStringRef().str()]++; });
   return built;
 }
 
@@ -38,9 +37,9 @@ TEST(BuildGraph, Qwen3_0_6BHasOneOpPerModelStep) {
   const int layers = 28;
   EXPECT_EQ(built->opCounts["q3.attention"], layers);
   EXPECT_EQ(built->opCounts["q3.kv_cache_update"], layers);
-  EXPECT_EQ(built->opCounts["q3.rope"], 2 * layers);              // q and k, never v
-  EXPECT_EQ(built->opCounts["q3.rms_norm"], 4 * layers + 1);      // 2 block norms + q/k norm, final
-  EXPECT_EQ(built->opCounts["q3.linear"], 7 * layers + 1);        // q k v o gate up down, lm_head
+  EXPECT_EQ(built->opCounts["q3.rope"], 2 * layers);         // q and k, never v
+  EXPECT_EQ(built->opCounts["q3.rms_norm"], 4 * layers + 1); // 2 block norms + q/k norm, final
+  EXPECT_EQ(built->opCounts["q3.linear"], 7 * layers + 1);   // q k v o gate up down, lm_head
   EXPECT_EQ(built->opCounts["q3.add"], 2 * layers);
   EXPECT_EQ(built->opCounts["q3.embedding"], 1);
 }
@@ -92,8 +91,7 @@ TEST(BuildGraph, AttentionUsesHeadDimScaleAndGroupedHeads) {
 
 TEST(BuildGraph, WeightElementTypeFollowsTorchDtype) {
   frontend::ModelConfig config = preset("tiny");
-  for (auto [dtype, isType] :
-       std::vector<std::pair<frontend::WeightDType, bool (*)(mlir::Type)>>{
+  for (auto [dtype, isType] : std::vector<std::pair<frontend::WeightDType, bool (*)(mlir::Type)>>{
            {frontend::WeightDType::BF16, [](mlir::Type t) { return t.isBF16(); }},
            {frontend::WeightDType::F16, [](mlir::Type t) { return t.isF16(); }},
            {frontend::WeightDType::F32, [](mlir::Type t) { return t.isF32(); }}}) {

@@ -68,10 +68,14 @@ struct GoldenRunner::Impl {
   std::unique_ptr<reference::Interpreter> interpreter;
 };
 
-GoldenRunner::GoldenRunner(const GoldenCase &golden) : impl(new Impl) {
+GoldenRunner::GoldenRunner(const GoldenCase &golden,
+                           const std::function<void(mlir::ModuleOp)> &transform)
+    : impl(new Impl) {
   std::vector<std::string> warnings;
   impl->config = frontend::loadModelConfig(golden.dir, &warnings);
   impl->module = ir::buildQwen3Graph(impl->context, impl->config);
+  if (transform)
+    transform(*impl->module);
   impl->weights = std::make_unique<reference::CheckpointWeights>(
       golden.dir, ir::collectParams(*impl->module), impl->config.tieWordEmbeddings, &warnings);
   impl->interpreter = std::make_unique<reference::Interpreter>(
@@ -85,6 +89,8 @@ GoldenRunner::GoldenRunner(const GoldenCase &golden) : impl(new Impl) {
 GoldenRunner::~GoldenRunner() { delete impl; }
 
 reference::Interpreter &GoldenRunner::interpreter() { return *impl->interpreter; }
+
+mlir::ModuleOp GoldenRunner::module() { return *impl->module; }
 
 double maxAbsDiff(const std::vector<float> &a, const std::vector<float> &b) {
   if (a.size() != b.size())

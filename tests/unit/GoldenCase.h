@@ -3,6 +3,9 @@
 
 #include "backends/reference/Interpreter.h"
 
+#include "mlir/IR/BuiltinOps.h"
+
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,9 +16,9 @@ namespace q3::testing {
 struct GoldenCase {
   std::string name;
   std::string dir;
-  std::vector<int32_t> prompt;        // tokens.txt
-  std::vector<int32_t> greedy;        // greedy.txt, "ids: ..."
-  std::vector<int64_t> logitsShape;   // logits.npy
+  std::vector<int32_t> prompt;      // tokens.txt
+  std::vector<int32_t> greedy;      // greedy.txt, "ids: ..."
+  std::vector<int64_t> logitsShape; // logits.npy
   std::vector<float> logits;
 };
 
@@ -25,9 +28,13 @@ GoldenCase loadGoldenCase(const std::string &name);
 /// Runs the reference interpreter on a case's checkpoint, owning everything it needs.
 class GoldenRunner {
 public:
-  explicit GoldenRunner(const GoldenCase &golden);
+  /// `transform`, if given, runs on the graph before the interpreter sees it
+  /// (e.g. a pass pipeline).
+  explicit GoldenRunner(const GoldenCase &golden,
+                        const std::function<void(mlir::ModuleOp)> &transform = {});
   ~GoldenRunner();
   reference::Interpreter &interpreter();
+  mlir::ModuleOp module();
 
 private:
   struct Impl;

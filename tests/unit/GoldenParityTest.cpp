@@ -32,9 +32,9 @@ TEST_P(GoldenParity, PrefillLogitsMatchReference) {
 TEST_P(GoldenParity, GreedyIdsMatchReference) {
   GoldenCase golden = loadGoldenCase(GetParam());
   GoldenRunner runner(golden);
-  EXPECT_EQ(reference::generateGreedy(runner.interpreter(), golden.prompt,
-                                      int64_t(golden.greedy.size())),
-            golden.greedy);
+  EXPECT_EQ(
+      reference::generateGreedy(runner.interpreter(), golden.prompt, int64_t(golden.greedy.size())),
+      golden.greedy);
 }
 
 // Decode with the KV cache (one token per step, cached keys never rotated
@@ -77,10 +77,10 @@ TEST(WrongVariants, AreCaughtByTheParityBound) {
   GoldenRunner runner(golden);
   reference::Tensor logits = runner.interpreter().run(golden.prompt);
   ASSERT_LE(maxAbsDiff(logits.data, golden.logits), kLogitBound);
-  for (const char *variant : {"interleaved_rope", "norm_after_rope", "one_plus_gain",
-                              "kv_head_modulo"}) {
-    runtime::NpyArray wrong = runtime::readNpyF32(std::string(Q3_GOLDEN_DIR) +
-                                                  "/wrong_variant/" + variant + "_logits.npy");
+  for (const char *variant :
+       {"interleaved_rope", "norm_after_rope", "one_plus_gain", "kv_head_modulo"}) {
+    runtime::NpyArray wrong = runtime::readNpyF32(std::string(Q3_GOLDEN_DIR) + "/wrong_variant/" +
+                                                  variant + "_logits.npy");
     EXPECT_GT(maxAbsDiff(logits.data, wrong.data), 100 * kLogitBound) << variant;
   }
 }

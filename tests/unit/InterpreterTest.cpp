@@ -25,7 +25,7 @@ TEST(Interpreter, RejectsTokensOutsideTheVocabulary) {
 
 TEST(Interpreter, RejectsPositionsBeyondTheContext) {
   GoldenCase golden = smallCase();
-  GoldenRunner runner(golden);  // context of 64 positions
+  GoldenRunner runner(golden); // context of 64 positions
   std::vector<int32_t> longPrompt(60, 1);
   runner.interpreter().run(longPrompt);
   EXPECT_THROW(runner.interpreter().run(std::vector<int32_t>(5, 1)), reference::InterpreterError);
@@ -47,9 +47,9 @@ TEST(Interpreter, ResetForgetsTheCache) {
 TEST(Interpreter, IsDeterministic) {
   GoldenCase golden = smallCase();
   GoldenRunner a(golden), b(golden);
-  EXPECT_EQ(maxAbsDiff(a.interpreter().run(golden.prompt).data,
-                       b.interpreter().run(golden.prompt).data),
-            0.0);
+  EXPECT_EQ(
+      maxAbsDiff(a.interpreter().run(golden.prompt).data, b.interpreter().run(golden.prompt).data),
+      0.0);
 }
 
 } // namespace

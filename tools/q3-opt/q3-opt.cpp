@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/BuildGraph.h"
+#include "passes/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -15,6 +16,7 @@ int main(int argc, char **argv) {
   q3::ir::registerQ3Dialects(registry);
   // Generic cleanups (canonicalize, cse, ...) are available on q3 IR too.
   mlir::registerTransformsPasses();
+  q3::passes::registerQ3Passes();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "q3 IR optimizer driver\n", registry));
 }

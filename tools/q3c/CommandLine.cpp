@@ -58,6 +58,46 @@ cl::opt<std::string> randomOutput("o", cl::sub(randomModelCommand), cl::Required
                                   cl::desc("Output model folder"), cl::value_desc("dir"),
                                   cl::cat(q3Category));
 
+// Pipeline flags, shared by dump and eval.
+cl::opt<std::string>
+    emitStage("emit", cl::sub(dumpCommand), cl::sub(evalCommand), cl::init("dispatch"),
+              cl::desc("Stop after this stage: graph, fused or dispatch (default)"),
+              cl::value_desc("stage"), cl::cat(q3Category));
+cl::list<std::string> disabledPasses("disable-pass", cl::sub(dumpCommand), cl::sub(evalCommand),
+                                     cl::desc("Skip a pass of the pipeline (repeatable)"),
+                                     cl::value_desc("pass"), cl::cat(q3Category));
+cl::opt<bool> printIRAfterAll("print-ir-after-all", cl::sub(dumpCommand), cl::sub(evalCommand),
+                              cl::desc("Print the IR to stderr after every pass"),
+                              cl::cat(q3Category));
+cl::list<std::string> printIRAfter("print-ir-after", cl::sub(dumpCommand), cl::sub(evalCommand),
+                                   cl::desc("Print the IR to stderr after this pass (repeatable)"),
+                                   cl::value_desc("pass"), cl::cat(q3Category));
+cl::opt<int64_t> maxSeqLen("max-seq-len", cl::sub(dumpCommand), cl::init(4096),
+                           cl::desc("Rows the activation buffers are planned for"),
+                           cl::cat(q3Category));
+cl::opt<bool> dumpStats("stats", cl::sub(dumpCommand),
+                        cl::desc("Print what the pipeline did instead of the IR"),
+                        cl::cat(q3Category));
+cl::opt<bool> dumpJson("json", cl::sub(dumpCommand),
+                       cl::desc("With --stats: print one JSON object"), cl::cat(q3Category));
+
+passes::PipelineOptions pipelineOptionsFromFlags() {
+  passes::PipelineOptions options;
+  options.stage = passes::parseStage(emitStage);
+  options.disabledPasses.insert(disabledPasses.begin(), disabledPasses.end());
+  options.printIRAfterAll = printIRAfterAll;
+  options.printIRAfter.insert(printIRAfter.begin(), printIRAfter.end());
+  if (maxSeqLen <= 0)
+    throw std::invalid_argument("--max-seq-len must be positive");
+  options.maxSeqLen = maxSeqLen;
+  return options;
+}
+
+void runPipelineFromFlags(mlir::ModuleOp module) {
+  if (mlir::failed(passes::runPipeline(module, pipelineOptionsFromFlags())))
+    throw std::runtime_error("the pass pipeline failed (see the diagnostics above)");
+}
+
 std::vector<int32_t> parseTokenList(const std::string &text) {
   std::vector<int32_t> tokens;
   size_t begin = 0;

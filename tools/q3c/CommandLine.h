@@ -1,6 +1,8 @@
 //===- CommandLine.h - q3c's subcommands and shared option helpers --------===//
 #pragma once
 
+#include "passes/Pipeline.h"
+
 #include "llvm/Support/CommandLine.h"
 
 #include <cstdint>
@@ -28,9 +30,24 @@ extern llvm::cl::opt<uint64_t> randomSeed;
 extern llvm::cl::opt<std::string> randomDType;
 extern llvm::cl::opt<std::string> randomOutput;
 
+// Pipeline flags shared by dump and eval.
+extern llvm::cl::opt<std::string> emitStage;
+extern llvm::cl::list<std::string> disabledPasses;
+extern llvm::cl::opt<bool> printIRAfterAll;
+extern llvm::cl::list<std::string> printIRAfter;
+extern llvm::cl::opt<int64_t> maxSeqLen;
+extern llvm::cl::opt<bool> dumpStats;
+extern llvm::cl::opt<bool> dumpJson;
+
 /// Parses "1,2,3" (spaces allowed) into token ids; throws std::invalid_argument naming the bad
 /// item.
 std::vector<int32_t> parseTokenList(const std::string &text);
+
+/// The pipeline the flags above ask for.
+passes::PipelineOptions pipelineOptionsFromFlags();
+
+/// Runs that pipeline on `module`; throws if a pass fails.
+void runPipelineFromFlags(mlir::ModuleOp module);
 
 /// Prints warnings to stderr as "q3c: warning: ...".
 void printWarnings(const std::vector<std::string> &warnings);

@@ -4,6 +4,9 @@
 
 #include "frontend/Presets.h"
 #include "ir/BuildGraph.h"
+#include "passes/Statistics.h"
+
+#include <nlohmann/json.hpp>
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
@@ -14,18 +17,70 @@
 
 namespace q3::tools {
 
+/// JSON of the statistics; fields the pipeline did not reach are null.
+static std::string statisticsJson(const passes::PipelineStatistics &stats) {
+  auto optional = [](const std::optional<int64_t> &v) -> nlohmann::json {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
+  nlohmann::json json = {
+      {"ops_by_kind_before", stats.opsByKindBefore},
+      {"ops_by_kind_after", stats.opsByKindAfter},
+      {"dispatches_per_layer", optional(stats.dispatchesPerLayer)},
+      {"dispatches_outside_layers", optional(stats.dispatchesOutsideLayers)},
+      {"distinct_kernels", optional(stats.distinctKernels)},
+      {"decode_weight_bytes", optional(stats.decodeWeightBytes)},
+      {"decode_activation_bytes", optional(stats.decodeActivationBytes)},
+      {"decode_bytes_per_token", optional(stats.decodeBytesPerToken)},
+      {"peak_activation_bytes", optional(stats.peakActivationBytes)},
+      {"max_seq_len", optional(stats.maxSeqLen)},
+  };
+  return json.dump(2) + "\n";
+}
+
+static std::string statisticsText(const passes::PipelineStatistics &stats) {
+  std::string text;
+  auto line = [&](const std::string &name, const std::optional<int64_t> &value) {
+    text += name + ": " + (value ? std::to_string(*value) : std::string("-")) + "\n";
+  };
+  line("dispatches per layer", stats.dispatchesPerLayer);
+  line("dispatches outside layers", stats.dispatchesOutsideLayers);
+  line("distinct kernels", stats.distinctKernels);
+  line("decode bytes per token", stats.decodeBytesPerToken);
+  line("  weights", stats.decodeWeightBytes);
+  line("  activations and KV", stats.decodeActivationBytes);
+  line("peak activation bytes", stats.peakActivationBytes);
+  line("  planned for rows", stats.maxSeqLen);
+  text += "ops before -> after:\n";
+  std::map<std::string, std::pair<int64_t, int64_t>> both;
+  for (auto [kind, count] : stats.opsByKindBefore)
+    both[kind].first = count;
+  for (auto [kind, count] : stats.opsByKindAfter)
+    both[kind].second = count;
+  for (auto [kind, counts] : both)
+    text += "  " + kind + ": " + std::to_string(counts.first) + " -> " +
+            std::to_string(counts.second) + "\n";
+  return text;
+}
+
 int runDump() {
   std::vector<std::string> warnings;
   frontend::ModelConfig config = frontend::resolveModelConfig(dumpModel, &warnings);
   printWarnings(warnings);
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
+  mlir::OwningOpRef<mlir::ModuleOp> graph = module->clone();
+  runPipelineFromFlags(*module);
   std::error_code error;
   llvm::ToolOutputFile output(dumpOutput, error, llvm::sys::fs::OF_Text);
   if (error)
     throw std::runtime_error(dumpOutput + ": " + error.message());
-  module->print(output.os());
-  output.os() << "\n";
+  if (dumpStats) {
+    passes::PipelineStatistics stats = passes::collectStatistics(*graph, *module);
+    output.os() << (dumpJson ? statisticsJson(stats) : statisticsText(stats));
+  } else {
+    module->print(output.os());
+    output.os() << "\n";
+  }
   output.keep();
   return 0;
 }

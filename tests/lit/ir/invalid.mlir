@@ -132,3 +132,89 @@ func.func @embedding_hidden(%t: tensor<?xi32>) -> tensor<?x32xf32> {
 func.func @cache_type(%c: !q3.kv_cache<layers = 2, kv_heads = 0, head_dim = 32>) {
   return
 }
+
+// -----
+
+func.func @swiglu_odd(%x: tensor<?x8xf32>) -> tensor<?x3xf32> {
+  %w = q3.param "w" : tensor<7x8xf32>
+  // expected-error @+1 {{'q3.fused_linear' op swiglu needs an even number of weight rows (gate over up), got 7}}
+  %y = q3.fused_linear %x, %w {swiglu} : tensor<?x8xf32>, tensor<7x8xf32> -> tensor<?x3xf32>
+  return %y : tensor<?x3xf32>
+}
+
+// -----
+
+func.func @swiglu_width(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %w = q3.param "w" : tensor<8x8xf32>
+  // expected-error @+1 {{'q3.fused_linear' op result dimension 1 is 8 but half the weight rows (swiglu) is 4}}
+  %y = q3.fused_linear %x, %w {swiglu} : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+func.func @residual_shape(%x: tensor<?x8xf32>, %r: tensor<?x4xf32>) -> tensor<?x8xf32> {
+  %w = q3.param "w" : tensor<8x8xf32>
+  // expected-error @+1 {{'q3.fused_linear' op residual dimension 1 is 4 but result dimension 1 is 8}}
+  %y = q3.fused_linear %x, %w residual %r : tensor<?x8xf32>, tensor<8x8xf32>, tensor<?x4xf32> -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+func.func @fold_gain_type() {
+  %w = q3.param "w" : tensor<8x4xbf16>
+  %g = q3.param "g" : tensor<4xbf16>
+  // expected-error @+1 {{'q3.fold_gain' op result element type must be f32 or the weight's, got 'f16'}}
+  %f = q3.fold_gain %w, %g : tensor<8x4xbf16>, tensor<4xbf16> -> tensor<8x4xf16>
+  return
+}
+
+// -----
+
+func.func @concat_rows_sum() {
+  %a = q3.param "a" : tensor<8x4xf32>
+  %b = q3.param "b" : tensor<2x4xf32>
+  // expected-error @+1 {{'q3.concat_rows' op result dimension 0 is 12 but the sum of the input rows is 10}}
+  %c = q3.concat_rows %a, %b : tensor<8x4xf32>, tensor<2x4xf32> -> tensor<12x4xf32>
+  return
+}
+
+// -----
+
+func.func @split_sum(%x: tensor<?x10xf32>) {
+  // expected-error @+1 {{'q3.split_columns' op input dimension 1 is 10 but the sum of the result columns is 12}}
+  %a, %b = q3.split_columns %x : tensor<?x10xf32> -> tensor<?x6xf32>, tensor<?x6xf32>
+  return
+}
+
+// -----
+
+func.func @qkv_width(%qkv: tensor<?x20xf32>, %c: !q3.kv_cache<layers = 1, kv_heads = 1, head_dim = 4>, %l: index, %p: index) {
+  %g = q3.param "g" : tensor<4xf32>
+  // expected-error @+1 {{'q3.qk_norm_rope_cache' op qkv dimension 1 is 20 but (query heads + 2 x kv heads) x head_dim is 24}}
+  %q, %k, %v = q3.qk_norm_rope_cache %qkv, %g, %g, %c[%l] at %p {eps = 1.0e-06 : f64, theta = 1.0e+04 : f64} : tensor<?x20xf32>, tensor<4xf32>, !q3.kv_cache<layers = 1, kv_heads = 1, head_dim = 4> -> tensor<?x4x4xf32>, tensor<?x1x4xf32>
+  return
+}
+
+// -----
+
+func.func @dispatch_types(%x: tensor<?x8xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'q3.dispatch' op operand and result types do not match kernel @k of type '(tensor<?x8xf32>) -> tensor<?x8xf32>'}}
+  %y = q3.dispatch @k(%x) : (tensor<?x8xf32>) -> tensor<?x4xf32>
+  return %y : tensor<?x4xf32>
+}
+func.func private @k(%x: tensor<?x8xf32>) -> tensor<?x8xf32> attributes {q3.kernel} {
+  return %x : tensor<?x8xf32>
+}
+
+// -----
+
+func.func @dispatch_not_kernel(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'q3.dispatch' op @f is not marked q3.kernel}}
+  %y = q3.dispatch @f(%x) : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+func.func private @f(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  return %x : tensor<?x8xf32>
+}

@@ -1,0 +1,89 @@
+// RUN: %q3-opt %s -split-input-file -fuse-rmsnorm-matmul | FileCheck %s
+// RUN: %q3-opt %s -split-input-file -fuse-rmsnorm-matmul=keep-weight-dtype | FileCheck %s --check-prefix=KEEP
+
+// A norm feeding three bias-free linears: each becomes a fused product over a
+// folded weight, and the norm disappears.
+// CHECK-LABEL: func.func @norm_into_qkv
+// CHECK-SAME: (%[[X:.*]]: tensor<?x8xf32>)
+// CHECK-NOT: q3.rms_norm
+// CHECK: %[[WQ:.*]] = q3.fold_gain %wq, %g : tensor<16x8xbf16>, tensor<8xbf16> -> tensor<16x8xf32>
+// CHECK: q3.fused_linear %[[X]], %[[WQ]] {rms_norm_eps = 9.9999999999999995E-7 : f64} : tensor<?x8xf32>, tensor<16x8xf32> -> tensor<?x16xf32>
+// CHECK: %[[WK:.*]] = q3.fold_gain %wk, %g
+// CHECK: q3.fused_linear %[[X]], %[[WK]] {rms_norm_eps = 9.9999999999999995E-7 : f64}
+// CHECK: q3.fold_gain %wv, %g
+// KEEP-LABEL: func.func @norm_into_qkv
+// KEEP: q3.fold_gain %wq, %g : tensor<16x8xbf16>, tensor<8xbf16> -> tensor<16x8xbf16>
+func.func @norm_into_qkv(%x: tensor<?x8xf32>) -> (tensor<?x16xf32>, tensor<?x8xf32>, tensor<?x8xf32>) {
+  %g = q3.param "g" : tensor<8xbf16>
+  %h = q3.rms_norm %x, %g {eps = 1.0e-06 : f64} : tensor<?x8xf32>, tensor<8xbf16> -> tensor<?x8xf32>
+  %wq = q3.param "wq" : tensor<16x8xbf16>
+  %q = q3.linear %h, %wq : tensor<?x8xf32>, tensor<16x8xbf16> -> tensor<?x16xf32>
+  %wk = q3.param "wk" : tensor<8x8xbf16>
+  %k = q3.linear %h, %wk : tensor<?x8xf32>, tensor<8x8xbf16> -> tensor<?x8xf32>
+  %wv = q3.param "wv" : tensor<8x8xbf16>
+  %v = q3.linear %h, %wv : tensor<?x8xf32>, tensor<8x8xbf16> -> tensor<?x8xf32>
+  return %q, %k, %v : tensor<?x16xf32>, tensor<?x8xf32>, tensor<?x8xf32>
+}
+
+// -----
+
+// Tied embeddings: the head gets its own folded copy of the table; the lookup
+// keeps the original.
+// CHECK-LABEL: func.func @tied_head
+// CHECK: q3.embedding %model.embed_tokens.weight[
+// CHECK: %[[HEAD:.*]] = q3.fold_gain %model.embed_tokens.weight, %model.norm.weight : tensor<32x8xbf16>, tensor<8xbf16> -> tensor<32x8xf32>
+// CHECK: q3.fused_linear %{{.*}}, %[[HEAD]] {rms_norm_eps
+func.func @tied_head(%tokens: tensor<?xi32>) -> tensor<?x32xf32> {
+  %table = q3.param "model.embed_tokens.weight" : tensor<32x8xbf16>
+  %x = q3.embedding %table[%tokens] : tensor<32x8xbf16>, tensor<?xi32> -> tensor<?x8xf32>
+  %g = q3.param "model.norm.weight" : tensor<8xbf16>
+  %h = q3.rms_norm %x, %g {eps = 1.0e-06 : f64} : tensor<?x8xf32>, tensor<8xbf16> -> tensor<?x8xf32>
+  %logits = q3.linear %h, %table : tensor<?x8xf32>, tensor<32x8xbf16> -> tensor<?x32xf32>
+  return %logits : tensor<?x32xf32>
+}
+
+// -----
+
+// Must NOT fire: the norm also feeds a non-linear consumer.
+// CHECK-LABEL: func.func @norm_with_other_user
+// CHECK: q3.rms_norm
+// CHECK: q3.linear
+// CHECK-NOT: q3.fold_gain
+// CHECK-NOT: q3.fused_linear
+func.func @norm_with_other_user(%x: tensor<?x8xf32>) -> (tensor<?x16xf32>, tensor<?x8xf32>) {
+  %g = q3.param "g" : tensor<8xf32>
+  %h = q3.rms_norm %x, %g {eps = 1.0e-06 : f64} : tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
+  %w = q3.param "w" : tensor<16x8xf32>
+  %y = q3.linear %h, %w : tensor<?x8xf32>, tensor<16x8xf32> -> tensor<?x16xf32>
+  %s = q3.silu %h : tensor<?x8xf32>
+  return %y, %s : tensor<?x16xf32>, tensor<?x8xf32>
+}
+
+// -----
+
+// Must NOT fire: a linear with a bias (the norm scale does not commute with it).
+// CHECK-LABEL: func.func @linear_with_bias
+// CHECK: q3.rms_norm
+// CHECK: q3.linear %{{.*}}, %w bias %b
+// CHECK-NOT: q3.fused_linear
+func.func @linear_with_bias(%x: tensor<?x8xf32>) -> tensor<?x16xf32> {
+  %g = q3.param "g" : tensor<8xf32>
+  %h = q3.rms_norm %x, %g {eps = 1.0e-06 : f64} : tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
+  %w = q3.param "w" : tensor<16x8xf32>
+  %b = q3.param "b" : tensor<16xf32>
+  %y = q3.linear %h, %w bias %b : tensor<?x8xf32>, tensor<16x8xf32>, tensor<16xf32> -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+// Must NOT fire: a per-head (rank-3) norm feeding RoPE, i.e. Qwen3's q/k norm.
+// CHECK-LABEL: func.func @head_norm
+// CHECK: q3.rms_norm {{.*}} : tensor<?x2x4xf32>, tensor<4xf32> -> tensor<?x2x4xf32>
+// CHECK: q3.rope
+func.func @head_norm(%q: tensor<?x2x4xf32>, %p: index) -> tensor<?x2x4xf32> {
+  %g = q3.param "g" : tensor<4xf32>
+  %n = q3.rms_norm %q, %g {eps = 1.0e-06 : f64} : tensor<?x2x4xf32>, tensor<4xf32> -> tensor<?x2x4xf32>
+  %r = q3.rope %n at %p {theta = 1.0e+04 : f64} : tensor<?x2x4xf32>
+  return %r : tensor<?x2x4xf32>
+}
