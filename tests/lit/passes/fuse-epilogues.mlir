@@ -45,3 +45,18 @@ func.func @not_epilogues(%x: tensor<?x8xf32>) -> (tensor<?x12xf32>, tensor<?x8xf
   %y2 = q3.add %x, %p3 : tensor<?x8xf32>
   return %h, %y1, %p, %y2 : tensor<?x12xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>
 }
+
+// -----
+
+// Must NOT fire: gate and up halves of different widths (not a SwiGLU pair).
+// CHECK-LABEL: func.func @unequal_halves
+// CHECK: q3.split_columns
+// CHECK-NOT: swiglu
+func.func @unequal_halves(%x: tensor<?x8xf32>, %r: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %w = q3.param "gate_up" : tensor<12x8xf32>
+  %gu = q3.linear %x, %w : tensor<?x8xf32>, tensor<12x8xf32> -> tensor<?x12xf32>
+  %g, %u = q3.split_columns %gu : tensor<?x12xf32> -> tensor<?x4xf32>, tensor<?x8xf32>
+  %s = q3.silu %g : tensor<?x4xf32>
+  %h = q3.mul %s, %r : tensor<?x4xf32>
+  return %h : tensor<?x4xf32>
+}
