@@ -1,0 +1,563 @@
+#include "runtime/Artifact.h"
+
+#include "runtime/Checksum.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace q3::runtime {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// Header field offsets (docs/artifact.md).
+constexpr size_t kVersionOffset = 8;
+constexpr size_t kHeaderSizeOffset = 12;
+constexpr size_t kFileSizeOffset = 16;
+constexpr size_t kSectionCountOffset = 24;
+constexpr size_t kTableOffsetOffset = 32;
+constexpr size_t kReservedOffset = 48;
+// Section entry field offsets.
+constexpr size_t kEntryKind = 0;
+constexpr size_t kEntryFlags = 4;
+constexpr size_t kEntryOffset = 8;
+constexpr size_t kEntrySize = 16;
+constexpr size_t kEntryName = 24;
+
+LoadError fileError(const std::string &file, const std::string &what) {
+  return LoadError(fmt::format("{}: {}", printable(file), what));
+}
+
+uint32_t readU32(const uint8_t *bytes) {
+  uint32_t value = 0;
+  for (int i = 3; i >= 0; --i)
+    value = (value << 8) | bytes[i];
+  return value;
+}
+
+uint64_t readU64(const uint8_t *bytes) {
+  uint64_t value = 0;
+  for (int i = 7; i >= 0; --i)
+    value = (value << 8) | bytes[i];
+  return value;
+}
+
+void putU32(uint8_t *bytes, uint32_t value) {
+  for (int i = 0; i < 4; ++i)
+    bytes[i] = uint8_t(value >> (8 * i));
+}
+
+void putU64(uint8_t *bytes, uint64_t value) {
+  for (int i = 0; i < 8; ++i)
+    bytes[i] = uint8_t(value >> (8 * i));
+}
+
+uint64_t alignUp(uint64_t value) {
+  return (value + kArtifactAlignment - 1) / kArtifactAlignment * kArtifactAlignment;
+}
+
+std::string describeKind(uint32_t kind) {
+  switch (kind) {
+  case uint32_t(SectionKind::Manifest):
+    return "1 (manifest)";
+  case uint32_t(SectionKind::Executable):
+    return "2 (executable)";
+  case uint32_t(SectionKind::Data):
+    return "3 (data)";
+  default:
+    return std::to_string(kind);
+  }
+}
+
+bool isKnownKind(uint32_t kind) {
+  return kind >= uint32_t(SectionKind::Manifest) && kind <= uint32_t(SectionKind::Data);
+}
+
+// Length of the well-formed UTF-8 sequence at text[i] (lead byte >= 0x80), or 0.
+size_t utf8SequenceLength(std::string_view text, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  unsigned char lead = byte(i);
+  size_t length;
+  unsigned char low = 0x80, high = 0xbf;
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    length = 2;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    length = 3;
+    low = lead == 0xe0 ? 0xa0 : 0x80;  // overlong
+    high = lead == 0xed ? 0x9f : 0xbf; // surrogates
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    length = 4;
+    low = lead == 0xf0 ? 0x90 : 0x80;  // overlong
+    high = lead == 0xf4 ? 0x8f : 0xbf; // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (length > text.size() - i || byte(i + 1) < low || byte(i + 1) > high)
+    return 0;
+  for (size_t k = 2; k < length; ++k)
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf)
+      return 0;
+  return length;
+}
+
+// Why `name` cannot name a section ("" if it can). Shared by writer and reader.
+std::string nameProblem(std::string_view name) {
+  if (name.empty())
+    return "expected a non-empty name, found an empty one";
+  if (name.size() >= kArtifactNameField)
+    return fmt::format("expected at most {} bytes, found {}", kArtifactNameField - 1,
+                       name.size());
+  for (size_t i = 0; i < name.size();) {
+    unsigned char c = static_cast<unsigned char>(name[i]);
+    size_t length = c >= 0x80 ? utf8SequenceLength(name, i) : (c >= 0x20 && c != 0x7f);
+    if (length == 0)
+      return fmt::format("expected UTF-8 text without control characters, found \"{}\"",
+                         printable(name));
+    i += length;
+  }
+  return "";
+}
+
+// ---------------------------------------------------------------------------
+// Reading
+
+struct Entry {
+  size_t index;
+  std::string name;
+  uint32_t kind;
+  uint64_t offset;
+  uint64_t size;
+};
+
+std::string label(const Entry &entry) {
+  return fmt::format("section {} '{}'", entry.index, printable(entry.name));
+}
+
+// Checks the fixed header; returns the section count.
+uint64_t checkHeader(const std::string &file, const uint8_t *data, size_t size) {
+  if (size < kArtifactHeaderSize)
+    throw fileError(file,
+                    fmt::format("too short for the artifact header: expected at least {} bytes, "
+                                "found {}",
+                                kArtifactHeaderSize, size));
+  if (std::memcmp(data, kArtifactMagic, sizeof kArtifactMagic) != 0)
+    throw fileError(
+        file, fmt::format("not a q3c artifact: expected magic \"{}\", found \"{}\"",
+                          printable(std::string_view(kArtifactMagic, sizeof kArtifactMagic)),
+                          printable(std::string_view(reinterpret_cast<const char *>(data), 8))));
+  uint32_t version = readU32(data + kVersionOffset);
+  if (version != kArtifactFormatVersion)
+    throw fileError(file, fmt::format("artifact format version {}, this q3run reads version {}: "
+                                      "recompile the model with a matching q3c",
+                                      version, kArtifactFormatVersion));
+  uint32_t headerSize = readU32(data + kHeaderSizeOffset);
+  if (headerSize != kArtifactHeaderSize)
+    throw fileError(file, fmt::format("header_size: expected {}, found {}", kArtifactHeaderSize,
+                                      headerSize));
+  uint64_t fileSize = readU64(data + kFileSizeOffset);
+  if (fileSize != size)
+    throw fileError(file, fmt::format("truncated or extended: header says {} bytes, file has {}",
+                                      fileSize, size));
+  uint64_t stored = readU64(data + kArtifactChecksumOffset);
+  uint64_t computed = artifactChecksum(data, size);
+  if (stored != computed)
+    throw fileError(file, fmt::format("checksum mismatch: the file is corrupt: expected "
+                                      "{:#018x} (header), found {:#018x} (contents)",
+                                      stored, computed));
+  for (size_t i = kReservedOffset; i < kArtifactHeaderSize; ++i)
+    if (data[i] != 0)
+      throw fileError(file, fmt::format("reserved header bytes {}..{}: expected zero, found "
+                                        "{:#04x} at byte {}",
+                                        kReservedOffset, kArtifactHeaderSize - 1, data[i], i));
+  uint64_t count = readU64(data + kSectionCountOffset);
+  if (count > kArtifactMaxSections)
+    throw fileError(file, fmt::format("section_count: expected at most {}, found {}",
+                                      kArtifactMaxSections, count));
+  uint64_t tableOffset = readU64(data + kTableOffsetOffset);
+  if (tableOffset != kArtifactHeaderSize)
+    throw fileError(file, fmt::format("section_table_offset: expected {}, found {}",
+                                      kArtifactHeaderSize, tableOffset));
+  uint64_t tableEnd = tableOffset + count * kArtifactSectionEntrySize; // both small: no overflow
+  if (tableEnd > size)
+    throw fileError(file, fmt::format("section table of {} entries: expected it to end within "
+                                      "the {}-byte file, found it ends at byte {}",
+                                      count, size, tableEnd));
+  return count;
+}
+
+std::string readName(const std::string &file, size_t index, const uint8_t *field) {
+  const char *chars = reinterpret_cast<const char *>(field);
+  size_t length = std::find(chars, chars + kArtifactNameField, '\0') - chars;
+  std::string name(chars, length);
+  auto reject = [&](const std::string &what) {
+    std::string who = name.empty() ? fmt::format("section {}", index)
+                                   : fmt::format("section {} '{}'", index, printable(name));
+    return fileError(file, fmt::format("{}: name: {}", who, what));
+  };
+  if (length == kArtifactNameField)
+    throw reject(fmt::format("expected at most {} bytes and a NUL, found {} bytes without one",
+                             kArtifactNameField - 1, kArtifactNameField));
+  for (size_t i = length + 1; i < kArtifactNameField; ++i)
+    if (field[i] != 0)
+      throw reject(fmt::format("expected NUL padding after the name, found {:#04x} at name "
+                               "byte {}",
+                               field[i], i));
+  if (std::string problem = nameProblem(name); !problem.empty())
+    throw reject(problem);
+  return name;
+}
+
+Entry readEntry(const std::string &file, size_t index, const uint8_t *bytes, uint64_t tableEnd,
+                uint64_t fileSize) {
+  Entry entry{index, readName(file, index, bytes + kEntryName), readU32(bytes + kEntryKind),
+              readU64(bytes + kEntryOffset), readU64(bytes + kEntrySize)};
+  auto reject = [&](const std::string &what) {
+    return fileError(file, fmt::format("{}: {}", label(entry), what));
+  };
+  if (!isKnownKind(entry.kind))
+    throw reject(fmt::format("kind: expected 1 (manifest), 2 (executable) or 3 (data), found {}",
+                             entry.kind));
+  bool namedManifest = entry.name == kManifestSectionName;
+  bool isManifest = entry.kind == uint32_t(SectionKind::Manifest);
+  if (isManifest && !namedManifest)
+    throw reject(fmt::format("name: expected \"{}\" for a section of kind 1 (manifest), "
+                             "found '{}'",
+                             kManifestSectionName, printable(entry.name)));
+  if (namedManifest && !isManifest)
+    throw reject(fmt::format("kind: expected 1 (manifest) for the section named \"{}\", found {}",
+                             kManifestSectionName, describeKind(entry.kind)));
+  uint32_t flags = readU32(bytes + kEntryFlags);
+  if (flags != 0)
+    throw reject(fmt::format("flags: expected 0, found {:#x}", flags));
+  if (entry.offset < tableEnd)
+    throw reject(fmt::format("offset: expected at least {} (after the section table), found {}",
+                             tableEnd, entry.offset));
+  uint64_t end;
+  if (__builtin_add_overflow(entry.offset, entry.size, &end))
+    throw reject(fmt::format("offset {} + size {}: expected an end within the {}-byte file, "
+                             "found an overflow",
+                             entry.offset, entry.size, fileSize));
+  if (end > fileSize)
+    throw reject(fmt::format("offset {} + size {}: expected an end within the {}-byte file, "
+                             "found end {}",
+                             entry.offset, entry.size, fileSize, end));
+  if (entry.offset % kArtifactAlignment != 0)
+    throw reject(fmt::format("offset: expected a multiple of {}, found {}", kArtifactAlignment,
+                             entry.offset));
+  return entry;
+}
+
+void checkUniqueNames(const std::string &file, const std::vector<Entry> &entries) {
+  std::map<std::string_view, size_t> seen;
+  for (const Entry &entry : entries) {
+    auto [it, inserted] = seen.emplace(entry.name, entry.index);
+    if (inserted)
+      continue;
+    if (entry.name == kManifestSectionName)
+      throw fileError(file, fmt::format("manifest section: expected exactly one, found two "
+                                        "(sections {} and {})",
+                                        it->second, entry.index));
+    throw fileError(file, fmt::format("{}: name: expected a unique name, found it also at "
+                                      "section {}",
+                                      label(entry), it->second));
+  }
+}
+
+void checkNoOverlap(const std::string &file, const std::vector<Entry> &entries) {
+  std::vector<const Entry *> sorted;
+  for (const Entry &entry : entries)
+    sorted.push_back(&entry);
+  std::sort(sorted.begin(), sorted.end(), [](const Entry *a, const Entry *b) {
+    return a->offset != b->offset ? a->offset < b->offset : a->size < b->size;
+  });
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    const Entry &before = *sorted[i - 1], &after = *sorted[i];
+    uint64_t beforeEnd = before.offset + before.size; // checked against the file size already
+    if (after.offset < beforeEnd)
+      throw fileError(file, fmt::format("{} [{}, {}): expected no overlap, found it overlaps "
+                                        "{} [{}, {})",
+                                        label(after), after.offset, after.offset + after.size,
+                                        label(before), before.offset, beforeEnd));
+  }
+}
+
+// nlohmann messages start with "[json.exception.parse_error.101] "; drop that.
+std::string describeJsonError(const Json::exception &error) {
+  std::string_view message = error.what();
+  if (!message.empty() && message.front() == '[') {
+    size_t close = message.find("] ");
+    if (close != std::string_view::npos)
+      message.remove_prefix(close + 2);
+  }
+  return printable(message);
+}
+
+Json parseManifest(const std::string &file, const uint8_t *data, size_t size) {
+  Json manifest;
+  try {
+    manifest = Json::parse(data, data + size);
+  } catch (const Json::exception &error) {
+    throw fileError(file, "manifest: expected a JSON object, found invalid JSON: " +
+                              describeJsonError(error));
+  }
+  if (!manifest.is_object())
+    throw fileError(file, fmt::format("manifest: expected a JSON object, found {}",
+                                      manifest.type_name()));
+  return manifest;
+}
+
+std::string systemError(const std::string &path, const char *action, int error) {
+  return fmt::format("{}: cannot {}: {}", printable(path), action, std::strerror(error));
+}
+
+// Closes the descriptor on every path out of open(); the mapping outlives it.
+struct FileDescriptor {
+  int fd;
+  ~FileDescriptor() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Writing
+
+struct PlannedSection {
+  std::string_view name;
+  SectionKind kind;
+  const uint8_t *data;
+  size_t size;
+  uint64_t offset;
+};
+
+// Everything a writer emits, validated and laid out; `head` is the header and
+// section table with the checksum field still zero.
+struct Plan {
+  std::string manifestText;
+  std::vector<PlannedSection> sections;
+  std::vector<uint8_t> head;
+  uint64_t fileSize = 0;
+};
+
+LoadError writeError(const std::string &path, std::string_view section, const std::string &what) {
+  return LoadError(
+      fmt::format("{}: section '{}': {}", printable(path), printable(section), what));
+}
+
+std::string encodeManifest(const std::string &path, const Json &manifest) {
+  if (!manifest.is_object())
+    throw fileError(path, fmt::format("manifest: expected a JSON object, found {}",
+                                      manifest.type_name()));
+  try {
+    return manifest.dump();
+  } catch (const Json::exception &error) { // strings that are not valid UTF-8
+    throw fileError(path, "manifest: cannot encode as JSON: " + describeJsonError(error));
+  }
+}
+
+Plan planArtifact(const std::string &path, const Json &manifest,
+                  const std::vector<ArtifactSection> &sections) {
+  Plan plan;
+  plan.manifestText = encodeManifest(path, manifest);
+  if (sections.size() + 1 > kArtifactMaxSections)
+    throw fileError(path, fmt::format("sections: expected at most {} besides the manifest, "
+                                      "found {}",
+                                      kArtifactMaxSections - 1, sections.size()));
+  plan.sections.push_back(PlannedSection{kManifestSectionName, SectionKind::Manifest,
+                                         reinterpret_cast<const uint8_t *>(
+                                             plan.manifestText.data()),
+                                         plan.manifestText.size(), 0});
+  std::map<std::string_view, bool> names{{kManifestSectionName, true}};
+  for (const ArtifactSection &section : sections) {
+    if (std::string problem = nameProblem(section.name); !problem.empty())
+      throw writeError(path, section.name, "name: " + problem);
+    if (section.kind != SectionKind::Executable && section.kind != SectionKind::Data)
+      throw writeError(path, section.name,
+                       fmt::format("kind: expected 2 (executable) or 3 (data), found {}",
+                                   describeKind(uint32_t(section.kind))));
+    if (!names.emplace(section.name, true).second)
+      throw writeError(path, section.name,
+                       section.name == kManifestSectionName
+                           ? "name: reserved for the manifest"
+                           : "name: expected a unique name, found it twice");
+    plan.sections.push_back(
+        PlannedSection{section.name, section.kind, section.bytes.data(), section.bytes.size(), 0});
+  }
+
+  uint64_t tableEnd = kArtifactHeaderSize + plan.sections.size() * kArtifactSectionEntrySize;
+  uint64_t cursor = tableEnd;
+  for (PlannedSection &section : plan.sections) {
+    section.offset = alignUp(cursor);
+    cursor = section.offset + section.size;
+  }
+  plan.fileSize = cursor;
+
+  plan.head.assign(tableEnd, 0);
+  uint8_t *header = plan.head.data();
+  std::memcpy(header, kArtifactMagic, sizeof kArtifactMagic);
+  putU32(header + kVersionOffset, kArtifactFormatVersion);
+  putU32(header + kHeaderSizeOffset, uint32_t(kArtifactHeaderSize));
+  putU64(header + kFileSizeOffset, plan.fileSize);
+  putU64(header + kSectionCountOffset, plan.sections.size());
+  putU64(header + kTableOffsetOffset, kArtifactHeaderSize);
+  for (size_t i = 0; i < plan.sections.size(); ++i) {
+    const PlannedSection &section = plan.sections[i];
+    uint8_t *entry = header + kArtifactHeaderSize + i * kArtifactSectionEntrySize;
+    putU32(entry + kEntryKind, uint32_t(section.kind));
+    putU64(entry + kEntryOffset, section.offset);
+    putU64(entry + kEntrySize, section.size);
+    std::memcpy(entry + kEntryName, section.name.data(), section.name.size());
+  }
+  return plan;
+}
+
+// Feeds the whole file image, in order, to `sink(const uint8_t *, size_t)`.
+template <typename Sink> void emit(const Plan &plan, Sink &&sink) {
+  static const uint8_t zeros[kArtifactAlignment] = {};
+  uint64_t cursor = 0;
+  auto padTo = [&](uint64_t offset) {
+    while (cursor < offset) {
+      size_t chunk = size_t(std::min<uint64_t>(offset - cursor, sizeof zeros));
+      sink(zeros, chunk);
+      cursor += chunk;
+    }
+  };
+  sink(plan.head.data(), plan.head.size());
+  cursor = plan.head.size();
+  for (const PlannedSection &section : plan.sections) {
+    padTo(section.offset);
+    if (section.size != 0)
+      sink(section.data, section.size);
+    cursor += section.size;
+  }
+  padTo(plan.fileSize);
+}
+
+void sealChecksum(Plan &plan) {
+  uint64_t hash = kFnv1a64Basis; // the checksum field in `head` is still zero
+  emit(plan, [&](const uint8_t *bytes, size_t size) { hash = fnv1a64(bytes, size, hash); });
+  putU64(plan.head.data() + kArtifactChecksumOffset, hash);
+}
+
+} // namespace
+
+uint64_t artifactChecksum(const uint8_t *image, size_t size) {
+  size_t before = std::min(size, kArtifactChecksumOffset);
+  size_t fieldEnd = kArtifactChecksumOffset + 8;
+  uint64_t hash = fnv1a64(image, before);
+  hash = fnv1a64Zeros(std::min(size, fieldEnd) - before, hash);
+  if (size > fieldEnd)
+    hash = fnv1a64(image + fieldEnd, size - fieldEnd, hash);
+  return hash;
+}
+
+std::vector<uint8_t> serializeArtifact(const std::string &displayName, const Json &manifest,
+                                       const std::vector<ArtifactSection> &sections) {
+  Plan plan = planArtifact(displayName, manifest, sections);
+  sealChecksum(plan);
+  std::vector<uint8_t> image;
+  image.reserve(plan.fileSize);
+  emit(plan, [&](const uint8_t *bytes, size_t size) { image.insert(image.end(), bytes, bytes + size); });
+  return image;
+}
+
+void writeArtifact(const std::string &path, const Json &manifest,
+                   const std::vector<ArtifactSection> &sections) {
+  Plan plan = planArtifact(path, manifest, sections);
+  sealChecksum(plan);
+  FILE *file = std::fopen(path.c_str(), "wb");
+  if (!file)
+    throw LoadError(systemError(path, "open", errno));
+  int error = 0;
+  emit(plan, [&](const uint8_t *bytes, size_t size) {
+    if (error == 0 && std::fwrite(bytes, 1, size, file) != size)
+      error = errno ? errno : EIO;
+  });
+  if (std::fclose(file) != 0 && error == 0)
+    error = errno ? errno : EIO;
+  if (error != 0) {
+    std::remove(path.c_str());
+    throw LoadError(systemError(path, "write", error));
+  }
+}
+
+std::unique_ptr<Artifact> Artifact::parse(const std::string &displayName, const uint8_t *data,
+                                          size_t size) {
+  uint64_t count = checkHeader(displayName, data, size);
+  uint64_t tableEnd = kArtifactHeaderSize + count * kArtifactSectionEntrySize;
+  std::vector<Entry> entries;
+  for (size_t i = 0; i < count; ++i)
+    entries.push_back(readEntry(displayName, i,
+                                data + kArtifactHeaderSize + i * kArtifactSectionEntrySize,
+                                tableEnd, size));
+  checkUniqueNames(displayName, entries);
+  checkNoOverlap(displayName, entries);
+  auto manifestEntry = std::find_if(entries.begin(), entries.end(), [](const Entry &entry) {
+    return entry.kind == uint32_t(SectionKind::Manifest);
+  });
+  if (manifestEntry == entries.end())
+    throw fileError(displayName, "manifest section: expected exactly one (kind 1, named "
+                                 "\"manifest\"), found none");
+
+  std::unique_ptr<Artifact> artifact(new Artifact());
+  artifact->displayName_ = displayName;
+  artifact->formatVersion_ = kArtifactFormatVersion;
+  artifact->manifest_ =
+      parseManifest(displayName, data + manifestEntry->offset, size_t(manifestEntry->size));
+  for (const Entry &entry : entries)
+    artifact->sections_.push_back(Section{entry.name, SectionKind(entry.kind),
+                                          data + entry.offset, size_t(entry.size)});
+  return artifact;
+}
+
+std::unique_ptr<Artifact> Artifact::open(const std::string &path) {
+  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0)
+    throw LoadError(systemError(path, "open", errno));
+  struct stat info;
+  if (::fstat(file.fd, &info) != 0)
+    throw LoadError(systemError(path, "stat", errno));
+  if (!S_ISREG(info.st_mode))
+    throw LoadError(fmt::format("{}: not a regular file", printable(path)));
+
+  size_t size = size_t(info.st_size);
+  if (size == 0) // mmap cannot map zero bytes; let the parser report it
+    return parse(path, nullptr, 0);
+  void *mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd, 0);
+  if (mapping == MAP_FAILED)
+    throw LoadError(systemError(path, "mmap", errno));
+  try {
+    std::unique_ptr<Artifact> parsed = parse(path, static_cast<const uint8_t *>(mapping), size);
+    parsed->mapping_ = mapping;
+    parsed->mappingSize_ = size;
+    return parsed;
+  } catch (...) {
+    ::munmap(mapping, size);
+    throw;
+  }
+}
+
+const Artifact::Section *Artifact::find(std::string_view name) const {
+  for (const Section &section : sections_)
+    if (section.name == name)
+      return &section;
+  return nullptr;
+}
+
+Artifact::~Artifact() {
+  if (mapping_)
+    ::munmap(mapping_, mappingSize_);
+}
+
+} // namespace q3::runtime

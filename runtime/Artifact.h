@@ -1,0 +1,93 @@
+// The q3c artifact: the one file the compiler writes per compiled model and the
+// runtime (q3run) maps and runs. A fixed 64-byte header, a table of up to 64
+// named sections, and the section payloads, each 64-byte aligned. One section
+// is the manifest (a JSON object); the others hold executable code (an ELF
+// shared object) or raw data. Byte layout, versioning and every check the
+// reader makes: docs/artifact.md.
+#pragma once
+
+#include "runtime/LoadError.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace q3::runtime {
+
+enum class SectionKind : uint32_t { Manifest = 1, Executable = 2, Data = 3 };
+
+struct ArtifactSection {
+  std::string name; // 1..39 bytes of UTF-8 without control characters, unique
+  SectionKind kind; // Executable or Data; the writer adds the one Manifest section
+  std::vector<uint8_t> bytes;
+};
+
+constexpr uint32_t kArtifactFormatVersion = 1;
+constexpr char kArtifactMagic[8] = {'Q', '3', 'C', 'A', 'R', 'T', '\r', '\n'};
+constexpr uint64_t kArtifactHeaderSize = 64;
+constexpr uint64_t kArtifactSectionEntrySize = 64;
+constexpr uint64_t kArtifactMaxSections = 64;
+constexpr uint64_t kArtifactAlignment = 64;        // of every section's file offset
+constexpr size_t kArtifactNameField = 40;          // bytes; names are at most 39 plus a NUL
+constexpr size_t kArtifactChecksumOffset = 40;     // the u64 checksum field in the header
+constexpr const char *kManifestSectionName = "manifest";
+
+// 64-bit FNV-1a of `image` with the 8 checksum bytes [40, 48) taken as zero
+// (whatever `size` is): the value the header's checksum field must hold.
+uint64_t artifactChecksum(const uint8_t *image, size_t size);
+
+// Writes `manifest` (a JSON object, serialized with dump()) as the section
+// "manifest", followed by `sections` in the given order. Throws LoadError
+// naming `path` on bad names or kinds, too many sections, a manifest that is
+// not an object or not valid UTF-8, and I/O errors (the partial file is removed).
+void writeArtifact(const std::string &path, const nlohmann::json &manifest,
+                   const std::vector<ArtifactSection> &sections);
+// The same file image in memory (tests, fuzzer seeds). `displayName` goes in errors.
+std::vector<uint8_t> serializeArtifact(const std::string &displayName,
+                                       const nlohmann::json &manifest,
+                                       const std::vector<ArtifactSection> &sections);
+
+// A validated, read-only artifact. Every Section points inside the file image.
+class Artifact {
+public:
+  struct Section {
+    std::string name;
+    SectionKind kind;
+    const uint8_t *data; // 64-byte aligned relative to the image start (mmap: page aligned)
+    size_t size;
+  };
+
+  // Maps `path` read-only (MAP_PRIVATE) and validates it.
+  static std::unique_ptr<Artifact> open(const std::string &path);
+  // Validates an in-memory image, which must outlive the result (nothing big is
+  // copied). `displayName` starts every error message.
+  static std::unique_ptr<Artifact> parse(const std::string &displayName, const uint8_t *data,
+                                         size_t size);
+
+  uint32_t formatVersion() const { return formatVersion_; }
+  const nlohmann::json &manifest() const { return manifest_; } // always an object
+  const std::vector<Section> &sections() const { return sections_; } // table order, manifest included
+  const Section *find(std::string_view name) const;
+  const std::string &displayName() const { return displayName_; }
+
+  Artifact(const Artifact &) = delete;
+  Artifact &operator=(const Artifact &) = delete;
+  ~Artifact(); // munmap if mapped
+
+private:
+  Artifact() = default;
+
+  std::string displayName_;
+  uint32_t formatVersion_ = 0;
+  nlohmann::json manifest_;
+  std::vector<Section> sections_;
+  void *mapping_ = nullptr; // set only by open()
+  size_t mappingSize_ = 0;
+};
+
+} // namespace q3::runtime

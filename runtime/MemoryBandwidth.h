@@ -1,0 +1,25 @@
+// Measures the machine's sustainable memory read bandwidth, the ceiling for
+// decode speed: each generated token streams every weight from memory once.
+#pragma once
+
+#include "runtime/ThreadPool.h"
+
+#include <cstdint>
+
+namespace q3::runtime {
+
+struct BandwidthResult {
+  double gigabytesPerSecond; // 1 GB = 1e9 bytes, as STREAM counts
+  int64_t bytes;             // buffer size read per repetition
+  int threads;
+};
+
+// STREAM-like read kernel: sums a buffer of `bytes` (default 1 GiB, far beyond
+// the caches) with all pool threads, `repetitions` times, and reports the best
+// rate, as STREAM does. Each thread first writes the part it later reads, so
+// page faults stay out of the timing and pages land on that thread's NUMA node.
+// bytes < 1 or repetitions < 1 is std::invalid_argument.
+BandwidthResult measureReadBandwidth(ThreadPool &pool, int64_t bytes = int64_t(1) << 30,
+                                     int repetitions = 5);
+
+} // namespace q3::runtime

@@ -1,0 +1,57 @@
+// Feeds arbitrary bytes to the artifact reader. LoadError is the only
+// acceptable failure; any other exception escapes and aborts (a bug). For a
+// successful parse every section byte is read so ASan checks the bounds.
+//
+// Random bytes almost never carry a matching checksum, so each input is parsed
+// twice: as is (the header checks), and with file_size and the checksum fixed
+// up, which lets the fuzzer reach the section table and manifest checks.
+#include "runtime/Artifact.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+using q3::runtime::Artifact;
+using q3::runtime::LoadError;
+
+namespace {
+
+void setU64(std::vector<uint8_t> &image, size_t at, uint64_t value) {
+  for (int i = 0; i < 8; ++i)
+    image[at + i] = uint8_t(value >> (8 * i));
+}
+
+void check(const uint8_t *data, size_t size) {
+  try {
+    auto artifact = Artifact::parse("fuzz", data, size);
+    if (!artifact->manifest().is_object())
+      __builtin_trap();
+    volatile unsigned sink = 0;
+    for (const Artifact::Section &section : artifact->sections()) {
+      if (section.data < data || section.size > size_t(data + size - section.data) ||
+          (section.data - data) % q3::runtime::kArtifactAlignment != 0)
+        __builtin_trap(); // the reader promised bounds and alignment
+      unsigned sum = 0;
+      for (size_t i = 0; i < section.size; ++i)
+        sum += section.data[i];
+      sink = sink + sum;
+      if (artifact->find(section.name) != &section)
+        __builtin_trap(); // names are unique
+    }
+  } catch (const LoadError &) {
+  }
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  check(data, size);
+  if (size >= q3::runtime::kArtifactHeaderSize) {
+    std::vector<uint8_t> sealed(data, data + size);
+    setU64(sealed, 16, size);
+    setU64(sealed, q3::runtime::kArtifactChecksumOffset,
+           q3::runtime::artifactChecksum(sealed.data(), sealed.size()));
+    check(sealed.data(), sealed.size());
+  }
+  return 0;
+}

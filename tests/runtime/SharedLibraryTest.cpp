@@ -1,0 +1,59 @@
+#include "runtime/LoadError.h"
+#include "runtime/SharedLibrary.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace q3::runtime {
+namespace {
+
+#define EXPECT_LOAD_ERROR(statement, part)                                                         \
+  try {                                                                                            \
+    statement;                                                                                     \
+    ADD_FAILURE() << "expected LoadError containing: " << (part);                                  \
+  } catch (const LoadError &error) {                                                               \
+    EXPECT_NE(std::string(error.what()).find(part), std::string::npos) << error.what();            \
+  }
+
+// Q3_TEST_KERNEL_LIBRARY is the path of SharedLibraryTestKernel.c built by CMake.
+std::vector<uint8_t> testKernelBytes() {
+  std::ifstream in(Q3_TEST_KERNEL_LIBRARY, std::ios::binary);
+  EXPECT_TRUE(in) << "cannot open " << Q3_TEST_KERNEL_LIBRARY;
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(SharedLibrary, LoadsFromMemoryAndCallsAFunction) {
+  std::vector<uint8_t> bytes = testKernelBytes();
+  auto library = SharedLibrary::loadFromMemory("kernels.so", bytes.data(), bytes.size());
+  auto add = reinterpret_cast<int (*)(int, int)>(library->symbol("q3_test_add"));
+  EXPECT_EQ(add(2, 3), 1005);
+}
+
+TEST(SharedLibrary, TwoCopiesLoadIndependently) {
+  std::vector<uint8_t> bytes = testKernelBytes();
+  auto first = SharedLibrary::loadFromMemory("first", bytes.data(), bytes.size());
+  auto second = SharedLibrary::loadFromMemory("second", bytes.data(), bytes.size());
+  EXPECT_NE(first->symbol("q3_test_add"), second->symbol("q3_test_add"));
+  first.reset();
+  EXPECT_EQ(reinterpret_cast<int (*)(int, int)>(second->symbol("q3_test_add"))(1, 1), 1002);
+}
+
+TEST(SharedLibrary, MissingSymbolIsALoadError) {
+  std::vector<uint8_t> bytes = testKernelBytes();
+  auto library = SharedLibrary::loadFromMemory("kernels.so", bytes.data(), bytes.size());
+  EXPECT_LOAD_ERROR(library->symbol("q3_missing"), "kernels.so: no symbol 'q3_missing'");
+}
+
+TEST(SharedLibrary, GarbageBytesAreALoadError) {
+  std::vector<uint8_t> garbage(4096, 0x5a);
+  EXPECT_LOAD_ERROR(SharedLibrary::loadFromMemory("garbage.so", garbage.data(), garbage.size()),
+                    "garbage.so: cannot load the shared object: ");
+  EXPECT_LOAD_ERROR(SharedLibrary::loadFromMemory("empty.so", nullptr, 0), "empty.so: ");
+}
+
+} // namespace
+} // namespace q3::runtime

@@ -1,0 +1,141 @@
+#include "runtime/ThreadPool.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace q3::runtime {
+namespace {
+
+// Runs parallelFor and returns how many times each index was visited.
+std::vector<int> visitCounts(ThreadPool &pool, int64_t count) {
+  std::vector<std::atomic<int>> visits(static_cast<size_t>(count));
+  pool.parallelFor(count, [&](int64_t begin, int64_t end) {
+    EXPECT_LT(begin, end);
+    for (int64_t i = begin; i < end; ++i)
+      visits[size_t(i)].fetch_add(1);
+  });
+  std::vector<int> result;
+  for (auto &v : visits)
+    result.push_back(v.load());
+  return result;
+}
+
+TEST(ThreadPool, EveryIndexExactlyOnce) {
+  for (int threads : {1, 2, 3, 4, 7}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(pool.size(), threads);
+    for (int64_t count : {1, 2, 5, 64, 1000, 12345})
+      EXPECT_EQ(visitCounts(pool, count), std::vector<int>(size_t(count), 1))
+          << threads << " threads, count " << count;
+  }
+}
+
+TEST(ThreadPool, CountBelowThreadCount) {
+  ThreadPool pool(8);
+  for (int64_t count : {1, 2, 3, 7})
+    EXPECT_EQ(visitCounts(pool, count), std::vector<int>(size_t(count), 1));
+}
+
+TEST(ThreadPool, ZeroCountDoesNotCallBody) {
+  ThreadPool pool(3);
+  bool called = false;
+  pool.parallelFor(0, [&](int64_t, int64_t) { called = true; });
+  EXPECT_FALSE(called);
+}
+
+TEST(ThreadPool, ChunksAreContiguousAndDeterministic) {
+  ThreadPool pool(4);
+  auto chunks = [&] {
+    std::mutex mutex;
+    std::vector<std::pair<int64_t, int64_t>> seen;
+    pool.parallelFor(10, [&](int64_t begin, int64_t end) {
+      std::lock_guard<std::mutex> lock(mutex);
+      seen.emplace_back(begin, end);
+    });
+    std::sort(seen.begin(), seen.end());
+    return seen;
+  };
+  std::vector<std::pair<int64_t, int64_t>> expected{{0, 2}, {2, 5}, {5, 7}, {7, 10}};
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(chunks(), expected);
+}
+
+TEST(ThreadPool, OneThreadRunsInline) {
+  ThreadPool pool(1);
+  std::thread::id caller = std::this_thread::get_id();
+  int calls = 0;
+  pool.parallelFor(100, [&](int64_t begin, int64_t end) {
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    EXPECT_EQ(begin, 0);
+    EXPECT_EQ(end, 100);
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1);
+}
+
+// Later chunks go to whichever thread claims them first, the caller included.
+TEST(ThreadPool, CallerRunsTheFirstChunk) {
+  ThreadPool pool(2);
+  std::thread::id caller = std::this_thread::get_id();
+  for (int call = 0; call < 100; ++call)
+    pool.parallelFor(2, [&](int64_t begin, int64_t) {
+      if (begin == 0) {
+        EXPECT_EQ(std::this_thread::get_id(), caller);
+      }
+    });
+}
+
+TEST(ThreadPool, ZeroMeansHardwareConcurrency) {
+  ThreadPool pool(0);
+  EXPECT_EQ(pool.size(), std::max(1, int(std::thread::hardware_concurrency())));
+  EXPECT_THROW(ThreadPool(-1), std::invalid_argument);
+}
+
+TEST(ThreadPool, ExceptionsReachTheCaller) {
+  ThreadPool pool(3);
+  // Thrown by a worker's chunk...
+  EXPECT_THROW(pool.parallelFor(3,
+                                [](int64_t begin, int64_t) {
+                                  if (begin == 2)
+                                    throw std::runtime_error("worker");
+                                }),
+               std::runtime_error);
+  // ...and by the caller's; the pool stays usable afterwards.
+  EXPECT_THROW(pool.parallelFor(3,
+                                [](int64_t begin, int64_t) {
+                                  if (begin == 0)
+                                    throw std::logic_error("caller");
+                                }),
+               std::logic_error);
+  EXPECT_EQ(visitCounts(pool, 100), std::vector<int>(100, 1));
+}
+
+TEST(ThreadPool, ManyConsecutiveCalls) {
+  ThreadPool pool(3);
+  std::vector<int64_t> data(300, 0);
+  for (int call = 0; call < 20000; ++call)
+    pool.parallelFor(int64_t(data.size()), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        data[size_t(i)] += 1;
+    });
+  EXPECT_EQ(data, std::vector<int64_t>(300, 20000));
+}
+
+TEST(ThreadPool, WakesWorkersThatFellAsleep) {
+  ThreadPool pool(3);
+  for (int call = 0; call < 3; ++call) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5)); // past the spin window
+    EXPECT_EQ(visitCounts(pool, 50), std::vector<int>(50, 1));
+  }
+}
+
+} // namespace
+} // namespace q3::runtime
