@@ -1,0 +1,215 @@
+//===- CompileKernels.cpp - kernel MLIR -> LLVM -> object code ------------===//
+//
+// The kernel functions take memref<?xi8> buffers and index scalars. After
+// lowering, each memref is an exploded descriptor (allocated and aligned
+// pointer, offset, size, stride), an ABI no runtime should know. So for every
+// kernel an entry with the fixed signature of runtime/KernelABI.h is built in
+// LLVM IR: it loads buffer pointers, sizes and scalars from its arrays and
+// calls the kernel, which LLVM then inlines.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/CompileKernels.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+
+#include <stdexcept>
+
+namespace q3::cpu {
+namespace {
+
+/// What the entry of one kernel must pass: its buffers, then its scalars
+/// (the last two index arguments are the workgroup range).
+struct KernelSignature {
+  std::string name; // without the q3k_ prefix
+  unsigned buffers = 0;
+  unsigned scalars = 0;
+};
+
+std::vector<KernelSignature> kernelSignatures(mlir::ModuleOp module) {
+  std::vector<KernelSignature> kernels;
+  module.walk([&](mlir::func::FuncOp func) {
+    llvm::StringRef name = func.getSymName();
+    if (func.isPrivate() || !name.consume_front("q3k_"))
+      return;
+    KernelSignature signature{name.str()};
+    for (mlir::Type type : func.getFunctionType().getInputs())
+      ++(type.isa<mlir::MemRefType>() ? signature.buffers : signature.scalars);
+    signature.scalars -= 2;
+    kernels.push_back(signature);
+  });
+  return kernels;
+}
+
+void lowerToLLVMDialect(mlir::ModuleOp module) {
+  mlir::PassManager pm(module.getContext());
+  pm.addPass(mlir::createConvertSCFToCFPass());
+  pm.addPass(mlir::createConvertVectorToLLVMPass());
+  pm.addPass(mlir::createMemRefToLLVMConversionPass());
+  pm.addPass(mlir::createConvertMathToLLVMPass());
+  pm.addPass(mlir::createArithToLLVMConversionPass());
+  pm.addPass(mlir::cf::createConvertControlFlowToLLVMPass());
+  pm.addPass(mlir::createConvertFuncToLLVMPass());
+  pm.addPass(mlir::createReconcileUnrealizedCastsPass());
+  if (mlir::failed(pm.run(module)))
+    throw std::runtime_error("lowering the CPU kernels to the LLVM dialect failed");
+}
+
+/// void q3_kernel_<name>(void *const *buffers, const int64_t *bytes,
+///                       const int64_t *scalars, int64_t wgBegin, int64_t wgEnd)
+void addEntry(llvm::Module &module, const KernelSignature &signature) {
+  llvm::LLVMContext &context = module.getContext();
+  llvm::Function *kernel = module.getFunction("q3k_" + signature.name);
+  llvm::IRBuilder<> b(context);
+  llvm::Type *i64 = b.getInt64Ty(), *ptr = b.getPtrTy();
+  auto *type = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr, i64, i64}, false);
+  auto *entry = llvm::Function::Create(type, llvm::Function::ExternalLinkage,
+                                       "q3_kernel_" + signature.name, module);
+  b.SetInsertPoint(llvm::BasicBlock::Create(context, "entry", entry));
+  llvm::Value *buffers = entry->getArg(0), *bytes = entry->getArg(1), *scalars = entry->getArg(2);
+  std::vector<llvm::Value *> args;
+  for (unsigned i = 0; i < signature.buffers; ++i) {
+    llvm::Value *base = b.CreateLoad(ptr, b.CreateConstGEP1_64(ptr, buffers, i));
+    llvm::Value *size = b.CreateLoad(i64, b.CreateConstGEP1_64(i64, bytes, i));
+    // memref<?xi8> descriptor: allocated, aligned, offset, size, stride.
+    args.insert(args.end(), {base, base, b.getInt64(0), size, b.getInt64(1)});
+  }
+  for (unsigned i = 0; i < signature.scalars; ++i)
+    args.push_back(b.CreateLoad(i64, b.CreateConstGEP1_64(i64, scalars, i)));
+  args.push_back(entry->getArg(3));
+  args.push_back(entry->getArg(4));
+  b.CreateCall(kernel, args);
+  b.CreateRetVoid();
+}
+
+std::unique_ptr<llvm::TargetMachine> createTargetMachine(const CpuTarget &target) {
+  static const bool initialized = [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    return true;
+  }();
+  (void)initialized;
+  std::string triple = llvm::sys::getDefaultTargetTriple(), error;
+  const llvm::Target *llvmTarget = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!llvmTarget)
+    throw std::runtime_error("no LLVM target for " + triple + ": " + error);
+  return std::unique_ptr<llvm::TargetMachine>(llvmTarget->createTargetMachine(
+      triple, target.llvmCpu, target.features, llvm::TargetOptions(), llvm::Reloc::PIC_,
+      std::nullopt, llvm::CodeGenOpt::Aggressive));
+}
+
+void optimize(llvm::Module &module, llvm::TargetMachine &machine) {
+  llvm::PassBuilder builder(&machine);
+  llvm::LoopAnalysisManager loops;
+  llvm::FunctionAnalysisManager functions;
+  llvm::CGSCCAnalysisManager sccs;
+  llvm::ModuleAnalysisManager modules;
+  builder.registerModuleAnalyses(modules);
+  builder.registerCGSCCAnalyses(sccs);
+  builder.registerFunctionAnalyses(functions);
+  builder.registerLoopAnalyses(loops);
+  builder.crossRegisterProxies(loops, functions, sccs, modules);
+  builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(module, modules);
+}
+
+std::vector<uint8_t> emitObject(llvm::Module &module, llvm::TargetMachine &machine) {
+  llvm::SmallVector<char, 0> object;
+  llvm::raw_svector_ostream stream(object);
+  llvm::legacy::PassManager codegen;
+  if (machine.addPassesToEmitFile(codegen, stream, nullptr, llvm::CGFT_ObjectFile))
+    throw std::runtime_error("LLVM cannot emit object code for this target");
+  codegen.run(module);
+  return std::vector<uint8_t>(object.begin(), object.end());
+}
+
+} // namespace
+
+std::vector<uint8_t> compileKernelsToObject(const std::string &mlirSource,
+                                            const CpuTarget &target) {
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::func::FuncDialect, mlir::arith::ArithDialect, mlir::memref::MemRefDialect,
+                  mlir::scf::SCFDialect, mlir::vector::VectorDialect, mlir::math::MathDialect,
+                  mlir::LLVM::LLVMDialect>();
+  mlir::registerLLVMDialectTranslation(registry);
+  mlir::MLIRContext context(registry);
+  std::string diagnostics;
+  llvm::raw_string_ostream diagnosticStream(diagnostics);
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context, diagnosticStream);
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(mlirSource, &context);
+  if (!module)
+    throw std::runtime_error("generated kernel source does not parse: " + diagnostics);
+  std::vector<KernelSignature> kernels = kernelSignatures(*module);
+  lowerToLLVMDialect(*module);
+
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule = mlir::translateModuleToLLVMIR(*module, llvmContext);
+  if (!llvmModule)
+    throw std::runtime_error("translating the CPU kernels to LLVM IR failed: " + diagnostics);
+  std::unique_ptr<llvm::TargetMachine> machine = createTargetMachine(target);
+  llvmModule->setDataLayout(machine->createDataLayout());
+  llvmModule->setTargetTriple(machine->getTargetTriple().str());
+  for (const KernelSignature &kernel : kernels)
+    addEntry(*llvmModule, kernel);
+  optimize(*llvmModule, *machine);
+  return emitObject(*llvmModule, *machine);
+}
+
+std::vector<uint8_t> linkSharedObject(const std::vector<uint8_t> &object) {
+  llvm::SmallString<128> objectPath, libraryPath;
+  if (llvm::sys::fs::createTemporaryFile("q3-kernels", "o", objectPath) ||
+      llvm::sys::fs::createTemporaryFile("q3-kernels", "so", libraryPath))
+    throw std::runtime_error("cannot create temporary files to link the kernels");
+  auto cleanup = llvm::make_scope_exit([&] {
+    llvm::sys::fs::remove(objectPath);
+    llvm::sys::fs::remove(libraryPath);
+  });
+  {
+    std::error_code error;
+    llvm::raw_fd_ostream out(objectPath, error);
+    if (error)
+      throw std::runtime_error(objectPath.str().str() + ": " + error.message());
+    out.write(reinterpret_cast<const char *>(object.data()), object.size());
+  }
+  llvm::ErrorOr<std::string> driver = llvm::sys::findProgramByName("cc");
+  if (!driver)
+    throw std::runtime_error("linking the kernels needs a C compiler driver 'cc' on PATH");
+  llvm::SmallVector<llvm::StringRef> args = {*driver,     "-shared",  "-o",
+                                             libraryPath, objectPath, "-lm"};
+  std::string message;
+  if (llvm::sys::ExecuteAndWait(*driver, args, std::nullopt, {}, 0, 0, &message) != 0)
+    throw std::runtime_error("'" + *driver + " -shared' failed to link the kernels " + message);
+  auto library = llvm::MemoryBuffer::getFile(libraryPath);
+  if (!library)
+    throw std::runtime_error(libraryPath.str().str() + ": " + library.getError().message());
+  const auto *begin = reinterpret_cast<const uint8_t *>((*library)->getBufferStart());
+  return std::vector<uint8_t>(begin, begin + (*library)->getBufferSize());
+}
+
+} // namespace q3::cpu
