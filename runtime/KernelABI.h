@@ -10,8 +10,10 @@
 // and computes workgroups [workgroupBegin, workgroupEnd) of its grid, so the
 // runtime can split one dispatch over its threads. `buffers` are the kernel's
 // tensor arguments in order, then its results; `bufferBytes` their sizes.
-// `scalars[0]` is the number of rows T of the dispatch (the dynamic sequence
-// extent); the kernel's own index arguments follow.
+// `scalars` are: [0] the number of rows T of the dispatch (the dynamic
+// sequence extent), [1] the positions visible after it (start position + T),
+// [2] the KV cache capacity in positions; the kernel's own index arguments
+// (layer, start position, ...) follow.
 #pragma once
 
 #include <cstdint>
@@ -23,5 +25,6 @@ using KernelEntry = void (*)(void *const *buffers, const int64_t *bufferBytes,
                              int64_t workgroupEnd);
 
 inline constexpr const char *kKernelSymbolPrefix = "q3_kernel_";
+inline constexpr int kFixedKernelScalars = 3;  // rows, visible, capacity
 
 } // namespace q3::runtime

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace q3::cpu {
 
@@ -33,8 +34,41 @@ struct FusedLinearKernel {
   }
 };
 
-/// MLIR source of `func.func @q3k_<name>(x, w, [residual,] y, rows, wgBegin, wgEnd)`
-/// and its private helpers.
+/// MLIR source of `func.func @q3k_<name>(x, w, [residual,] y, rows, visible, capacity,
+/// wgBegin, wgEnd)` and its private helpers. Grid: column tiles (workgroups()).
 std::string fusedLinearSource(const FusedLinearKernel &kernel);
+
+/// q3.embedding: rows of a [vocab, hidden] table, widened to f32. Grid: rows.
+/// Token ids are checked by the runtime before the dispatch.
+struct EmbeddingKernel {
+  std::string name;
+  int64_t vocab = 0, hidden = 0;
+  WeightStorage table = WeightStorage::F32;
+};
+/// `@q3k_<name>(tokens: i32, table, y, rows, visible, capacity, wgBegin, wgEnd)`.
+std::string embeddingSource(const EmbeddingKernel &kernel);
+
+/// q3.qk_norm_rope_cache. The K and V caches are [layers][capacity][kvHeads][headDim]
+/// f32. Grid: rows x query heads; workgroup (t, h) also handles KV head h if h < kvHeads.
+struct QKNormRopeCacheKernel {
+  std::string name;
+  int64_t queryHeads = 0, kvHeads = 0, headDim = 0;
+  WeightStorage gains = WeightStorage::F32;
+  double eps = 1e-6, theta = 10000.0;
+};
+/// `@q3k_<name>(qkv, q_gain, k_gain, k_cache, v_cache, query, rows, visible, capacity,
+/// layer, start_pos, wgBegin, wgEnd)`.
+std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel);
+
+/// q3.attention over one layer's cached keys and values ([visible][kvHeads][headDim]).
+/// Grid: rows x query heads.
+struct AttentionKernel {
+  std::string name;
+  int64_t queryHeads = 0, kvHeads = 0, headDim = 0;
+  std::vector<int64_t> kvHeadMap; // query head -> KV head
+  double scale = 1.0;
+};
+/// `@q3k_<name>(query, keys, values, out, rows, visible, capacity, wgBegin, wgEnd)`.
+std::string attentionSource(const AttentionKernel &kernel);
 
 } // namespace q3::cpu

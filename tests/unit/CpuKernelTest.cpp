@@ -95,7 +95,7 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu) {
   }
   buffers.push_back(actual.data());
   bytes.push_back(int64_t(actual.size() * 4));
-  const int64_t scalars[] = {c.rows};
+  const int64_t scalars[] = {c.rows, c.rows, c.rows};
   // Two calls over disjoint workgroup ranges, as two threads would run it.
   const int64_t split = kernel.workgroups() / 2;
   entry(buffers.data(), bytes.data(), scalars, 0, split);
@@ -148,6 +148,115 @@ INSTANTIATE_TEST_SUITE_P(
         LinearCase{"qwen3_0_6b_qkv_decode", 1024, 4096, 1, WeightStorage::BF16, true, false,
                    false}),
     caseName);
+
+/// Compiles one kernel's source for the host and returns its entry.
+struct LoadedKernel {
+  std::unique_ptr<runtime::SharedLibrary> library;
+  runtime::KernelEntry entry;
+};
+LoadedKernel compileForHost(const std::string &source, const std::string &name) {
+  std::vector<uint8_t> bytes =
+      cpu::linkSharedObject(cpu::compileKernelsToObject(source, cpu::resolveCpuTarget("host")));
+  LoadedKernel kernel{runtime::SharedLibrary::loadFromMemory(name, bytes.data(), bytes.size()),
+                      nullptr};
+  kernel.entry =
+      reinterpret_cast<runtime::KernelEntry>(kernel.library->symbol("q3_kernel_" + name));
+  return kernel;
+}
+
+double maxRelativeDiff(const std::vector<float> &actual, const std::vector<float> &expected) {
+  double worst = 0.0, largest = 1e-30;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (std::isnan(actual[i]))
+      return INFINITY;
+    worst = std::max(worst, std::fabs(double(actual[i]) - double(expected[i])));
+    largest = std::max(largest, std::fabs(double(expected[i])));
+  }
+  return worst / largest;
+}
+
+TEST(EmbeddingKernel, CopiesWidenedRows) {
+  cpu::EmbeddingKernel kernel{"embed", 50, 24, WeightStorage::BF16};
+  LoadedKernel loaded = compileForHost(cpu::embeddingSource(kernel), "embed");
+  std::mt19937 rng(1);
+  std::vector<float> table = randomValues(50 * 24, rng);
+  std::vector<uint8_t> stored(table.size() * 2);
+  runtime::convertFromF32(runtime::DType::BF16, table.data(), stored.data(), table.size());
+  runtime::convertToF32(runtime::DType::BF16, stored.data(), table.data(), table.size());
+  std::vector<int32_t> tokens = {0, 49, 7, 7};
+  std::vector<float> out(tokens.size() * 24, NAN);
+  void *buffers[] = {tokens.data(), stored.data(), out.data()};
+  const int64_t bytes[] = {int64_t(tokens.size() * 4), int64_t(stored.size()),
+                           int64_t(out.size() * 4)};
+  const int64_t scalars[] = {4, 4, 4};
+  loaded.entry(buffers, bytes, scalars, 0, 4);
+  for (size_t t = 0; t < tokens.size(); ++t)
+    for (int k = 0; k < 24; ++k)
+      ASSERT_EQ(out[t * 24 + k], table[tokens[t] * 24 + k]) << t << "," << k;
+}
+
+TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
+  const int64_t qHeads = 4, kvHeads = 2, d = 8, rows = 3, layers = 3, capacity = 16;
+  const int64_t layer = 1, startPos = 5;
+  cpu::QKNormRopeCacheKernel kernel{"qkrope", qHeads, kvHeads, d, WeightStorage::F32, 1e-6, 1e4};
+  LoadedKernel loaded = compileForHost(cpu::qkNormRopeCacheSource(kernel), "qkrope");
+  std::mt19937 rng(2);
+  const int64_t width = (qHeads + 2 * kvHeads) * d;
+  std::vector<float> qkv = randomValues(rows * width, rng, 2.0f);
+  std::vector<float> qGain = randomValues(d, rng), kGain = randomValues(d, rng);
+  std::vector<float> kCache(layers * capacity * kvHeads * d, 0.0f), vCache = kCache;
+  std::vector<float> query(rows * qHeads * d, NAN);
+  void *buffers[] = {qkv.data(),    qGain.data(),  kGain.data(),
+                     kCache.data(), vCache.data(), query.data()};
+  const int64_t bytes[] = {int64_t(qkv.size() * 4),
+                           d * 4,
+                           d * 4,
+                           int64_t(kCache.size() * 4),
+                           int64_t(vCache.size() * 4),
+                           int64_t(query.size() * 4)};
+  const int64_t scalars[] = {rows, startPos + rows, capacity, layer, startPos};
+  loaded.entry(buffers, bytes, scalars, 0, rows * qHeads);
+
+  // The reference: split, normalize each head, rotate.
+  std::vector<float> q(rows * qHeads * d), k(rows * kvHeads * d), v(rows * kvHeads * d);
+  for (int64_t t = 0; t < rows; ++t) {
+    std::copy_n(qkv.begin() + t * width, qHeads * d, q.begin() + t * qHeads * d);
+    std::copy_n(qkv.begin() + t * width + qHeads * d, kvHeads * d, k.begin() + t * kvHeads * d);
+    std::copy_n(qkv.begin() + t * width + (qHeads + kvHeads) * d, kvHeads * d,
+                v.begin() + t * kvHeads * d);
+  }
+  reference::rmsNorm(q.data(), qGain.data(), q.data(), rows * qHeads, d, 1e-6);
+  reference::rmsNorm(k.data(), kGain.data(), k.data(), rows * kvHeads, d, 1e-6);
+  reference::ropeRotateHalf(q.data(), rows, qHeads, d, startPos, 1e4);
+  reference::ropeRotateHalf(k.data(), rows, kvHeads, d, startPos, 1e4);
+  EXPECT_LE(maxRelativeDiff(query, q), 1e-6);
+  std::vector<float> expectedK(kCache.size(), 0.0f), expectedV(vCache.size(), 0.0f);
+  const int64_t rowFloats = kvHeads * d;
+  std::copy(k.begin(), k.end(), expectedK.begin() + (layer * capacity + startPos) * rowFloats);
+  std::copy(v.begin(), v.end(), expectedV.begin() + (layer * capacity + startPos) * rowFloats);
+  EXPECT_LE(maxRelativeDiff(kCache, expectedK), 1e-6) << "keys, or rows outside the step touched";
+  EXPECT_EQ(vCache, expectedV) << "values are copied unchanged into the cache";
+}
+
+TEST(AttentionKernel, MatchesReferenceWithGroupedHeads) {
+  const int64_t qHeads = 6, kvHeads = 2, d = 12, rows = 3, visible = 7;
+  std::vector<int64_t> map = {0, 0, 0, 1, 1, 1};
+  cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(12.0)};
+  LoadedKernel loaded = compileForHost(cpu::attentionSource(kernel), "attn");
+  std::mt19937 rng(3);
+  std::vector<float> q = randomValues(rows * qHeads * d, rng, 2.0f);
+  std::vector<float> keys = randomValues(visible * kvHeads * d, rng, 2.0f);
+  std::vector<float> values = randomValues(visible * kvHeads * d, rng);
+  std::vector<float> out(q.size(), NAN), expected(q.size());
+  void *buffers[] = {q.data(), keys.data(), values.data(), out.data()};
+  const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(keys.size() * 4),
+                           int64_t(values.size() * 4), int64_t(out.size() * 4)};
+  const int64_t scalars[] = {rows, visible, 16};
+  loaded.entry(buffers, bytes, scalars, 0, rows * qHeads);
+  reference::causalAttention(q.data(), keys.data(), values.data(), expected.data(), rows, visible,
+                             qHeads, kvHeads, d, 1.0 / std::sqrt(12.0), map);
+  EXPECT_LE(maxRelativeDiff(out, expected), 1e-5);
+}
 
 } // namespace
 } // namespace q3::testing
