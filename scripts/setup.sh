@@ -51,8 +51,11 @@ build() {
 run_default_model() {
   local q3c="$BUILD_DIR/tools/q3c/q3c" model="$BUILD_DIR/models/tiny"
   "$q3c" random-model --config tiny --seed 0 -o "$model"
-  echo "--- q3c dump tiny (first layer's attention) ---"
-  "$q3c" dump "$model" | grep -m 12 -E 'func.func|layers.0.self_attn|q3.attention|q3.rope|kv_cache_update'
+  "$q3c" dump "$model" -o "$model.mlir"
+  echo "--- q3c dump $model: the dispatches of the first layer (all IR in $model.mlir) ---"
+  grep -m 7 -E 'q3.dispatch' "$model.mlir"
+  echo "--- q3c dump $model --stats ---"
+  "$q3c" dump "$model" --stats
   echo "--- q3c eval $model --tokens 1,2,3 -n 16 ---"
   "$q3c" eval "$model" --tokens 1,2,3 -n 16
 }
