@@ -267,7 +267,7 @@ std::string embeddingSource(const EmbeddingKernel &kernel) {
   const std::string yType = fmt::format("memref<?x{}xf32>", kernel.hidden);
   return fmt::format(
       R"mlir(
-func.func @q3k_{name}(%tb: memref<?xi8>, %eb: memref<?xi8>, %yb: memref<?xi8>, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
+func.func @q3k_{name}(%eb: memref<?xi8>, %tb: memref<?xi8>, %yb: memref<?xi8>, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %cHidden = arith.constant {hidden} : index

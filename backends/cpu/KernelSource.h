@@ -45,7 +45,8 @@ struct EmbeddingKernel {
   int64_t vocab = 0, hidden = 0;
   WeightStorage table = WeightStorage::F32;
 };
-/// `@q3k_<name>(tokens: i32, table, y, rows, visible, capacity, wgBegin, wgEnd)`.
+/// `@q3k_<name>(table, tokens: i32, y, rows, visible, capacity, wgBegin, wgEnd)`: the
+/// operand order of q3.embedding, like every kernel here.
 std::string embeddingSource(const EmbeddingKernel &kernel);
 
 /// q3.qk_norm_rope_cache. The K and V caches are [layers][capacity][kvHeads][headDim]

@@ -185,8 +185,8 @@ TEST(EmbeddingKernel, CopiesWidenedRows) {
   runtime::convertToF32(runtime::DType::BF16, stored.data(), table.data(), table.size());
   std::vector<int32_t> tokens = {0, 49, 7, 7};
   std::vector<float> out(tokens.size() * 24, NAN);
-  void *buffers[] = {tokens.data(), stored.data(), out.data()};
-  const int64_t bytes[] = {int64_t(tokens.size() * 4), int64_t(stored.size()),
+  void *buffers[] = {stored.data(), tokens.data(), out.data()};
+  const int64_t bytes[] = {int64_t(stored.size()), int64_t(tokens.size() * 4),
                            int64_t(out.size() * 4)};
   const int64_t scalars[] = {4, 4, 4};
   loaded.entry(buffers, bytes, scalars, 0, 4);

@@ -14,6 +14,8 @@ llvm::cl::SubCommand
 llvm::cl::SubCommand
     evalCommand("eval",
                 "Run the reference interpreter on a checkpoint: logits, argmax, greedy ids");
+llvm::cl::SubCommand compileCommand(
+    "compile", "Compile a Qwen3 config (file, model folder or preset) into a deployable artifact");
 llvm::cl::SubCommand
     randomModelCommand("random-model",
                        "Write a random-weight Qwen3 checkpoint (config.json + model.safetensors)");
@@ -58,18 +60,34 @@ cl::opt<std::string> randomOutput("o", cl::sub(randomModelCommand), cl::Required
                                   cl::desc("Output model folder"), cl::value_desc("dir"),
                                   cl::cat(q3Category));
 
-// Pipeline flags, shared by dump and eval.
+// q3c compile
+cl::opt<std::string> compileModel(cl::Positional, cl::Required, cl::sub(compileCommand),
+                                  cl::desc("<config.json | model folder | preset>"),
+                                  cl::cat(q3Category));
+cl::opt<std::string> compileTarget("target", cl::sub(compileCommand), cl::init("cpu"),
+                                   cl::desc("Backend: cpu"), cl::cat(q3Category));
+cl::opt<std::string> compileCpu("cpu", cl::sub(compileCommand), cl::init("host"),
+                                cl::desc("CPU: host, x86-64-v2, x86-64-v3 or x86-64-v4"),
+                                cl::cat(q3Category));
+cl::opt<std::string> compileOutput("o", cl::sub(compileCommand), cl::Required,
+                                   cl::desc("The artifact to write"), cl::value_desc("file.q3"),
+                                   cl::cat(q3Category));
+
+// Pipeline flags, shared by dump, eval and compile.
 cl::opt<std::string>
     emitStage("emit", cl::sub(dumpCommand), cl::sub(evalCommand), cl::init("dispatch"),
               cl::desc("Stop after this stage: graph, fused or dispatch (default)"),
               cl::value_desc("stage"), cl::cat(q3Category));
 cl::list<std::string> disabledPasses("disable-pass", cl::sub(dumpCommand), cl::sub(evalCommand),
+                                     cl::sub(compileCommand),
                                      cl::desc("Skip a pass of the pipeline (repeatable)"),
                                      cl::value_desc("pass"), cl::cat(q3Category));
 cl::opt<bool> printIRAfterAll("print-ir-after-all", cl::sub(dumpCommand), cl::sub(evalCommand),
+                              cl::sub(compileCommand),
                               cl::desc("Print the IR to stderr after every pass"),
                               cl::cat(q3Category));
 cl::list<std::string> printIRAfter("print-ir-after", cl::sub(dumpCommand), cl::sub(evalCommand),
+                                   cl::sub(compileCommand),
                                    cl::desc("Print the IR to stderr after this pass (repeatable)"),
                                    cl::value_desc("pass"), cl::cat(q3Category));
 cl::opt<int64_t> maxSeqLen("max-seq-len", cl::sub(dumpCommand), cl::init(4096),

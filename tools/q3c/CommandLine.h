@@ -14,6 +14,7 @@ namespace q3::tools {
 extern llvm::cl::SubCommand dumpCommand;
 extern llvm::cl::SubCommand evalCommand;
 extern llvm::cl::SubCommand randomModelCommand;
+extern llvm::cl::SubCommand compileCommand;
 extern llvm::cl::OptionCategory q3Category;
 
 // Every option lives in CommandLine.cpp: llvm::cl options must be constructed
@@ -30,7 +31,12 @@ extern llvm::cl::opt<uint64_t> randomSeed;
 extern llvm::cl::opt<std::string> randomDType;
 extern llvm::cl::opt<std::string> randomOutput;
 
-// Pipeline flags shared by dump and eval.
+extern llvm::cl::opt<std::string> compileModel;
+extern llvm::cl::opt<std::string> compileTarget;
+extern llvm::cl::opt<std::string> compileCpu;
+extern llvm::cl::opt<std::string> compileOutput;
+
+// Pipeline flags shared by dump, eval and compile.
 extern llvm::cl::opt<std::string> emitStage;
 extern llvm::cl::list<std::string> disabledPasses;
 extern llvm::cl::opt<bool> printIRAfterAll;

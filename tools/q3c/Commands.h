@@ -7,5 +7,6 @@ namespace q3::tools {
 int runDump();
 int runEval();
 int runRandomModel();
+int runCompile();
 
 } // namespace q3::tools

@@ -18,7 +18,8 @@
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   using namespace q3::tools;
-  for (llvm::cl::SubCommand *sub : {&dumpCommand, &evalCommand, &randomModelCommand})
+  for (llvm::cl::SubCommand *sub :
+       {&dumpCommand, &evalCommand, &randomModelCommand, &compileCommand})
     llvm::cl::HideUnrelatedOptions(q3Category, *sub);
   llvm::cl::HideUnrelatedOptions(q3Category);
   llvm::cl::ParseCommandLineOptions(
@@ -26,7 +27,8 @@ int main(int argc, char **argv) {
       "q3c: an ahead-of-time compiler for Qwen3 models\n\n"
       "  q3c dump MODEL                          print the q3 graph IR\n"
       "  q3c eval MODEL_DIR --tokens 1,2,3       reference logits (--logits out.npy, -n N)\n"
-      "  q3c random-model --config C -o DIR      random-weight checkpoint\n\n"
+      "  q3c random-model --config C -o DIR      random-weight checkpoint\n"
+      "  q3c compile MODEL --target cpu -o M.q3  deployable artifact (run it with q3run)\n\n"
       "Run 'q3c SUBCOMMAND --help' for the options of each.\n");
   try {
     if (dumpCommand)
@@ -35,7 +37,10 @@ int main(int argc, char **argv) {
       return runEval();
     if (randomModelCommand)
       return runRandomModel();
-    llvm::errs() << "q3c: error: missing subcommand (dump, eval or random-model); see q3c --help\n";
+    if (compileCommand)
+      return runCompile();
+    llvm::errs()
+        << "q3c: error: missing subcommand (dump, eval, compile or random-model); see q3c --help\n";
     return 1;
   } catch (const std::exception &e) {
     llvm::errs() << "q3c: error: " << e.what() << "\n";

@@ -1,0 +1,304 @@
+//===- CompileModel.cpp - a dispatch-stage module -> a CPU artifact -------===//
+//
+// Three things come out of the dispatch stage:
+//  - kernels: each q3.kernel function becomes the CPU kernel of its compute
+//    op (KernelSource.h), all compiled into one shared object;
+//  - the weight plan: every q3.param (a checkpoint tensor) and every weight
+//    transform (fold_gain, concat_rows), each with an id, shape and dtype;
+//  - the schedule: the dispatches of @forward in order, each operand named
+//    by what the runtime binds to it (a buffer of the plan, a weight, the
+//    tokens, the cache or one layer's cached keys/values, a constant, the
+//    start position).
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/CompileModel.h"
+#include "backends/cpu/CompileKernels.h"
+#include "backends/cpu/KernelSource.h"
+#include "ir/BuildGraph.h"
+#include "ir/Q3Ops.h"
+#include "passes/Statistics.h"
+#include "runtime/Artifact.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <stdexcept>
+
+using namespace mlir;
+using namespace q3::ir;
+using nlohmann::json;
+
+namespace q3::cpu {
+namespace {
+
+std::string dtypeName(Type element) {
+  if (element.isBF16())
+    return "bf16";
+  if (element.isF16())
+    return "f16";
+  if (element.isF32())
+    return "f32";
+  throw std::runtime_error("unsupported weight element type");
+}
+
+WeightStorage storageOf(Value weight) {
+  Type element = weight.getType().cast<RankedTensorType>().getElementType();
+  if (element.isBF16())
+    return WeightStorage::BF16;
+  if (element.isF16())
+    return WeightStorage::F16;
+  return WeightStorage::F32;
+}
+
+std::vector<int64_t> shapeOf(Value v) {
+  auto shape = v.getType().cast<RankedTensorType>().getShape();
+  return std::vector<int64_t>(shape.begin(), shape.end());
+}
+
+/// The compute op of a kernel (views are no-ops on the CPU's row-major buffers).
+Operation *anchorOf(func::FuncOp kernel) {
+  Operation *anchor = nullptr;
+  for (Operation &op : kernel.getBody().front().without_terminator())
+    if (!isa<MergeHeadsOp, ReshapeHeadsOp>(op))
+      anchor = &op;
+  if (!anchor)
+    throw std::runtime_error("kernel @" + kernel.getSymName().str() + " computes nothing");
+  return anchor;
+}
+
+/// The CPU source and grid of one kernel.
+struct CpuKernel {
+  std::string source;
+  json grid;
+};
+
+CpuKernel fusedLinearKernel(const std::string &name, Value weight, bool residual,
+                            std::optional<double> eps, bool swiglu, Value result) {
+  FusedLinearKernel kernel;
+  kernel.name = name;
+  kernel.inFeatures = shapeOf(weight)[1];
+  kernel.outFeatures = shapeOf(result)[1];
+  kernel.weight = storageOf(weight);
+  kernel.normEps = eps;
+  kernel.swiglu = swiglu;
+  kernel.residual = residual;
+  return {fusedLinearSource(kernel), {{"kind", "fixed"}, {"count", kernel.workgroups()}}};
+}
+
+CpuKernel cpuKernelFor(func::FuncOp kernel) {
+  const std::string name = kernel.getSymName().str();
+  Operation *anchor = anchorOf(kernel);
+  if (auto fused = dyn_cast<FusedLinearOp>(anchor)) {
+    std::optional<double> eps;
+    if (auto attr = fused.getRmsNormEps())
+      eps = attr->convertToDouble();
+    return fusedLinearKernel(name, fused.getWeight(), bool(fused.getResidual()), eps,
+                             fused.getSwiglu(), fused.getResult());
+  }
+  if (auto linear = dyn_cast<LinearOp>(anchor); linear && !linear.getBias())
+    return fusedLinearKernel(name, linear.getWeight(), false, std::nullopt, false,
+                             linear.getResult());
+  if (auto embedding = dyn_cast<EmbeddingOp>(anchor)) {
+    auto table = shapeOf(embedding.getTable());
+    EmbeddingKernel cpu{name, table[0], table[1], storageOf(embedding.getTable())};
+    return {embeddingSource(cpu), {{"kind", "rows"}}};
+  }
+  if (auto fused = dyn_cast<QKNormRopeCacheOp>(anchor)) {
+    auto cache = fused.getCache().getType().cast<KVCacheType>();
+    QKNormRopeCacheKernel cpu{name,
+                              shapeOf(fused.getQuery())[1],
+                              cache.getKvHeads(),
+                              cache.getHeadDim(),
+                              storageOf(fused.getQGain()),
+                              fused.getEps().convertToDouble(),
+                              fused.getTheta().convertToDouble()};
+    return {qkNormRopeCacheSource(cpu), {{"kind", "rows_times"}, {"factor", cpu.queryHeads}}};
+  }
+  if (auto attention = dyn_cast<AttentionOp>(anchor)) {
+    auto query = shapeOf(attention.getQuery());
+    AttentionKernel cpu{name,     query[1], shapeOf(attention.getKeys())[1],
+                        query[2], {},       attention.getScale().convertToDouble()};
+    for (int64_t h = 0; h < cpu.queryHeads; ++h)
+      cpu.kvHeadMap.push_back(attention.kvHeadFor(h));
+    return {attentionSource(cpu), {{"kind", "rows_times"}, {"factor", cpu.queryHeads}}};
+  }
+  throw std::runtime_error("no CPU kernel for '" + anchor->getName().getStringRef().str() +
+                           "' (kernel @" + name +
+                           "); the CPU backend needs the default fusion pipeline");
+}
+
+json configJson(ModuleOp module) {
+  json config = json::object();
+  auto dict = module->getAttrOfType<DictionaryAttr>("q3.config");
+  if (!dict)
+    throw std::runtime_error("module has no q3.config: build it with q3c from a config");
+  for (NamedAttribute entry : dict) {
+    std::string key = entry.getName().str();
+    // BoolAttr first: it is also an IntegerAttr (of i1).
+    if (auto b = entry.getValue().dyn_cast<BoolAttr>())
+      config[key] = b.getValue();
+    else if (auto i = entry.getValue().dyn_cast<IntegerAttr>())
+      config[key] = i.getInt();
+    else if (auto f = entry.getValue().dyn_cast<FloatAttr>())
+      config[key] = f.getValueAsDouble();
+    else if (auto s = entry.getValue().dyn_cast<StringAttr>())
+      config[key] = s.str();
+  }
+  return config;
+}
+
+class ManifestBuilder {
+public:
+  explicit ManifestBuilder(ModuleOp module) : module(module) {}
+
+  json weights(func::FuncOp forward) {
+    json list = json::array();
+    forward.walk([&](Operation *op) {
+      if (!isa<ParamOp, FoldGainOp, ConcatRowsOp>(op))
+        return;
+      Value result = op->getResult(0);
+      int64_t id = int64_t(weightIds.size());
+      weightIds[result] = id;
+      json entry = {
+          {"id", id},
+          {"shape", shapeOf(result)},
+          {"dtype", dtypeName(result.getType().cast<RankedTensorType>().getElementType())}};
+      if (auto param = dyn_cast<ParamOp>(op)) {
+        entry["kind"] = "param";
+        entry["name"] = param.getName().str();
+      } else {
+        entry["kind"] = isa<FoldGainOp>(op) ? "fold_gain" : "concat_rows";
+        json inputs = json::array();
+        for (Value input : op->getOperands())
+          inputs.push_back(weightIds.lookup(input));
+        entry["inputs"] = inputs;
+      }
+      list.push_back(entry);
+    });
+    return list;
+  }
+
+  json schedule(func::FuncOp forward) {
+    json steps = json::array();
+    for (DispatchOp dispatch : forward.getBody().front().getOps<DispatchOp>()) {
+      json operands = json::array();
+      for (Value operand : dispatch.getOperands())
+        operands.push_back(describe(operand));
+      auto buffers = dispatch->getAttrOfType<DenseI64ArrayAttr>("q3.buffers");
+      if (!buffers)
+        throw std::runtime_error("dispatch without q3.buffers: run plan-buffers");
+      json results = json::array();
+      for (auto [i, result] : llvm::enumerate(dispatch.getResults())) {
+        if (std::optional<json> view = cacheView(dispatch, i)) {
+          values[result] = *view;
+          results.push_back(*view);
+        } else {
+          json buffer = {{"kind", "buffer"}, {"id", buffers[i]}};
+          values[result] = buffer;
+          results.push_back(buffer);
+        }
+      }
+      steps.push_back(
+          {{"kernel", dispatch.getKernel().str()}, {"operands", operands}, {"results", results}});
+    }
+    return steps;
+  }
+
+  json describe(Value value) {
+    if (auto arg = value.dyn_cast<BlockArgument>()) {
+      static const char *kinds[] = {"tokens", "start_pos", "cache"};
+      return {{"kind", kinds[arg.getArgNumber()]}};
+    }
+    if (auto it = weightIds.find(value); it != weightIds.end())
+      return {{"kind", "weight"}, {"id", it->second}};
+    if (auto constant = value.getDefiningOp<arith::ConstantIndexOp>())
+      return {{"kind", "constant"}, {"value", constant.value()}};
+    if (auto it = values.find(value); it != values.end())
+      return it->second;
+    throw std::runtime_error("the CPU backend cannot bind a value defined by '" +
+                             value.getDefiningOp()->getName().getStringRef().str() +
+                             "' outside a kernel");
+  }
+
+private:
+  /// Keys/values returned by a cache op are views of one layer of the cache.
+  std::optional<json> cacheView(DispatchOp dispatch, unsigned index) {
+    auto kernel = module.lookupSymbol<func::FuncOp>(dispatch.getKernel());
+    Value returned = kernel.getBody().front().getTerminator()->getOperand(index);
+    auto fused = returned.getDefiningOp<QKNormRopeCacheOp>();
+    if (!fused || returned == fused.getQuery())
+      return std::nullopt;
+    auto layerArg = fused.getLayer().cast<BlockArgument>();
+    json layer = describe(dispatch.getOperand(layerArg.getArgNumber()));
+    if (layer["kind"] != "constant")
+      throw std::runtime_error("the cache layer of a dispatch must be a constant");
+    return json{{"kind", returned == fused.getKeys() ? "cache_keys" : "cache_values"},
+                {"layer", layer["value"]}};
+  }
+
+  ModuleOp module;
+  llvm::DenseMap<Value, int64_t> weightIds;
+  llvm::DenseMap<Value, json> values;
+};
+
+json bufferPlanJson(ModuleOp module) {
+  auto plan = module->getAttrOfType<DictionaryAttr>("q3.buffer_plan");
+  if (!plan)
+    throw std::runtime_error("module has no q3.buffer_plan: run plan-buffers");
+  int64_t rows = plan.getAs<IntegerAttr>("max_seq_len").getInt();
+  json rowBytes = json::array();
+  for (int64_t bytes : plan.getAs<DenseI64ArrayAttr>("buffer_bytes").asArrayRef())
+    rowBytes.push_back(bytes / rows);
+  return {{"row_bytes", rowBytes}};
+}
+
+} // namespace
+
+CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target) {
+  auto forward = module.lookupSymbol<func::FuncOp>(kEntryPoint);
+  if (!forward || forward.getBody().front().getOps<DispatchOp>().empty())
+    throw std::runtime_error("compiling for the CPU needs the dispatch stage (--emit=dispatch)");
+  CompiledModel compiled;
+  json kernels = json::array();
+  module.walk([&](func::FuncOp kernel) {
+    if (!kernel->hasAttr(kKernelAttrName))
+      return;
+    CpuKernel cpu = cpuKernelFor(kernel);
+    compiled.kernelSource += cpu.source;
+    kernels.push_back({{"name", kernel.getSymName().str()}, {"grid", cpu.grid}});
+  });
+  compiled.sharedObject = linkSharedObject(compileKernelsToObject(compiled.kernelSource, target));
+
+  ManifestBuilder builder(module);
+  json weights = builder.weights(forward);
+  json schedule = builder.schedule(forward);
+  json output = builder.describe(forward.getBody().front().getTerminator()->getOperand(0));
+  passes::PipelineStatistics stats = passes::collectStatistics(module, module);
+  compiled.manifest = {
+      {"format", "q3c-cpu"},
+      {"format_version", 1},
+      {"target",
+       {{"cpu", target.name},
+        {"llvm_cpu", target.llvmCpu},
+        {"required_features", target.requiredFeatures}}},
+      {"config", configJson(module)},
+      {"kernels", kernels},
+      {"weights", weights},
+      {"buffers", bufferPlanJson(module)},
+      {"schedule", schedule},
+      {"output", output},
+      {"decode_bytes_per_token", stats.decodeBytesPerToken.value_or(0)},
+  };
+  return compiled;
+}
+
+void writeCpuArtifact(const std::string &path, const CompiledModel &model) {
+  std::vector<runtime::ArtifactSection> sections;
+  sections.push_back({"kernels.so", runtime::SectionKind::Executable, model.sharedObject});
+  sections.push_back({"kernels.mlir", runtime::SectionKind::Data,
+                      std::vector<uint8_t>(model.kernelSource.begin(), model.kernelSource.end())});
+  runtime::writeArtifact(path, model.manifest, sections);
+}
+
+} // namespace q3::cpu

@@ -1,0 +1,345 @@
+// Model: an artifact's schedule run on bound weights.
+//
+// Load: validate the artifact, check the CPU, load the kernels from memory,
+// bind the checkpoint's tensors (mmap; converted only when the artifact wants
+// another dtype), evaluate the weight transforms (fold_gain, concat_rows),
+// and allocate the planned activation buffers and the KV cache for the
+// context. Run: for each dispatch of the schedule, bind its operands and run
+// its workgroups on the thread pool.
+#include "runtime/Model.h"
+
+#include "runtime/Artifact.h"
+#include "runtime/Checkpoint.h"
+#include "runtime/CpuFeatures.h"
+#include "runtime/DType.h"
+#include "runtime/KernelABI.h"
+#include "runtime/LoadError.h"
+#include "runtime/SharedLibrary.h"
+#include "runtime/WeightBinder.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace q3::runtime {
+namespace {
+
+/// A weight as the kernels read it: bytes in the artifact's dtype.
+struct WeightData {
+  DType dtype = DType::F32;
+  int64_t elements = 0;
+  const uint8_t *data = nullptr;
+  std::vector<uint8_t> owned; // when converted or computed
+};
+
+/// What the runtime binds to one operand or result of a dispatch.
+struct Binding {
+  enum class Kind { Buffer, Weight, Tokens, StartPos, Cache, CacheKeys, CacheValues, Constant };
+  Kind kind;
+  int64_t value = 0; // buffer id, weight id, layer or constant
+};
+
+struct Step {
+  KernelEntry entry = nullptr;
+  std::string kernel;
+  enum class Grid { Fixed, Rows, RowsTimes } grid = Grid::Fixed;
+  int64_t gridValue = 0;
+  std::vector<Binding> operands, results;
+};
+
+DType parseArtifactDType(const std::string &name) {
+  if (name == "bf16")
+    return DType::BF16;
+  if (name == "f16")
+    return DType::F16;
+  if (name == "f32")
+    return DType::F32;
+  throw LoadError("unknown weight dtype '" + name + "'");
+}
+
+Binding parseBinding(const nlohmann::json &j) {
+  static const std::map<std::string, Binding::Kind> kinds = {
+      {"buffer", Binding::Kind::Buffer},
+      {"weight", Binding::Kind::Weight},
+      {"tokens", Binding::Kind::Tokens},
+      {"start_pos", Binding::Kind::StartPos},
+      {"cache", Binding::Kind::Cache},
+      {"cache_keys", Binding::Kind::CacheKeys},
+      {"cache_values", Binding::Kind::CacheValues},
+      {"constant", Binding::Kind::Constant}};
+  auto kind = kinds.find(j.at("kind").get<std::string>());
+  if (kind == kinds.end())
+    throw LoadError("unknown operand kind '" + j.at("kind").get<std::string>() + "'");
+  Binding binding{kind->second};
+  for (const char *key : {"id", "layer", "value"})
+    if (j.contains(key))
+      binding.value = j.at(key).get<int64_t>();
+  return binding;
+}
+
+std::vector<float> widen(const WeightData &weight) {
+  std::vector<float> values(size_t(weight.elements));
+  convertToF32(weight.dtype, weight.data, values.data(), values.size());
+  return values;
+}
+
+} // namespace
+
+struct Model::State {
+  std::unique_ptr<Artifact> artifact;
+  std::unique_ptr<SharedLibrary> kernels;
+  std::unique_ptr<Checkpoint> checkpoint;
+  std::unique_ptr<ThreadPool> pool;
+  std::vector<WeightData> weights;
+  std::vector<Step> steps;
+  std::vector<int64_t> rowBytes;           // per activation buffer
+  std::vector<std::vector<float>> buffers; // [context rows] each
+  std::vector<float> keyCache, valueCache; // [layers][context][kvHeads][headDim]
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;
+  int64_t outputBuffer = 0;
+  int64_t layers = 0, kvRowFloats = 0, vocab = 0, context = 0, position = 0;
+  int64_t decodeBytes = 0;
+
+  void loadKernels(const std::string &path);
+  void bindWeights(const std::string &weightsPath);
+  void materialize(const nlohmann::json &entry, const BoundWeights &bound);
+  void buildSchedule();
+  void runStep(const Step &step, int64_t rows, int64_t startPos);
+};
+
+void Model::State::loadKernels(const std::string &path) {
+  const nlohmann::json &manifest = artifact->manifest();
+  if (manifest.value("format", "") != "q3c-cpu")
+    throw LoadError(path + ": not a CPU artifact (manifest format '" +
+                    manifest.value("format", "") + "')");
+  auto required = manifest.at("target").at("required_features").get<std::vector<std::string>>();
+  std::vector<std::string> missing = missingCpuFeatures(required);
+  if (!missing.empty())
+    throw LoadError(fmt::format("{}: compiled for CPU features this machine lacks: {} (compile "
+                                "with --cpu=host on this machine, or a lower --cpu level)",
+                                path, fmt::join(missing, ", ")));
+  const Artifact::Section *library = artifact->find("kernels.so");
+  if (!library)
+    throw LoadError(path + ": no kernels.so section");
+  kernels = SharedLibrary::loadFromMemory(path + ":kernels.so", library->data, library->size);
+}
+
+void Model::State::materialize(const nlohmann::json &entry, const BoundWeights &bound) {
+  WeightData weight;
+  weight.dtype = parseArtifactDType(entry.at("dtype").get<std::string>());
+  weight.elements = 1;
+  for (int64_t extent : entry.at("shape").get<std::vector<int64_t>>())
+    weight.elements *= extent;
+  const std::string kind = entry.at("kind").get<std::string>();
+  auto store = [&](const std::vector<float> &values) {
+    weight.owned.resize(values.size() * dtypeSize(weight.dtype));
+    convertFromF32(weight.dtype, values.data(), weight.owned.data(), values.size());
+  };
+  if (kind == "param") {
+    const TensorView *tensor = bound.byName.at(entry.at("name").get<std::string>());
+    if (tensor->dtype == weight.dtype)
+      weight.data = tensor->data; // used in place, straight from the mapped file
+    else
+      store(readAsF32(*tensor));
+  } else if (kind == "fold_gain") {
+    auto inputs = entry.at("inputs").get<std::vector<int64_t>>();
+    std::vector<float> w = widen(weights.at(inputs.at(0))), gain = widen(weights.at(inputs.at(1)));
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] *= gain[i % gain.size()];
+    store(w);
+  } else if (kind == "concat_rows") {
+    for (int64_t input : entry.at("inputs").get<std::vector<int64_t>>()) {
+      const WeightData &part = weights.at(input);
+      const uint8_t *bytes = part.owned.empty() ? part.data : part.owned.data();
+      weight.owned.insert(weight.owned.end(), bytes, bytes + part.elements * dtypeSize(part.dtype));
+    }
+  } else {
+    throw LoadError("unknown weight kind '" + kind + "'");
+  }
+  if (!weight.owned.empty())
+    weight.data = weight.owned.data();
+  weights.push_back(std::move(weight));
+}
+
+void Model::State::bindWeights(const std::string &weightsPath) {
+  const nlohmann::json &manifest = artifact->manifest();
+  std::vector<ParamSpec> params;
+  for (const auto &entry : manifest.at("weights"))
+    if (entry.at("kind") == "param")
+      params.push_back(
+          {entry.at("name").get<std::string>(), entry.at("shape").get<std::vector<int64_t>>()});
+  checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(weightsPath));
+  std::vector<std::string> warnings;
+  BoundWeights bound = q3::runtime::bindWeights(
+      *checkpoint, params, manifest.at("config").at("tie_word_embeddings").get<bool>(), &warnings);
+  for (const auto &entry : manifest.at("weights"))
+    materialize(entry, bound);
+  // Weights that only fed a transform are not needed any more.
+  std::vector<bool> used(weights.size(), false);
+  for (const auto &step : manifest.at("schedule"))
+    for (const auto &operand : step.at("operands"))
+      if (operand.at("kind") == "weight")
+        used.at(operand.at("id").get<size_t>()) = true;
+  for (size_t i = 0; i < weights.size(); ++i)
+    if (!used[i]) {
+      std::vector<uint8_t>().swap(weights[i].owned);
+      weights[i].data = nullptr;
+    }
+}
+
+void Model::State::buildSchedule() {
+  const nlohmann::json &manifest = artifact->manifest();
+  std::map<std::string, nlohmann::json> grids;
+  for (const auto &kernel : manifest.at("kernels"))
+    grids[kernel.at("name").get<std::string>()] = kernel.at("grid");
+  for (const auto &entry : manifest.at("schedule")) {
+    Step step;
+    step.kernel = entry.at("kernel").get<std::string>();
+    step.entry = reinterpret_cast<KernelEntry>(kernels->symbol(kKernelSymbolPrefix + step.kernel));
+    const nlohmann::json &grid = grids.at(step.kernel);
+    const std::string kind = grid.at("kind").get<std::string>();
+    step.grid = kind == "fixed"  ? Step::Grid::Fixed
+                : kind == "rows" ? Step::Grid::Rows
+                                 : Step::Grid::RowsTimes;
+    step.gridValue = grid.value(kind == "fixed" ? "count" : "factor", int64_t(1));
+    for (const auto &operand : entry.at("operands"))
+      step.operands.push_back(parseBinding(operand));
+    for (const auto &result : entry.at("results"))
+      step.results.push_back(parseBinding(result));
+    steps.push_back(std::move(step));
+  }
+  outputBuffer = parseBinding(manifest.at("output")).value;
+}
+
+void Model::State::runStep(const Step &step, int64_t rows, int64_t startPos) {
+  std::vector<void *> pointers;
+  std::vector<int64_t> bytes;
+  std::vector<int64_t> scalars = {rows, startPos + rows, context};
+  const int64_t cacheLayerFloats = context * kvRowFloats;
+  auto bind = [&](const Binding &b) {
+    switch (b.kind) {
+    case Binding::Kind::Buffer:
+      pointers.push_back(buffers.at(b.value).data());
+      bytes.push_back(rows * rowBytes.at(b.value));
+      break;
+    case Binding::Kind::Weight: {
+      const WeightData &w = weights.at(b.value);
+      pointers.push_back(const_cast<uint8_t *>(w.data));
+      bytes.push_back(w.elements * int64_t(dtypeSize(w.dtype)));
+      break;
+    }
+    case Binding::Kind::Tokens:
+      pointers.push_back(tokens.data());
+      bytes.push_back(rows * 4);
+      break;
+    case Binding::Kind::Cache:
+      pointers.push_back(keyCache.data());
+      bytes.push_back(int64_t(keyCache.size() * 4));
+      pointers.push_back(valueCache.data());
+      bytes.push_back(int64_t(valueCache.size() * 4));
+      break;
+    case Binding::Kind::CacheKeys:
+    case Binding::Kind::CacheValues: {
+      auto &cache = b.kind == Binding::Kind::CacheKeys ? keyCache : valueCache;
+      pointers.push_back(cache.data() + b.value * cacheLayerFloats);
+      bytes.push_back((startPos + rows) * kvRowFloats * 4);
+      break;
+    }
+    case Binding::Kind::StartPos:
+      scalars.push_back(startPos);
+      break;
+    case Binding::Kind::Constant:
+      scalars.push_back(b.value);
+      break;
+    }
+  };
+  for (const Binding &operand : step.operands)
+    bind(operand);
+  for (const Binding &result : step.results)
+    if (result.kind == Binding::Kind::Buffer)
+      bind(result);
+  const int64_t workgroups = step.grid == Step::Grid::Fixed  ? step.gridValue
+                             : step.grid == Step::Grid::Rows ? rows
+                                                             : rows * step.gridValue;
+  pool->parallelFor(workgroups, [&](int64_t begin, int64_t end) {
+    step.entry(pointers.data(), bytes.data(), scalars.data(), begin, end);
+  });
+}
+
+Model::Model() : state(std::make_unique<State>()) {}
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::string &weightsPath,
+                                   const ModelOptions &options) {
+  std::unique_ptr<Model> model(new Model());
+  State &s = *model->state;
+  s.artifact = Artifact::open(artifactPath);
+  try {
+    s.loadKernels(artifactPath);
+    const nlohmann::json &config = s.artifact->manifest().at("config");
+    s.layers = config.at("num_hidden_layers").get<int64_t>();
+    s.kvRowFloats =
+        config.at("num_key_value_heads").get<int64_t>() * config.at("head_dim").get<int64_t>();
+    s.vocab = config.at("vocab_size").get<int64_t>();
+    const int64_t maxPositions = config.at("max_position_embeddings").get<int64_t>();
+    s.context =
+        options.contextLength > 0 ? options.contextLength : std::min<int64_t>(maxPositions, 4096);
+    s.bindWeights(weightsPath);
+    s.buildSchedule();
+    s.rowBytes = s.artifact->manifest().at("buffers").at("row_bytes").get<std::vector<int64_t>>();
+    for (int64_t bytes : s.rowBytes)
+      s.buffers.emplace_back(size_t(s.context * bytes / 4));
+    s.keyCache.assign(size_t(s.layers * s.context * s.kvRowFloats), 0.0f);
+    s.valueCache.assign(s.keyCache.size(), 0.0f);
+    s.tokens.assign(size_t(s.context), 0);
+    s.decodeBytes = s.artifact->manifest().value("decode_bytes_per_token", int64_t(0));
+  } catch (const nlohmann::json::exception &e) {
+    throw LoadError(artifactPath + ": malformed manifest: " + e.what());
+  } catch (const std::out_of_range &e) {
+    throw LoadError(artifactPath +
+                    ": manifest refers to something that does not exist: " + e.what());
+  }
+  s.pool = std::make_unique<ThreadPool>(options.threads);
+  return model;
+}
+
+const std::vector<float> &Model::forward(const std::vector<int32_t> &tokens) {
+  State &s = *state;
+  const int64_t rows = int64_t(tokens.size());
+  if (rows == 0)
+    throw RequestError("no tokens to run");
+  if (s.position + rows > s.context)
+    throw RequestError(fmt::format("positions {}..{} do not fit the context of {} (use --ctx)",
+                                   s.position, s.position + rows - 1, s.context));
+  for (int32_t id : tokens)
+    if (id < 0 || id >= s.vocab)
+      throw RequestError(fmt::format("token id {} is outside the vocabulary [0, {})", id, s.vocab));
+  std::copy(tokens.begin(), tokens.end(), s.tokens.begin());
+  for (const Step &step : s.steps)
+    s.runStep(step, rows, s.position);
+  s.position += rows;
+  const std::vector<float> &output = s.buffers.at(s.outputBuffer);
+  s.logits.assign(output.begin(), output.begin() + rows * s.vocab);
+  return s.logits;
+}
+
+int64_t Model::vocabSize() const { return state->vocab; }
+int64_t Model::contextLength() const { return state->context; }
+int Model::threads() const { return state->pool->size(); }
+int64_t Model::position() const { return state->position; }
+void Model::reset() { state->position = 0; }
+int64_t Model::decodeBytesPerToken() const { return state->decodeBytes; }
+int64_t Model::weightBytes() const {
+  int64_t total = 0;
+  for (const WeightData &w : state->weights)
+    if (w.data)
+      total += w.elements * int64_t(dtypeSize(w.dtype));
+  return total;
+}
+const nlohmann::json &Model::manifest() const { return state->artifact->manifest(); }
+ThreadPool &Model::pool() { return *state->pool; }
+
+} // namespace q3::runtime

@@ -1,0 +1,64 @@
+// A compiled model ready to run: an artifact's kernels loaded, the weights
+// bound from a Hugging Face checkpoint (with the recorded weight transforms
+// applied), activation buffers allocated by the artifact's buffer plan and a
+// KV cache. No MLIR, no LLVM.
+#pragma once
+
+#include "runtime/ThreadPool.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace q3::runtime {
+
+/// A request the model cannot serve (token id outside the vocabulary, more
+/// positions than the context holds). The message is one line.
+class RequestError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ModelOptions {
+  int threads = 0;           // 0: all cores
+  int64_t contextLength = 0; // KV cache positions; 0: min(max_position_embeddings, 4096)
+};
+
+class Model {
+public:
+  /// Throws LoadError naming the file, tensor or field on any mismatch.
+  static std::unique_ptr<Model> load(const std::string &artifactPath,
+                                     const std::string &weightsPath, const ModelOptions &options);
+  ~Model();
+
+  int64_t vocabSize() const;
+  int64_t contextLength() const;
+  int threads() const;
+  /// Positions already in the KV cache.
+  int64_t position() const;
+  /// Forgets the cache.
+  void reset();
+
+  /// Runs `tokens` at positions [position(), position() + T) and returns the
+  /// logits [T, vocab], row-major, valid until the next call.
+  const std::vector<float> &forward(const std::vector<int32_t> &tokens);
+
+  /// Bytes one decode step reads and writes: every weight as stored, plus
+  /// activations and K/V rows (at position 0).
+  int64_t decodeBytesPerToken() const;
+  /// Bytes of all bound weights (transforms applied), as held in memory.
+  int64_t weightBytes() const;
+  const nlohmann::json &manifest() const;
+  ThreadPool &pool();
+
+private:
+  Model();
+  struct State;
+  std::unique_ptr<State> state;
+};
+
+} // namespace q3::runtime

@@ -1,0 +1,48 @@
+//===- CompileCommand.cpp - q3c compile -----------------------------------===//
+//
+// Config -> graph -> default pipeline (dispatch stage) -> CPU kernels -> one
+// artifact. No weights are needed: the runtime binds them at load time.
+//
+//===----------------------------------------------------------------------===//
+#include "tools/q3c/CommandLine.h"
+#include "tools/q3c/Commands.h"
+
+#include "backends/cpu/CompileModel.h"
+#include "frontend/Presets.h"
+#include "ir/BuildGraph.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <stdexcept>
+
+namespace q3::tools {
+
+int runCompile() {
+  if (compileTarget != "cpu")
+    throw std::invalid_argument("--target: expected cpu, got '" + compileTarget +
+                                "' (the Vulkan backend is not built yet)");
+  if (emitStage != "dispatch")
+    throw std::invalid_argument("compile always runs the pipeline to the dispatch stage");
+  const auto start = std::chrono::steady_clock::now();
+  cpu::CpuTarget target = cpu::resolveCpuTarget(compileCpu);
+  std::vector<std::string> warnings;
+  frontend::ModelConfig config = frontend::resolveModelConfig(compileModel, &warnings);
+  printWarnings(warnings);
+  mlir::MLIRContext context;
+  auto module = ir::buildQwen3Graph(context, config);
+  runPipelineFromFlags(*module);
+  cpu::CompiledModel compiled = cpu::compileForCpu(*module, target);
+  cpu::writeCpuArtifact(compileOutput, compiled);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  llvm::outs() << "compiled " << compiled.manifest["kernels"].size() << " kernels, "
+               << compiled.manifest["schedule"].size() << " dispatches for " << target.name << " ("
+               << target.llvmCpu << ") in " << llvm::format("%.2f", seconds) << " s -> "
+               << compileOutput << "\n";
+  return 0;
+}
+
+} // namespace q3::tools
