@@ -26,7 +26,9 @@ const std::map<std::string, std::string> &cpuinfoNames() {
                                                            {"avx512bf16", "avx512_bf16"},
                                                            {"avx512vnni", "avx512_vnni"},
                                                            {"avx512fp16", "avx512_fp16"},
-                                                           {"avxvnni", "avx_vnni"}};
+                                                           {"avxvnni", "avx_vnni"},
+                                                           {"fma4", "fma4"},
+                                                           {"xop", "xop"}};
   return names;
 }
 

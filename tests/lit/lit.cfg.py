@@ -14,6 +14,7 @@ config.test_exec_root = os.path.join(config.q3_obj_root, "out")
 
 config.substitutions.append(("%q3-opt", os.path.join(config.q3_tools_dir, "q3-opt", "q3-opt")))
 config.substitutions.append(("%q3c", os.path.join(config.q3_tools_dir, "q3c", "q3c")))
+config.substitutions.append(("%q3run", os.path.join(config.q3_tools_dir, "q3run", "q3run")))
 config.substitutions.append(("%q3_src", config.q3_src_root))
 # The independent reference needs numpy, which Debian's interpreter has.
 python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")

@@ -1,0 +1,84 @@
+//===- ArgParser.h - q3run's small command-line parser ---------------------===//
+//
+// q3run links only the runtime (no LLVM), so it parses its own flags: long
+// options ("--threads 4" or "--threads=4"), short ones ("-n 32"), boolean
+// flags, and positional arguments. Every mistake is a UsageError with a
+// one-line message naming the option; "--help"/"-h" prints the help text.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace q3::q3run {
+
+/// A bad command line. The message is one line.
+class UsageError : public std::invalid_argument {
+public:
+  using std::invalid_argument::invalid_argument;
+};
+
+class ArgParser {
+public:
+  /// `command` starts every help text ("q3run", "q3run bench"); `usage` is the
+  /// synopsis line(s); `description` a paragraph shown under it.
+  ArgParser(std::string command, std::string usage, std::string description);
+
+  /// `names` like {"-n"} or {"--threads"}; `valueName` is shown in the help.
+  void addString(std::vector<std::string> names, std::string *destination, std::string valueName,
+                 std::string help, bool required = false);
+  /// A decimal integer in [minimum, maximum].
+  void addInt(std::vector<std::string> names, int64_t *destination, std::string valueName,
+              std::string help, int64_t minimum, int64_t maximum);
+  void addFlag(std::vector<std::string> names, bool *destination, std::string help);
+  /// Positional arguments are filled in the order they are added; all are required.
+  void addPositional(std::string name, std::string *destination, std::string help);
+
+  /// Parses `args` (without the program and command names). Returns false
+  /// when --help was given (the help is printed to stdout); throws UsageError.
+  bool parse(const std::vector<std::string> &args);
+
+  std::string help() const;
+
+private:
+  enum class Kind { String, Int, Flag };
+  struct Option {
+    std::vector<std::string> names;
+    Kind kind;
+    void *destination;
+    std::string valueName;
+    std::string help;
+    bool required = false;
+    int64_t minimum = 0;
+    int64_t maximum = 0;
+    bool seen = false;
+  };
+  struct Positional {
+    std::string name;
+    std::string *destination;
+    std::string help;
+  };
+
+  Option *find(const std::string &name);
+  void assign(Option &option, const std::string &spelling, const std::string &value);
+  std::string seeHelp() const;
+
+  std::string command_;
+  std::string usage_;
+  std::string description_;
+  std::vector<Option> options_;
+  std::vector<Positional> positionals_;
+};
+
+/// Parses a decimal integer in [minimum, maximum]; `what` names it in the error.
+int64_t parseInteger(const std::string &what, const std::string &text, int64_t minimum,
+                     int64_t maximum);
+
+/// Parses "1,2,3" (spaces around items allowed) into token ids: non-negative
+/// integers that fit in int32. Throws UsageError naming the bad item.
+std::vector<int32_t> parseTokenList(const std::string &text);
+
+} // namespace q3::q3run

@@ -1,0 +1,292 @@
+//===- BenchCommand.cpp - q3run bench --------------------------------------===//
+//
+// Like llama-bench: times Model::load, a prefill of -p random tokens from
+// position 0 and -g single-token decode steps after it, -r times (reset()
+// between repetitions), and reports the median of each next to the machine's
+// measured read bandwidth. Decode reads every weight once per token, so
+// decodeBytesPerToken() x decode tokens/s over the measured bandwidth says how
+// close decode runs to the memory limit. Method: docs/q3run.md.
+//
+//===----------------------------------------------------------------------===//
+#include "tools/q3run/Commands.h"
+
+#include "runtime/MemoryBandwidth.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace q3::q3run {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kBandwidthBytes = int64_t(1) << 30;
+constexpr int kBandwidthRepetitions = 5;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+int64_t peakRssBytes() {
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) != 0)
+    return -1;
+  return int64_t(usage.ru_maxrss) * 1024; // Linux reports kilobytes
+}
+
+// "1.19 GB" (1 GB = 1e9 bytes, as bandwidth is counted).
+std::string formatBytes(double bytes) {
+  if (bytes >= 1e9)
+    return fmt::format("{:.2f} GB", bytes / 1e9);
+  if (bytes >= 1e6)
+    return fmt::format("{:.1f} MB", bytes / 1e6);
+  if (bytes >= 1e3)
+    return fmt::format("{:.1f} kB", bytes / 1e3);
+  return fmt::format("{:.0f} B", bytes);
+}
+
+std::optional<int64_t> intField(const json &object, const char *key) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number_integer())
+    return std::nullopt;
+  return it->get<int64_t>();
+}
+
+// The Hugging Face config inside the manifest: the manifest itself or an
+// object under one of its keys that has "hidden_size".
+const json *findConfig(const json &manifest) {
+  if (!manifest.is_object())
+    return nullptr;
+  if (manifest.contains("hidden_size"))
+    return &manifest;
+  for (const char *key : {"config", "model_config", "model"}) {
+    auto it = manifest.find(key);
+    if (it != manifest.end() && it->is_object() && it->contains("hidden_size"))
+      return &*it;
+  }
+  for (const auto &item : manifest.items())
+    if (item.value().is_object() && item.value().contains("hidden_size"))
+      return &item.value();
+  return nullptr;
+}
+
+// "qwen3 0.6B-shape bf16": the parameter count the config implies (the weights
+// may be random, hence "-shape"), or the weight bytes when the manifest has no
+// recognizable config.
+std::string describeModel(const json &manifest, int64_t weightBytes) {
+  const json *config = findConfig(manifest);
+  std::optional<int64_t> hidden, layers, heads, kvHeads, intermediate, vocab;
+  if (config) {
+    hidden = intField(*config, "hidden_size");
+    layers = intField(*config, "num_hidden_layers");
+    heads = intField(*config, "num_attention_heads");
+    kvHeads = intField(*config, "num_key_value_heads");
+    intermediate = intField(*config, "intermediate_size");
+    vocab = intField(*config, "vocab_size");
+  }
+  if (!hidden || !layers || !heads || !kvHeads || !intermediate || !vocab || *heads <= 0)
+    return "qwen3 (" + formatBytes(double(weightBytes)) + " of weights)";
+  const double headDim = double(intField(*config, "head_dim").value_or(*hidden / *heads));
+  bool tied = false;
+  if (auto it = config->find("tie_word_embeddings"); it != config->end())
+    tied = it->is_boolean() ? it->get<bool>() : it->is_number() && it->get<double>() != 0;
+  const double h = double(*hidden);
+  const double perLayer = h * double(*heads) * headDim * 2     // q, o
+                          + h * double(*kvHeads) * headDim * 2 // k, v
+                          + 3 * h * double(*intermediate)      // gate, up, down
+                          + 2 * h + 2 * headDim;               // norms, q/k norms
+  const double params = double(*vocab) * h * (tied ? 1 : 2) + h + double(*layers) * perLayer;
+  std::string name = params >= 1e8   ? fmt::format("qwen3 {:.1f}B-shape", params / 1e9)
+                     : params >= 1e6 ? fmt::format("qwen3 {:.0f}M-shape", params / 1e6)
+                                     : fmt::format("qwen3 {:.0f}K-shape", params / 1e3);
+  if (auto it = config->find("torch_dtype"); it != config->end() && it->is_string())
+    name += " " + it->get<std::string>();
+  return name;
+}
+
+// A markdown table with padded columns, like llama-bench's.
+void printTable(const std::vector<std::vector<std::string>> &rows) {
+  std::vector<size_t> widths(rows.front().size(), 0);
+  for (const auto &row : rows)
+    for (size_t c = 0; c < row.size(); ++c)
+      widths[c] = std::max(widths[c], row[c].size());
+  auto printRow = [&](const std::vector<std::string> &row) {
+    std::string line = "|";
+    for (size_t c = 0; c < row.size(); ++c)
+      line += fmt::format(c == 0 ? " {:<{}} |" : " {:>{}} |", row[c], widths[c]);
+    std::puts(line.c_str());
+  };
+  printRow(rows.front());
+  std::string rule = "|";
+  for (size_t c = 0; c < widths.size(); ++c)
+    rule += c == 0 ? " " + std::string(widths[c], '-') + " |"
+                   : " " + std::string(widths[c] - 1, '-') + ": |";
+  std::puts(rule.c_str());
+  for (size_t r = 1; r < rows.size(); ++r)
+    printRow(rows[r]);
+}
+
+json orNull(const std::optional<double> &value) { return value ? json(*value) : json(nullptr); }
+
+} // namespace
+
+int benchCommand(const std::vector<std::string> &args) {
+  CommonOptions common;
+  int64_t promptTokens = 128;
+  int64_t generatedTokens = 64;
+  int64_t repetitions = 3;
+  int64_t seed = 1234;
+  bool jsonOutput = false;
+  ArgParser parser(
+      "q3run bench",
+      "q3run bench MODEL.q3 --weights MODEL_DIR [-p N] [-g N] [-r N] [--json] [--threads N] "
+      "[--ctx N]",
+      "Measures load time, prefill tokens/s (-p random tokens from position 0) and\n"
+      "decode tokens/s (-g single-token steps after that prefill), the median of -r\n"
+      "repetitions, and compares decode traffic with the machine's read bandwidth.");
+  addCommonOptions(parser, common);
+  parser.addInt({"-p", "--n-prompt"}, &promptTokens, "N", "prompt tokens to prefill (default 128)",
+                0, std::numeric_limits<int32_t>::max());
+  parser.addInt({"-g", "--n-gen"}, &generatedTokens, "N",
+                "decode steps after the prefill (default 64)", 0,
+                std::numeric_limits<int32_t>::max());
+  parser.addInt({"-r", "--repetitions"}, &repetitions, "N",
+                "repetitions; medians are reported (default 3)", 1, 1000000);
+  parser.addInt({"--seed"}, &seed, "N",
+                "seed of the random prompt and decode tokens (default 1234)", 0,
+                std::numeric_limits<int64_t>::max());
+  parser.addFlag({"--json"}, &jsonOutput, "print one JSON object instead of the table");
+  if (!parser.parse(args))
+    return 0;
+
+  if (promptTokens + generatedTokens == 0)
+    throw UsageError("-p and -g are both 0: nothing to measure");
+  const int64_t needed = promptTokens + generatedTokens;
+  auto checkContext = [&](int64_t context) {
+    if (needed > context)
+      throw UsageError(fmt::format("-p {} + -g {} = {} positions do not fit in the context of {} "
+                                   "(--ctx)",
+                                   promptTokens, generatedTokens, needed, context));
+  };
+  if (common.context > 0)
+    checkContext(common.context);
+
+  const Clock::time_point loadStart = Clock::now();
+  std::unique_ptr<runtime::Model> model = loadModel(common);
+  const double loadSeconds = secondsSince(loadStart);
+  checkContext(model->contextLength());
+
+  // Deterministic tokens: mt19937_64's sequence is fixed by the standard; the
+  // modulo keeps it independent of the library's distributions.
+  std::mt19937_64 random(static_cast<uint64_t>(seed));
+  const uint64_t vocab = uint64_t(model->vocabSize());
+  std::vector<int32_t> prompt(static_cast<size_t>(promptTokens));
+  for (int32_t &id : prompt)
+    id = int32_t(random() % vocab);
+  std::vector<int32_t> decodeTokens(static_cast<size_t>(generatedTokens));
+  for (int32_t &id : decodeTokens)
+    id = int32_t(random() % vocab);
+
+  // Warm-up (as llama-bench): one prefill and one decode step, untimed, so
+  // first-touch page faults and cold caches stay out of the first repetition.
+  if (promptTokens > 0)
+    model->forward(prompt);
+  if (generatedTokens > 0)
+    model->forward({decodeTokens.front()});
+
+  std::vector<double> prefillRates, decodeRates;
+  for (int64_t r = 0; r < repetitions; ++r) {
+    model->reset();
+    if (promptTokens > 0) {
+      const Clock::time_point start = Clock::now();
+      model->forward(prompt);
+      prefillRates.push_back(double(promptTokens) / secondsSince(start));
+    }
+    if (generatedTokens > 0) {
+      const Clock::time_point start = Clock::now();
+      for (int32_t id : decodeTokens)
+        model->forward({id});
+      decodeRates.push_back(double(generatedTokens) / secondsSince(start));
+    }
+  }
+  model->reset();
+  // Before the bandwidth buffer (1 GiB) is allocated: the model's own peak.
+  const int64_t peakRss = peakRssBytes();
+  const runtime::BandwidthResult bandwidth =
+      runtime::measureReadBandwidth(model->pool(), kBandwidthBytes, kBandwidthRepetitions);
+
+  std::optional<double> prefillRate, decodeRate, decodeGBs, fraction;
+  if (!prefillRates.empty())
+    prefillRate = median(prefillRates);
+  const int64_t bytesPerToken = model->decodeBytesPerToken();
+  if (!decodeRates.empty()) {
+    decodeRate = median(decodeRates);
+    decodeGBs = double(bytesPerToken) * *decodeRate / 1e9;
+    fraction = *decodeGBs / bandwidth.gigabytesPerSecond;
+  }
+  const std::string name = describeModel(model->manifest(), model->weightBytes());
+
+  if (jsonOutput) {
+    json out = {
+        {"model", name},
+        {"threads", model->threads()},
+        {"context_length", model->contextLength()},
+        {"prompt_tokens", promptTokens},
+        {"generated_tokens", generatedTokens},
+        {"repetitions", repetitions},
+        {"seed", seed},
+        {"load_seconds", loadSeconds},
+        {"prefill_tok_s", orNull(prefillRate)},
+        {"prefill_tok_s_runs", prefillRates},
+        {"decode_tok_s", orNull(decodeRate)},
+        {"decode_tok_s_runs", decodeRates},
+        {"decode_bytes_per_token", bytesPerToken},
+        {"weight_bytes", model->weightBytes()},
+        {"decode_gb_s", orNull(decodeGBs)},
+        {"measured_bandwidth_gb_s", bandwidth.gigabytesPerSecond},
+        {"bandwidth_buffer_bytes", bandwidth.bytes},
+        {"bandwidth_repetitions", kBandwidthRepetitions},
+        {"fraction_of_bandwidth", orNull(fraction)},
+        {"peak_rss_bytes", peakRss},
+    };
+    std::puts(out.dump(2).c_str());
+    return 0;
+  }
+
+  const std::string threads = std::to_string(model->threads());
+  std::vector<std::vector<std::string>> rows = {
+      {"model", "threads", "test", "t/s", "bytes/token", "GB/s", "% of bandwidth"}};
+  if (prefillRate)
+    rows.push_back({name, threads, fmt::format("pp{}", promptTokens),
+                    fmt::format("{:.2f}", *prefillRate), "-", "-", "-"});
+  if (decodeRate)
+    rows.push_back({name, threads, fmt::format("tg{}", generatedTokens),
+                    fmt::format("{:.2f}", *decodeRate), formatBytes(double(bytesPerToken)),
+                    fmt::format("{:.1f}", *decodeGBs), fmt::format("{:.0f}%", *fraction * 100)});
+  printTable(rows);
+  fmt::print("machine read bandwidth: {:.1f} GB/s (STREAM-like, best of {}); load {:.2f} s; "
+             "peak RSS {}\n",
+             bandwidth.gigabytesPerSecond, kBandwidthRepetitions, loadSeconds,
+             peakRss >= 0 ? formatBytes(double(peakRss)) : std::string("unknown"));
+  fmt::print("medians of {} repetitions after one warm-up; decode GB/s = bytes/token x t/s\n",
+             repetitions);
+  return 0;
+}
+
+} // namespace q3::q3run

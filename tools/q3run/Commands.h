@@ -1,0 +1,41 @@
+//===- Commands.h - q3run's commands ---------------------------------------===//
+#pragma once
+
+#include "tools/q3run/ArgParser.h"
+
+#include "runtime/Model.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace q3::q3run {
+
+/// Options every command takes.
+struct CommonOptions {
+  std::string artifact;
+  std::string weights;
+  int64_t threads = 0; // 0: all cores
+  int64_t context = 0; // 0: min(max_position_embeddings, 4096)
+};
+
+/// Adds MODEL.q3, --weights, --threads and --ctx to `parser`.
+void addCommonOptions(ArgParser &parser, CommonOptions &options);
+
+/// Model::load with the common options.
+std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options);
+
+/// Index of the largest value in row `row` of a [rows, vocab] matrix; the
+/// first index wins ties (as std::max_element).
+int32_t argmaxRow(const std::vector<float> &logits, int64_t vocab, int64_t row);
+
+/// `q3run MODEL.q3 ...`: logits, argmax per position, greedy generation.
+/// `args` excludes the program name. Returns the exit code; throws on errors.
+int runCommand(const std::vector<std::string> &args);
+
+/// `q3run bench MODEL.q3 ...`: prefill and decode speed against the machine's
+/// memory bandwidth. `args` excludes "q3run bench".
+int benchCommand(const std::vector<std::string> &args);
+
+} // namespace q3::q3run

@@ -1,0 +1,120 @@
+//===- RunCommand.cpp - q3run MODEL.q3 ... ---------------------------------===//
+//
+// The same output contract as `q3c eval`: without -n, one line per position
+// "position T: token ID -> argmax A (logit L)"; --logits writes all
+// positions' logits as a [T, vocab] float32 .npy; -n N generates N tokens
+// greedily (prefill, then N-1 single-token decode steps on the KV cache) and
+// prints "ids: a b c". With both -n and --logits the model is reset after
+// generating and the prompt's logits are written.
+//
+//===----------------------------------------------------------------------===//
+#include "tools/q3run/Commands.h"
+
+#include "runtime/Npy.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace q3::q3run {
+
+void addCommonOptions(ArgParser &parser, CommonOptions &options) {
+  parser.addPositional("MODEL.q3", &options.artifact, "the artifact `q3c compile` wrote");
+  parser.addString({"--weights"}, &options.weights, "MODEL_DIR",
+                   "the Hugging Face checkpoint folder (config.json, *.safetensors)",
+                   /*required=*/true);
+  parser.addInt({"--threads"}, &options.threads, "N",
+                "threads, the caller included (default: all cores)", 0, 1 << 16);
+  parser.addInt({"--ctx"}, &options.context, "N",
+                "KV cache positions (default: min(max_position_embeddings, 4096))", 1,
+                std::numeric_limits<int32_t>::max());
+}
+
+std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options) {
+  runtime::ModelOptions modelOptions;
+  modelOptions.threads = int(options.threads);
+  modelOptions.contextLength = options.context;
+  return runtime::Model::load(options.artifact, options.weights, modelOptions);
+}
+
+int32_t argmaxRow(const std::vector<float> &logits, int64_t vocab, int64_t row) {
+  const float *begin = logits.data() + row * vocab;
+  return int32_t(std::max_element(begin, begin + vocab) - begin);
+}
+
+int runCommand(const std::vector<std::string> &args) {
+  CommonOptions common;
+  std::string tokenText;
+  std::string logitsPath;
+  int64_t generate = 0;
+  ArgParser parser("q3run",
+                   "q3run MODEL.q3 --weights MODEL_DIR --tokens 1,2,3 [--logits OUT.npy] [-n N] "
+                   "[--threads N] [--ctx N]\n"
+                   "       q3run bench MODEL.q3 --weights MODEL_DIR [-p N] [-g N] [-r N] [--json] "
+                   "(see 'q3run bench --help')",
+                   "Runs a compiled Qwen3 model on the token ids given. Without -n it prints each\n"
+                   "position's argmax; --logits writes all positions' logits as a [T, vocab]\n"
+                   "float32 .npy; -n N generates N tokens greedily and prints \"ids: ...\".");
+  addCommonOptions(parser, common);
+  parser.addString({"--tokens"}, &tokenText, "IDS", "prompt token ids, as in 1,2,3",
+                   /*required=*/true);
+  parser.addString({"--logits"}, &logitsPath, "OUT.npy",
+                   "write the prompt's logits [T, vocab] as float32 .npy");
+  parser.addInt({"-n"}, &generate, "N",
+                "generate N tokens greedily (prefill, then N-1 decode steps)", 0,
+                std::numeric_limits<int32_t>::max());
+  if (!parser.parse(args))
+    return 0;
+
+  const std::vector<int32_t> prompt = parseTokenList(tokenText);
+  const int64_t promptLength = int64_t(prompt.size());
+  // Positions the KV cache must hold: the prompt, then each generated token
+  // but the last, which is never fed back.
+  const int64_t needed = promptLength + std::max<int64_t>(generate - 1, 0);
+  auto checkContext = [&](int64_t context) {
+    if (needed > context)
+      throw UsageError(fmt::format(
+          "{} prompt tokens{} need {} positions, more than the context of {} (--ctx)", promptLength,
+          generate > 0 ? fmt::format(" and -n {}", generate) : std::string(), needed, context));
+  };
+  if (common.context > 0)
+    checkContext(common.context);
+
+  std::unique_ptr<runtime::Model> model = loadModel(common);
+  checkContext(model->contextLength());
+  const int64_t vocab = model->vocabSize();
+
+  if (generate > 0) {
+    std::vector<int32_t> ids;
+    ids.reserve(size_t(generate));
+    const std::vector<float> *logits = &model->forward(prompt);
+    ids.push_back(argmaxRow(*logits, vocab, promptLength - 1));
+    while (int64_t(ids.size()) < generate) {
+      logits = &model->forward({ids.back()});
+      ids.push_back(argmaxRow(*logits, vocab, 0));
+    }
+    std::string line = "ids:";
+    for (int32_t id : ids)
+      line += " " + std::to_string(id);
+    std::puts(line.c_str());
+    if (logitsPath.empty())
+      return 0;
+    model->reset();
+  }
+
+  const std::vector<float> &logits = model->forward(prompt);
+  if (!logitsPath.empty())
+    runtime::writeNpyF32(logitsPath, {promptLength, vocab}, logits);
+  if (generate == 0)
+    for (int64_t t = 0; t < promptLength; ++t) {
+      const int32_t best = argmaxRow(logits, vocab, t);
+      // {:e} is printf's %e, which `q3c eval` prints (llvm::raw_ostream << double).
+      fmt::print("position {}: token {} -> argmax {} (logit {:e})\n", t, prompt[size_t(t)], best,
+                 double(logits[size_t(t * vocab + best)]));
+    }
+  return 0;
+}
+
+} // namespace q3::q3run
