@@ -175,16 +175,28 @@ void Model::State::bindWeights(const std::string &weightsPath) {
   std::vector<std::string> warnings;
   BoundWeights bound = q3::runtime::bindWeights(
       *checkpoint, params, manifest.at("config").at("tie_word_embeddings").get<bool>(), &warnings);
-  for (const auto &entry : manifest.at("weights"))
-    materialize(entry, bound);
-  // Weights that only fed a transform are not needed any more.
-  std::vector<bool> used(weights.size(), false);
+  // Only the weights the schedule reads, and what they are computed from, are
+  // materialized: a transform whose result no dispatch reads is skipped.
+  const nlohmann::json &entries = manifest.at("weights");
+  std::vector<bool> read(entries.size(), false), needed;
   for (const auto &step : manifest.at("schedule"))
     for (const auto &operand : step.at("operands"))
       if (operand.at("kind") == "weight")
-        used.at(operand.at("id").get<size_t>()) = true;
+        read.at(operand.at("id").get<size_t>()) = true;
+  needed = read;
+  for (size_t i = entries.size(); i-- > 0;)
+    if (needed[i] && entries[i].contains("inputs"))
+      for (int64_t input : entries[i].at("inputs").get<std::vector<int64_t>>())
+        needed.at(size_t(input)) = true;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (needed[i])
+      materialize(entries[i], bound);
+    else
+      weights.emplace_back();
+  }
+  // Weights that only fed a transform are not needed any more.
   for (size_t i = 0; i < weights.size(); ++i)
-    if (!used[i]) {
+    if (!read[i]) {
       std::vector<uint8_t>().swap(weights[i].owned);
       weights[i].data = nullptr;
     }

@@ -23,6 +23,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <map>
+#include <set>
 #include <stdexcept>
 
 using namespace mlir;
@@ -67,6 +69,55 @@ Operation *anchorOf(func::FuncOp kernel) {
   return anchor;
 }
 
+/// A norm-fed product's weight, seen through the recorded transforms: either
+/// fold_gain(W, g) or concat_rows(fold_gain(W1, g), fold_gain(W2, g), ...)
+/// with one gain g and checkpoint weights Wi of one dtype. The CPU kernel then
+/// reads the Wi as stored and applies g to its input instead: exact, and half
+/// the bytes of an f32 folded weight for a bf16 checkpoint.
+struct UnfoldedWeight {
+  std::vector<Value> parts; // the Wi, in row order
+  Value gain;
+};
+
+std::optional<UnfoldedWeight> unfold(Value weight) {
+  auto foldOf = [](Value v) -> std::optional<std::pair<Value, Value>> {
+    auto fold = v.getDefiningOp<FoldGainOp>();
+    if (!fold || !fold.getWeight().getDefiningOp<ParamOp>() ||
+        !fold.getGamma().getDefiningOp<ParamOp>())
+      return std::nullopt;
+    return std::make_pair(fold.getWeight(), fold.getGamma());
+  };
+  SmallVector<Value> pieces{weight};
+  if (auto concat = weight.getDefiningOp<ConcatRowsOp>())
+    pieces.assign(concat.getInputs().begin(), concat.getInputs().end());
+  UnfoldedWeight unfolded;
+  for (Value piece : pieces) {
+    auto fold = foldOf(piece);
+    if (!fold || (unfolded.gain && fold->second != unfolded.gain) ||
+        (!unfolded.parts.empty() && storageOf(fold->first) != storageOf(unfolded.parts[0])))
+      return std::nullopt;
+    unfolded.parts.push_back(fold->first);
+    unfolded.gain = fold->second;
+  }
+  return unfolded;
+}
+
+/// Kernels whose every dispatch reads an unfoldable weight (operand 1).
+std::set<std::string> kernelsWithPrologueGain(func::FuncOp forward) {
+  std::map<std::string, bool> allUnfoldable;
+  for (DispatchOp dispatch : forward.getBody().front().getOps<DispatchOp>()) {
+    bool ok = dispatch.getNumOperands() > 1 && unfold(dispatch.getOperand(1)).has_value();
+    auto [it, inserted] = allUnfoldable.try_emplace(dispatch.getKernel().str(), ok);
+    if (!inserted)
+      it->second = it->second && ok;
+  }
+  std::set<std::string> kernels;
+  for (auto [name, ok] : allUnfoldable)
+    if (ok)
+      kernels.insert(name);
+  return kernels;
+}
+
 /// The CPU source and grid of one kernel.
 struct CpuKernel {
   std::string source;
@@ -74,19 +125,25 @@ struct CpuKernel {
 };
 
 CpuKernel fusedLinearKernel(const std::string &name, Value weight, bool residual,
-                            std::optional<double> eps, bool swiglu, Value result) {
+                            std::optional<double> eps, bool swiglu, Value result,
+                            const std::optional<UnfoldedWeight> &unfolded = std::nullopt) {
   FusedLinearKernel kernel;
   kernel.name = name;
   kernel.inFeatures = shapeOf(weight)[1];
   kernel.outFeatures = shapeOf(result)[1];
   kernel.weight = storageOf(weight);
+  if (unfolded) {
+    kernel.weight = storageOf(unfolded->parts[0]);
+    kernel.prologueGain = storageOf(unfolded->gain);
+  }
   kernel.normEps = eps;
   kernel.swiglu = swiglu;
   kernel.residual = residual;
   return {fusedLinearSource(kernel), {{"kind", "fixed"}, {"count", kernel.workgroups()}}};
 }
 
-CpuKernel cpuKernelFor(func::FuncOp kernel) {
+/// `unfolded` describes the kernel's weight when it reads it unfolded.
+CpuKernel cpuKernelFor(func::FuncOp kernel, std::optional<UnfoldedWeight> unfolded) {
   const std::string name = kernel.getSymName().str();
   Operation *anchor = anchorOf(kernel);
   if (auto fused = dyn_cast<FusedLinearOp>(anchor)) {
@@ -94,7 +151,7 @@ CpuKernel cpuKernelFor(func::FuncOp kernel) {
     if (auto attr = fused.getRmsNormEps())
       eps = attr->convertToDouble();
     return fusedLinearKernel(name, fused.getWeight(), bool(fused.getResidual()), eps,
-                             fused.getSwiglu(), fused.getResult());
+                             fused.getSwiglu(), fused.getResult(), unfolded);
   }
   if (auto linear = dyn_cast<LinearOp>(anchor); linear && !linear.getBias())
     return fusedLinearKernel(name, linear.getWeight(), false, std::nullopt, false,
@@ -150,10 +207,14 @@ json configJson(ModuleOp module) {
 
 class ManifestBuilder {
 public:
-  explicit ManifestBuilder(ModuleOp module) : module(module) {}
+  ManifestBuilder(ModuleOp module, std::set<std::string> prologueGainKernels)
+      : module(module), prologueGainKernels(std::move(prologueGainKernels)) {}
 
-  json weights(func::FuncOp forward) {
-    json list = json::array();
+  json takeWeights() { return std::move(weightList); }
+
+  void collectWeights(func::FuncOp forward) {
+    json &list = weightList;
+    list = json::array();
     forward.walk([&](Operation *op) {
       if (!isa<ParamOp, FoldGainOp, ConcatRowsOp>(op))
         return;
@@ -176,15 +237,22 @@ public:
       }
       list.push_back(entry);
     });
-    return list;
   }
 
   json schedule(func::FuncOp forward) {
     json steps = json::array();
     for (DispatchOp dispatch : forward.getBody().front().getOps<DispatchOp>()) {
       json operands = json::array();
-      for (Value operand : dispatch.getOperands())
+      const bool unfoldWeight = prologueGainKernels.count(dispatch.getKernel().str()) > 0;
+      for (auto [i, operand] : llvm::enumerate(dispatch.getOperands())) {
+        if (i == 1 && unfoldWeight) {
+          UnfoldedWeight unfolded = *unfold(operand);
+          operands.push_back({{"kind", "weight"}, {"id", stackedWeight(unfolded.parts)}});
+          operands.push_back(describe(unfolded.gain));
+          continue;
+        }
         operands.push_back(describe(operand));
+      }
       auto buffers = dispatch->getAttrOfType<DenseI64ArrayAttr>("q3.buffers");
       if (!buffers)
         throw std::runtime_error("dispatch without q3.buffers: run plan-buffers");
@@ -222,6 +290,27 @@ public:
   }
 
 private:
+  /// The checkpoint weights `parts` stacked by rows, as stored: the param
+  /// itself for one part, else a concat_rows entry added to the weight plan.
+  int64_t stackedWeight(const std::vector<Value> &parts) {
+    if (parts.size() == 1)
+      return weightIds.lookup(parts[0]);
+    json inputs = json::array();
+    int64_t rows = 0;
+    for (Value part : parts) {
+      inputs.push_back(weightIds.lookup(part));
+      rows += shapeOf(part)[0];
+    }
+    int64_t id = int64_t(weightList.size());
+    weightList.push_back(
+        {{"id", id},
+         {"kind", "concat_rows"},
+         {"inputs", inputs},
+         {"shape", {rows, shapeOf(parts[0])[1]}},
+         {"dtype", dtypeName(parts[0].getType().cast<RankedTensorType>().getElementType())}});
+    return id;
+  }
+
   /// Keys/values returned by a cache op are views of one layer of the cache.
   std::optional<json> cacheView(DispatchOp dispatch, unsigned index) {
     auto kernel = module.lookupSymbol<func::FuncOp>(dispatch.getKernel());
@@ -238,9 +327,34 @@ private:
   }
 
   ModuleOp module;
+  std::set<std::string> prologueGainKernels;
+  json weightList;
   llvm::DenseMap<Value, int64_t> weightIds;
   llvm::DenseMap<Value, json> values;
 };
+
+/// Weight bytes one decode step reads, as the schedule binds them (the
+/// embedding table: one row).
+int64_t decodeWeightBytes(const json &weights, const json &schedule, ModuleOp module) {
+  int64_t total = 0;
+  for (const json &step : schedule) {
+    auto kernel = module.lookupSymbol<func::FuncOp>(step.at("kernel").get<std::string>());
+    const bool embedding = isa<EmbeddingOp>(anchorOf(kernel));
+    for (const json &operand : step.at("operands")) {
+      if (operand.at("kind") != "weight")
+        continue;
+      const json &weight = weights.at(operand.at("id").get<size_t>());
+      auto shape = weight.at("shape").get<std::vector<int64_t>>();
+      const std::string dtype = weight.at("dtype").get<std::string>();
+      int64_t elements = embedding ? shape.back() : 1;
+      if (!embedding)
+        for (int64_t extent : shape)
+          elements *= extent;
+      total += elements * (dtype == "f32" ? 4 : 2);
+    }
+  }
+  return total;
+}
 
 json bufferPlanJson(ModuleOp module) {
   auto plan = module->getAttrOfType<DictionaryAttr>("q3.buffer_plan");
@@ -260,20 +374,29 @@ CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target) {
   if (!forward || forward.getBody().front().getOps<DispatchOp>().empty())
     throw std::runtime_error("compiling for the CPU needs the dispatch stage (--emit=dispatch)");
   CompiledModel compiled;
+  std::set<std::string> prologueGain = kernelsWithPrologueGain(forward);
+  std::map<std::string, DispatchOp> exampleDispatch;
+  for (DispatchOp dispatch : forward.getBody().front().getOps<DispatchOp>())
+    exampleDispatch.try_emplace(dispatch.getKernel().str(), dispatch);
   json kernels = json::array();
   module.walk([&](func::FuncOp kernel) {
     if (!kernel->hasAttr(kKernelAttrName))
       return;
-    CpuKernel cpu = cpuKernelFor(kernel);
+    const std::string name = kernel.getSymName().str();
+    std::optional<UnfoldedWeight> unfolded;
+    if (prologueGain.count(name))
+      unfolded = unfold(exampleDispatch.at(name).getOperand(1));
+    CpuKernel cpu = cpuKernelFor(kernel, unfolded);
     compiled.kernelSource += cpu.source;
     kernels.push_back({{"name", kernel.getSymName().str()}, {"grid", cpu.grid}});
   });
   compiled.sharedObject = linkSharedObject(compileKernelsToObject(compiled.kernelSource, target));
 
-  ManifestBuilder builder(module);
-  json weights = builder.weights(forward);
+  ManifestBuilder builder(module, prologueGain);
+  builder.collectWeights(forward);
   json schedule = builder.schedule(forward);
   json output = builder.describe(forward.getBody().front().getTerminator()->getOperand(0));
+  json weights = builder.takeWeights();
   passes::PipelineStatistics stats = passes::collectStatistics(module, module);
   compiled.manifest = {
       {"format", "q3c-cpu"},
@@ -288,7 +411,8 @@ CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target) {
       {"buffers", bufferPlanJson(module)},
       {"schedule", schedule},
       {"output", output},
-      {"decode_bytes_per_token", stats.decodeBytesPerToken.value_or(0)},
+      {"decode_bytes_per_token",
+       stats.decodeActivationBytes.value_or(0) + decodeWeightBytes(weights, schedule, module)},
   };
   return compiled;
 }

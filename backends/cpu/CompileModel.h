@@ -14,9 +14,9 @@
 namespace q3::cpu {
 
 struct CompiledModel {
-  nlohmann::json manifest;            // see docs/artifact.md, "The CPU manifest"
-  std::string kernelSource;           // the MLIR of every kernel, kept in the artifact
-  std::vector<uint8_t> sharedObject;  // the kernels, ELF shared object
+  nlohmann::json manifest;           // see docs/artifact.md, "The CPU manifest"
+  std::string kernelSource;          // the MLIR of every kernel, kept in the artifact
+  std::vector<uint8_t> sharedObject; // the kernels, ELF shared object
 };
 
 /// Generates and compiles the kernel of every q3.kernel function of `module`

@@ -32,22 +32,24 @@ const char *storageType(WeightStorage storage) {
   return "f32";
 }
 
-/// Loads weights [n, k .. k+16) as vector<16xf32> into %wf.
-std::string vectorWeightLoad(const FusedLinearKernel &kernel, const std::string &weightType) {
+/// Loads weights [%n, <column> .. +16) as vector<16xf32> into %wf<suffix>.
+std::string vectorWeightLoad(const FusedLinearKernel &kernel, const std::string &weightType,
+                             const std::string &suffix = "", const std::string &column = "%k") {
+  const std::string at = "%w[%n, " + column + "]";
   switch (kernel.weight) {
   case WeightStorage::F32:
-    return fmt::format("%wf = vector.load %w[%n, %k] : {}, vector<16xf32>", weightType);
+    return fmt::format("%wf{0} = vector.load {1} : {2}, vector<16xf32>", suffix, at, weightType);
   case WeightStorage::F16:
-    return fmt::format("%wh = vector.load %w[%n, %k] : {}, vector<16xf16>\n"
-                       "    %wf = arith.extf %wh : vector<16xf16> to vector<16xf32>",
-                       weightType);
+    return fmt::format("%wh{0} = vector.load {1} : {2}, vector<16xf16>\n"
+                       "    %wf{0} = arith.extf %wh{0} : vector<16xf16> to vector<16xf32>",
+                       suffix, at, weightType);
   case WeightStorage::BF16:
-    return fmt::format("%wh = vector.load %w[%n, %k] : {}, vector<16xi16>\n"
-                       "    %wi = arith.extui %wh : vector<16xi16> to vector<16xi32>\n"
-                       "    %shift = arith.constant dense<16> : vector<16xi32>\n"
-                       "    %ws = arith.shli %wi, %shift : vector<16xi32>\n"
-                       "    %wf = arith.bitcast %ws : vector<16xi32> to vector<16xf32>",
-                       weightType);
+    return fmt::format("%wh{0} = vector.load {1} : {2}, vector<16xi16>\n"
+                       "    %wi{0} = arith.extui %wh{0} : vector<16xi16> to vector<16xi32>\n"
+                       "    %shift{0} = arith.constant dense<16> : vector<16xi32>\n"
+                       "    %ws{0} = arith.shli %wi{0}, %shift{0} : vector<16xi32>\n"
+                       "    %wf{0} = arith.bitcast %ws{0} : vector<16xi32> to vector<16xf32>",
+                       suffix, at, weightType);
   }
   return "";
 }
@@ -72,18 +74,65 @@ std::string scalarWeightLoad(const FusedLinearKernel &kernel, const std::string 
   return "";
 }
 
+/// Loads `memref[indices]` (stored as `storage`) into an f32 `result`.
+std::string widenedLoad(WeightStorage storage, const std::string &result, const std::string &memref,
+                        const std::string &indices, const std::string &type) {
+  switch (storage) {
+  case WeightStorage::F32:
+    return fmt::format("{} = memref.load {}[{}] : {}", result, memref, indices, type);
+  case WeightStorage::F16:
+    return fmt::format("{0}_h = memref.load {1}[{2}] : {3}\n"
+                       "      {0} = arith.extf {0}_h : f16 to f32",
+                       result, memref, indices, type);
+  case WeightStorage::BF16:
+    return fmt::format("{0}_h = memref.load {1}[{2}] : {3}\n"
+                       "      {0}_i = arith.extui {0}_h : i16 to i32\n"
+                       "      {0}_c = arith.constant 16 : i32\n"
+                       "      {0}_s = arith.shli {0}_i, {0}_c : i32\n"
+                       "      {0} = arith.bitcast {0}_s : i32 to f32",
+                       result, memref, indices, type);
+  }
+  return "";
+}
+
+/// The dot product of row %t of x with weight row %n: four independent
+/// 16-lane accumulators over 64-wide steps (so FMA latency does not bound a
+/// decode step), then 16-wide steps, then a scalar tail.
 std::string dotFunction(const FusedLinearKernel &kernel, const std::string &xType,
                         const std::string &weightType) {
-  const int64_t k = kernel.inFeatures, vectorEnd = k - k % kLanes;
-  return fmt::format(R"mlir(
+  const int64_t k = kernel.inFeatures, wideEnd = k - k % (4 * kLanes), vectorEnd = k - k % kLanes;
+  std::string wideBody;
+  for (int lane = 0; lane < 4; ++lane) {
+    const std::string l = std::to_string(lane);
+    wideBody +=
+        fmt::format(R"mlir(
+    %k{l} = arith.addi %k, %c{offset} : index
+    %xv{l} = vector.load %x[%t, %k{l}] : {xType}, vector<16xf32>
+    {load}
+    %r{l} = vector.fma %xv{l}, %wf{l}, %a{l} : vector<16xf32>)mlir",
+                    fmt::arg("l", l), fmt::arg("offset", lane * kLanes), fmt::arg("xType", xType),
+                    fmt::arg("load", vectorWeightLoad(kernel, weightType, l, "%k" + l)));
+  }
+  return fmt::format(
+      R"mlir(
 func.func private @{name}_dot(%x: {xType}, %w: {weightType}, %t: index, %n: index) -> f32 {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c16 = arith.constant 16 : index
+  %c32 = arith.constant 32 : index
+  %c48 = arith.constant 48 : index
+  %c64 = arith.constant 64 : index
+  %cWideEnd = arith.constant {wideEnd} : index
   %cVectorEnd = arith.constant {vectorEnd} : index
   %cK = arith.constant {k} : index
   %zero = arith.constant dense<0.0> : vector<16xf32>
-  %acc = scf.for %k = %c0 to %cVectorEnd step %c16 iter_args(%a = %zero) -> (vector<16xf32>) {{
+  %wide:4 = scf.for %k = %c0 to %cWideEnd step %c64 iter_args(%a0 = %zero, %a1 = %zero, %a2 = %zero, %a3 = %zero) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {{{wideBody}
+    scf.yield %r0, %r1, %r2, %r3 : vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>
+  }}
+  %s01 = arith.addf %wide#0, %wide#1 : vector<16xf32>
+  %s23 = arith.addf %wide#2, %wide#3 : vector<16xf32>
+  %s0123 = arith.addf %s01, %s23 : vector<16xf32>
+  %acc = scf.for %k = %cWideEnd to %cVectorEnd step %c16 iter_args(%a = %s0123) -> (vector<16xf32>) {{
     %xv = vector.load %x[%t, %k] : {xType}, vector<16xf32>
     {vectorLoad}
     %r = vector.fma %xv, %wf, %a : vector<16xf32>
@@ -99,10 +148,10 @@ func.func private @{name}_dot(%x: {xType}, %w: {weightType}, %t: index, %n: inde
   return %total : f32
 }}
 )mlir",
-                     fmt::arg("name", kernel.name), fmt::arg("xType", xType),
-                     fmt::arg("weightType", weightType), fmt::arg("vectorEnd", vectorEnd),
-                     fmt::arg("k", k), fmt::arg("vectorLoad", vectorWeightLoad(kernel, weightType)),
-                     fmt::arg("scalarLoad", scalarWeightLoad(kernel, weightType)));
+      fmt::arg("name", kernel.name), fmt::arg("xType", xType), fmt::arg("weightType", weightType),
+      fmt::arg("wideEnd", wideEnd), fmt::arg("vectorEnd", vectorEnd), fmt::arg("k", k),
+      fmt::arg("wideBody", wideBody), fmt::arg("vectorLoad", vectorWeightLoad(kernel, weightType)),
+      fmt::arg("scalarLoad", scalarWeightLoad(kernel, weightType)));
 }
 
 /// rsqrt(mean(x[t]^2) + eps) for one row.
@@ -170,6 +219,37 @@ std::string epilogue(const FusedLinearKernel &kernel,
   return body + fmt::format("      memref.store {}, %y[%t, %n] : {}", last, yType);
 }
 
+/// With a prologue gain the dot products read %xg = x * gain, computed once
+/// per call on the heap (prefill rows can be many); without, they read %x.
+struct GainPrologue {
+  std::string prologue, epilogue, dotInput = "%x";
+};
+
+GainPrologue gainPrologue(const FusedLinearKernel &kernel, const std::string &xType) {
+  GainPrologue gain;
+  if (!kernel.prologueGain)
+    return gain;
+  const std::string gainType =
+      fmt::format("memref<{}x{}>", kernel.inFeatures, storageType(*kernel.prologueGain));
+  gain.prologue = fmt::format(
+      R"mlir(%gain = memref.view %gb[%c0][] : memref<?xi8> to {gainType}
+  %cK = arith.constant {k} : index
+  %xg = memref.alloc(%rows) : {xType}
+  scf.for %t = %c0 to %rows step %c1 {{
+    scf.for %k = %c0 to %cK step %c1 {{
+      %xv = memref.load %x[%t, %k] : {xType}
+      {gainLoad}
+      %scaled = arith.mulf %xv, %gv : f32
+      memref.store %scaled, %xg[%t, %k] : {xType}
+    }}
+  }})mlir",
+      fmt::arg("gainType", gainType), fmt::arg("k", kernel.inFeatures), fmt::arg("xType", xType),
+      fmt::arg("gainLoad", widenedLoad(*kernel.prologueGain, "%gv", "%gain", "%k", gainType)));
+  gain.epilogue = fmt::format("memref.dealloc %xg : {}", xType);
+  gain.dotInput = "%xg";
+  return gain;
+}
+
 } // namespace
 
 std::string fusedLinearSource(const FusedLinearKernel &kernel) {
@@ -177,11 +257,6 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
   const std::string yType = fmt::format("memref<?x{}xf32>", kernel.outFeatures);
   const std::string weightType = fmt::format("memref<{}x{}x{}>", kernel.weightRows(),
                                              kernel.inFeatures, storageType(kernel.weight));
-  auto dotOf = [&](const std::string &column) {
-    return fmt::format("func.call @{}_dot(%x, %w, %t, {}) : ({}, {}, index, index) -> f32",
-                       kernel.name, column, xType, weightType);
-  };
-
   std::string source = dotFunction(kernel, xType, weightType);
   std::string rowScale = "arith.constant 1.0 : f32";
   if (kernel.normEps) {
@@ -190,6 +265,12 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
         fmt::format("func.call @{}_inverse_rms(%x, %t) : ({}, index) -> f32", kernel.name, xType);
   }
   std::string residualArgument = kernel.residual ? "%rb: memref<?xi8>, " : "";
+  std::string gainArgument = kernel.prologueGain ? "%gb: memref<?xi8>, " : "";
+  GainPrologue gain = gainPrologue(kernel, xType);
+  auto dotOf = [&](const std::string &column) {
+    return fmt::format("func.call @{}_dot({}, %w, %t, {}) : ({}, {}, index, index) -> f32",
+                       kernel.name, gain.dotInput, column, xType, weightType);
+  };
   std::string residualView =
       kernel.residual
           ? fmt::format("%res = memref.view %rb[%c0][%rows] : memref<?xi8> to {}", yType)
@@ -197,7 +278,7 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
   std::string body = epilogue(kernel, dotOf, yType);
   source +=
       fmt::format(R"mlir(
-func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {residualArgument}%yb: memref<?xi8>, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
+func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {gainArgument}{residualArgument}%yb: memref<?xi8>, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %cTile = arith.constant {tile} : index
@@ -207,6 +288,7 @@ func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {residualArgument}%y
   %w = memref.view %wb[%c0][] : memref<?xi8> to {weightType}
   %y = memref.view %yb[%c0][%rows] : memref<?xi8> to {yType}
   {residualView}
+  {gainPrologue}
   %scale = memref.alloca(%rows) : memref<?xf32>
   scf.for %t = %c0 to %rows step %c1 {{
     %s = {rowScale}
@@ -221,6 +303,7 @@ func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {residualArgument}%y
       {body}
     }}
   }}
+  {gainEpilogue}
   return
 }}
 )mlir",
@@ -229,37 +312,10 @@ func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {residualArgument}%y
                   fmt::arg("out", kernel.outFeatures), fmt::arg("xType", xType),
                   fmt::arg("weightType", weightType), fmt::arg("yType", yType),
                   fmt::arg("residualView", residualView), fmt::arg("rowScale", rowScale),
-                  fmt::arg("body", body));
+                  fmt::arg("gainArgument", gainArgument), fmt::arg("gainPrologue", gain.prologue),
+                  fmt::arg("gainEpilogue", gain.epilogue), fmt::arg("body", body));
   return source;
 }
-
-} // namespace q3::cpu
-
-namespace q3::cpu {
-namespace {
-
-/// Loads `memref[indices]` (stored as `storage`) into an f32 `result`.
-std::string widenedLoad(WeightStorage storage, const std::string &result, const std::string &memref,
-                        const std::string &indices, const std::string &type) {
-  switch (storage) {
-  case WeightStorage::F32:
-    return fmt::format("{} = memref.load {}[{}] : {}", result, memref, indices, type);
-  case WeightStorage::F16:
-    return fmt::format("{0}_h = memref.load {1}[{2}] : {3}\n"
-                       "      {0} = arith.extf {0}_h : f16 to f32",
-                       result, memref, indices, type);
-  case WeightStorage::BF16:
-    return fmt::format("{0}_h = memref.load {1}[{2}] : {3}\n"
-                       "      {0}_i = arith.extui {0}_h : i16 to i32\n"
-                       "      {0}_c = arith.constant 16 : i32\n"
-                       "      {0}_s = arith.shli {0}_i, {0}_c : i32\n"
-                       "      {0} = arith.bitcast {0}_s : i32 to f32",
-                       result, memref, indices, type);
-  }
-  return "";
-}
-
-} // namespace
 
 std::string embeddingSource(const EmbeddingKernel &kernel) {
   const std::string tableType =

@@ -27,6 +27,10 @@ struct FusedLinearKernel {
   std::optional<double> normEps; // RMSNorm prologue
   bool swiglu = false;           // weight has 2 x outFeatures rows: gate over up
   bool residual = false;
+  /// Apply the RMSNorm gain to the input in the prologue (x * gain, a `gain`
+  /// buffer after the weight) instead of reading a weight with the gain folded
+  /// in: exact, and the weight keeps the checkpoint's (narrower) dtype.
+  std::optional<WeightStorage> prologueGain;
   static constexpr int64_t kColumnsPerWorkgroup = 64;
   int64_t weightRows() const { return swiglu ? 2 * outFeatures : outFeatures; }
   int64_t workgroups() const {
@@ -34,8 +38,8 @@ struct FusedLinearKernel {
   }
 };
 
-/// MLIR source of `func.func @q3k_<name>(x, w, [residual,] y, rows, visible, capacity,
-/// wgBegin, wgEnd)` and its private helpers. Grid: column tiles (workgroups()).
+/// MLIR source of `func.func @q3k_<name>(x, w, [gain,] [residual,] y, rows, visible,
+/// capacity, wgBegin, wgEnd)` and its private helpers. Grid: column tiles (workgroups()).
 std::string fusedLinearSource(const FusedLinearKernel &kernel);
 
 /// q3.embedding: rows of a [vocab, hidden] table, widened to f32. Grid: rows.

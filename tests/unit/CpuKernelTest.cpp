@@ -28,6 +28,7 @@ struct LinearCase {
   int64_t in, out, rows;
   WeightStorage weight;
   bool norm, swiglu, residual;
+  bool prologueGain = false; // gain applied to x in the kernel, not folded into w
 };
 
 void PrintTo(const LinearCase &c, std::ostream *os) { *os << c.label; }
@@ -66,6 +67,8 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu) {
     kernel.normEps = 1e-6;
   kernel.swiglu = c.swiglu;
   kernel.residual = c.residual;
+  if (c.prologueGain)
+    kernel.prologueGain = WeightStorage::BF16;
 
   std::vector<uint8_t> library = cpu::linkSharedObject(
       cpu::compileKernelsToObject(cpu::fusedLinearSource(kernel), cpu::resolveCpuTarget(cpu)));
@@ -83,12 +86,26 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu) {
   std::vector<float> residual = randomValues(c.rows * c.out, rng);
   std::vector<float> expected(c.rows * c.out), actual(c.rows * c.out, NAN);
 
+  // A bf16 gain: the reference folds it into its f32 copy of the weight.
+  std::vector<float> gain = randomValues(c.in, rng);
+  std::vector<uint8_t> gainStored(gain.size() * 2);
+  runtime::convertFromF32(runtime::DType::BF16, gain.data(), gainStored.data(), gain.size());
+  runtime::convertToF32(runtime::DType::BF16, gainStored.data(), gain.data(), gain.size());
+  std::vector<float> referenceWeights = weights;
+  if (c.prologueGain)
+    for (size_t i = 0; i < referenceWeights.size(); ++i)
+      referenceWeights[i] *= gain[i % c.in];
+
   const double eps = 1e-6;
-  reference::fusedLinear(x.data(), weights.data(), c.residual ? residual.data() : nullptr,
+  reference::fusedLinear(x.data(), referenceWeights.data(), c.residual ? residual.data() : nullptr,
                          expected.data(), c.rows, c.in, c.out, c.norm ? &eps : nullptr, c.swiglu);
 
   std::vector<void *> buffers = {x.data(), stored.data()};
   std::vector<int64_t> bytes = {int64_t(x.size() * 4), int64_t(stored.size())};
+  if (c.prologueGain) {
+    buffers.push_back(gainStored.data());
+    bytes.push_back(int64_t(gainStored.size()));
+  }
   if (c.residual) {
     buffers.push_back(residual.data());
     bytes.push_back(int64_t(residual.size() * 4));
@@ -145,8 +162,13 @@ INSTANTIATE_TEST_SUITE_P(
         LinearCase{"residual_bf16", 192, 64, 4, WeightStorage::BF16, false, false, true},
         LinearCase{"residual_f16_decode", 128, 48, 1, WeightStorage::F16, false, false, true},
         LinearCase{"all_epilogues_bf16", 64, 64, 2, WeightStorage::BF16, true, true, true},
-        LinearCase{"qwen3_0_6b_qkv_decode", 1024, 4096, 1, WeightStorage::BF16, true, false,
-                   false}),
+        LinearCase{"qwen3_0_6b_qkv_decode", 1024, 4096, 1, WeightStorage::BF16, true, false, false},
+        LinearCase{"prologue_gain_norm_bf16", 72, 96, 3, WeightStorage::BF16, true, false, false,
+                   true},
+        LinearCase{"prologue_gain_swiglu_f16", 64, 40, 2, WeightStorage::F16, true, true, false,
+                   true},
+        LinearCase{"prologue_gain_qwen3_0_6b_qkv_prefill", 1024, 4096, 5, WeightStorage::BF16, true,
+                   false, false, true}),
     caseName);
 
 /// Compiles one kernel's source for the host and returns its entry.
