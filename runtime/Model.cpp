@@ -38,7 +38,8 @@ struct WeightData {
 struct Binding {
   enum class Kind { Buffer, Weight, Tokens, StartPos, Cache, CacheKeys, CacheValues, Constant };
   Kind kind;
-  int64_t value = 0; // buffer id, weight id, layer or constant
+  int64_t value = 0;    // buffer id, weight id, layer or constant
+  int64_t rowBytes = 0; // buffers: bytes of one row of the bound value
 };
 
 struct Step {
@@ -76,6 +77,8 @@ Binding parseBinding(const nlohmann::json &j) {
   for (const char *key : {"id", "layer", "value"})
     if (j.contains(key))
       binding.value = j.at(key).get<int64_t>();
+  if (binding.kind == Binding::Kind::Buffer)
+    binding.rowBytes = j.at("row_bytes").get<int64_t>();
   return binding;
 }
 
@@ -107,7 +110,9 @@ struct Model::State {
   void bindWeights(const std::string &weightsPath);
   void materialize(const nlohmann::json &entry, const BoundWeights &bound);
   void buildSchedule();
-  void runStep(const Step &step, int64_t rows, int64_t startPos);
+  /// Runs one dispatch over rows [firstRow, rows) of the activation buffers
+  /// (firstRow > 0 only for a row-independent product).
+  void runStep(const Step &step, int64_t rows, int64_t startPos, int64_t firstRow = 0);
 };
 
 void Model::State::loadKernels(const std::string &path) {
@@ -224,18 +229,27 @@ void Model::State::buildSchedule() {
     steps.push_back(std::move(step));
   }
   outputBuffer = parseBinding(manifest.at("output")).value;
+  // Every binding fits its buffer (a buffer holds `context` rows of its widest tenant).
+  for (const Step &step : steps)
+    for (const auto *list : {&step.operands, &step.results})
+      for (const Binding &b : *list)
+        if (b.kind == Binding::Kind::Buffer && b.rowBytes > rowBytes.at(b.value))
+          throw LoadError("dispatch of " + step.kernel + ": a value of " +
+                          std::to_string(b.rowBytes) + " bytes per row does not fit buffer " +
+                          std::to_string(b.value));
 }
 
-void Model::State::runStep(const Step &step, int64_t rows, int64_t startPos) {
+void Model::State::runStep(const Step &step, int64_t rows, int64_t startPos, int64_t firstRow) {
   std::vector<void *> pointers;
   std::vector<int64_t> bytes;
-  std::vector<int64_t> scalars = {rows, startPos + rows, context};
+  std::vector<int64_t> scalars = {rows - firstRow, startPos + rows, context};
   const int64_t cacheLayerFloats = context * kvRowFloats;
   auto bind = [&](const Binding &b) {
     switch (b.kind) {
     case Binding::Kind::Buffer:
-      pointers.push_back(buffers.at(b.value).data());
-      bytes.push_back(rows * rowBytes.at(b.value));
+      pointers.push_back(reinterpret_cast<uint8_t *>(buffers.at(b.value).data()) +
+                         firstRow * b.rowBytes);
+      bytes.push_back((rows - firstRow) * b.rowBytes);
       break;
     case Binding::Kind::Weight: {
       const WeightData &w = weights.at(b.value);
@@ -300,8 +314,8 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
     s.context =
         options.contextLength > 0 ? options.contextLength : std::min<int64_t>(maxPositions, 4096);
     s.bindWeights(weightsPath);
-    s.buildSchedule();
     s.rowBytes = s.artifact->manifest().at("buffers").at("row_bytes").get<std::vector<int64_t>>();
+    s.buildSchedule();
     for (int64_t bytes : s.rowBytes)
       s.buffers.emplace_back(size_t(s.context * bytes / 4));
     s.keyCache.assign(size_t(s.layers * s.context * s.kvRowFloats), 0.0f);
@@ -318,7 +332,7 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   return model;
 }
 
-const std::vector<float> &Model::forward(const std::vector<int32_t> &tokens) {
+const std::vector<float> &Model::forward(const std::vector<int32_t> &tokens, Logits which) {
   State &s = *state;
   const int64_t rows = int64_t(tokens.size());
   if (rows == 0)
@@ -330,11 +344,19 @@ const std::vector<float> &Model::forward(const std::vector<int32_t> &tokens) {
     if (id < 0 || id >= s.vocab)
       throw RequestError(fmt::format("token id {} is outside the vocabulary [0, {})", id, s.vocab));
   std::copy(tokens.begin(), tokens.end(), s.tokens.begin());
-  for (const Step &step : s.steps)
-    s.runStep(step, rows, s.position);
+  // The logits product (the last dispatch, a row-wise product over a fixed
+  // grid of columns) can run on the last row alone.
+  const bool lastOnly = which == Logits::Last && s.steps.back().grid == Step::Grid::Fixed;
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const bool logitsStep = i + 1 == s.steps.size();
+    s.runStep(s.steps[i], rows, s.position, logitsStep && lastOnly ? rows - 1 : 0);
+  }
   s.position += rows;
   const std::vector<float> &output = s.buffers.at(s.outputBuffer);
-  s.logits.assign(output.begin(), output.begin() + rows * s.vocab);
+  if (which == Logits::Last) // the window's one row is the buffer's row rows - 1
+    s.logits.assign(output.begin() + (rows - 1) * s.vocab, output.begin() + rows * s.vocab);
+  else
+    s.logits.assign(output.begin(), output.begin() + rows * s.vocab);
   return s.logits;
 }
 

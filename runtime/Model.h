@@ -43,9 +43,14 @@ public:
   /// Forgets the cache.
   void reset();
 
+  /// Which positions' logits forward() computes: every one ([T, vocab]), or
+  /// only the last ([1, vocab]; the final product then runs on one row, which
+  /// is what generation needs).
+  enum class Logits { All, Last };
+
   /// Runs `tokens` at positions [position(), position() + T) and returns the
-  /// logits [T, vocab], row-major, valid until the next call.
-  const std::vector<float> &forward(const std::vector<int32_t> &tokens);
+  /// logits, row-major, valid until the next call.
+  const std::vector<float> &forward(const std::vector<int32_t> &tokens, Logits which = Logits::All);
 
   /// Bytes one decode step reads and writes: every weight as stored, plus
   /// activations and K/V rows (at position 0).

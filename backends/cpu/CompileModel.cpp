@@ -53,6 +53,14 @@ WeightStorage storageOf(Value weight) {
   return WeightStorage::F32;
 }
 
+/// Bytes of one row (one position) of an activation [T, ...] of f32.
+int64_t rowBytesOf(Value activation) {
+  int64_t bytes = 4;
+  for (int64_t extent : activation.getType().cast<RankedTensorType>().getShape().drop_front())
+    bytes *= extent;
+  return bytes;
+}
+
 std::vector<int64_t> shapeOf(Value v) {
   auto shape = v.getType().cast<RankedTensorType>().getShape();
   return std::vector<int64_t>(shape.begin(), shape.end());
@@ -262,7 +270,9 @@ public:
           values[result] = *view;
           results.push_back(*view);
         } else {
-          json buffer = {{"kind", "buffer"}, {"id", buffers[i]}};
+          // A planned buffer is shared by values of different widths; a binding
+          // carries the row size of its own value.
+          json buffer = {{"kind", "buffer"}, {"id", buffers[i]}, {"row_bytes", rowBytesOf(result)}};
           values[result] = buffer;
           results.push_back(buffer);
         }

@@ -206,22 +206,22 @@ int benchCommand(const std::vector<std::string> &args) {
   // Warm-up (as llama-bench): one prefill and one decode step, untimed, so
   // first-touch page faults and cold caches stay out of the first repetition.
   if (promptTokens > 0)
-    model->forward(prompt);
+    model->forward(prompt, runtime::Model::Logits::Last);
   if (generatedTokens > 0)
-    model->forward({decodeTokens.front()});
+    model->forward({decodeTokens.front()}, runtime::Model::Logits::Last);
 
   std::vector<double> prefillRates, decodeRates;
   for (int64_t r = 0; r < repetitions; ++r) {
     model->reset();
     if (promptTokens > 0) {
       const Clock::time_point start = Clock::now();
-      model->forward(prompt);
+      model->forward(prompt, runtime::Model::Logits::Last);
       prefillRates.push_back(double(promptTokens) / secondsSince(start));
     }
     if (generatedTokens > 0) {
       const Clock::time_point start = Clock::now();
       for (int32_t id : decodeTokens)
-        model->forward({id});
+        model->forward({id}, runtime::Model::Logits::Last);
       decodeRates.push_back(double(generatedTokens) / secondsSince(start));
     }
   }

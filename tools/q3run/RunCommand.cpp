@@ -89,10 +89,10 @@ int runCommand(const std::vector<std::string> &args) {
   if (generate > 0) {
     std::vector<int32_t> ids;
     ids.reserve(size_t(generate));
-    const std::vector<float> *logits = &model->forward(prompt);
-    ids.push_back(argmaxRow(*logits, vocab, promptLength - 1));
+    const std::vector<float> *logits = &model->forward(prompt, runtime::Model::Logits::Last);
+    ids.push_back(argmaxRow(*logits, vocab, 0));
     while (int64_t(ids.size()) < generate) {
-      logits = &model->forward({ids.back()});
+      logits = &model->forward({ids.back()}, runtime::Model::Logits::Last);
       ids.push_back(argmaxRow(*logits, vocab, 0));
     }
     std::string line = "ids:";
