@@ -116,8 +116,7 @@ std::string nameProblem(std::string_view name) {
   if (name.empty())
     return "expected a non-empty name, found an empty one";
   if (name.size() >= kArtifactNameField)
-    return fmt::format("expected at most {} bytes, found {}", kArtifactNameField - 1,
-                       name.size());
+    return fmt::format("expected at most {} bytes, found {}", kArtifactNameField - 1, name.size());
   for (size_t i = 0; i < name.size();) {
     unsigned char c = static_cast<unsigned char>(name[i]);
     size_t length = c >= 0x80 ? utf8SequenceLength(name, i) : (c >= 0x20 && c != 0x7f);
@@ -163,8 +162,8 @@ uint64_t checkHeader(const std::string &file, const uint8_t *data, size_t size) 
                                       version, kArtifactFormatVersion));
   uint32_t headerSize = readU32(data + kHeaderSizeOffset);
   if (headerSize != kArtifactHeaderSize)
-    throw fileError(file, fmt::format("header_size: expected {}, found {}", kArtifactHeaderSize,
-                                      headerSize));
+    throw fileError(
+        file, fmt::format("header_size: expected {}, found {}", kArtifactHeaderSize, headerSize));
   uint64_t fileSize = readU64(data + kFileSizeOffset);
   if (fileSize != size)
     throw fileError(file, fmt::format("truncated or extended: header says {} bytes, file has {}",
@@ -312,23 +311,10 @@ Json parseManifest(const std::string &file, const uint8_t *data, size_t size) {
                               describeJsonError(error));
   }
   if (!manifest.is_object())
-    throw fileError(file, fmt::format("manifest: expected a JSON object, found {}",
-                                      manifest.type_name()));
+    throw fileError(
+        file, fmt::format("manifest: expected a JSON object, found {}", manifest.type_name()));
   return manifest;
 }
-
-std::string systemError(const std::string &path, const char *action, int error) {
-  return fmt::format("{}: cannot {}: {}", printable(path), action, std::strerror(error));
-}
-
-// Closes the descriptor on every path out of open(); the mapping outlives it.
-struct FileDescriptor {
-  int fd;
-  ~FileDescriptor() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
 
 // ---------------------------------------------------------------------------
 // Writing
@@ -351,14 +337,13 @@ struct Plan {
 };
 
 LoadError writeError(const std::string &path, std::string_view section, const std::string &what) {
-  return LoadError(
-      fmt::format("{}: section '{}': {}", printable(path), printable(section), what));
+  return LoadError(fmt::format("{}: section '{}': {}", printable(path), printable(section), what));
 }
 
 std::string encodeManifest(const std::string &path, const Json &manifest) {
   if (!manifest.is_object())
-    throw fileError(path, fmt::format("manifest: expected a JSON object, found {}",
-                                      manifest.type_name()));
+    throw fileError(
+        path, fmt::format("manifest: expected a JSON object, found {}", manifest.type_name()));
   try {
     return manifest.dump();
   } catch (const Json::exception &error) { // strings that are not valid UTF-8
@@ -374,10 +359,9 @@ Plan planArtifact(const std::string &path, const Json &manifest,
     throw fileError(path, fmt::format("sections: expected at most {} besides the manifest, "
                                       "found {}",
                                       kArtifactMaxSections - 1, sections.size()));
-  plan.sections.push_back(PlannedSection{kManifestSectionName, SectionKind::Manifest,
-                                         reinterpret_cast<const uint8_t *>(
-                                             plan.manifestText.data()),
-                                         plan.manifestText.size(), 0});
+  plan.sections.push_back(PlannedSection{
+      kManifestSectionName, SectionKind::Manifest,
+      reinterpret_cast<const uint8_t *>(plan.manifestText.data()), plan.manifestText.size(), 0});
   std::map<std::string_view, bool> names{{kManifestSectionName, true}};
   for (const ArtifactSection &section : sections) {
     if (std::string problem = nameProblem(section.name); !problem.empty())
@@ -468,7 +452,8 @@ std::vector<uint8_t> serializeArtifact(const std::string &displayName, const Jso
   sealChecksum(plan);
   std::vector<uint8_t> image;
   image.reserve(plan.fileSize);
-  emit(plan, [&](const uint8_t *bytes, size_t size) { image.insert(image.end(), bytes, bytes + size); });
+  emit(plan,
+       [&](const uint8_t *bytes, size_t size) { image.insert(image.end(), bytes, bytes + size); });
   return image;
 }
 
@@ -516,36 +501,16 @@ std::unique_ptr<Artifact> Artifact::parse(const std::string &displayName, const 
   artifact->manifest_ =
       parseManifest(displayName, data + manifestEntry->offset, size_t(manifestEntry->size));
   for (const Entry &entry : entries)
-    artifact->sections_.push_back(Section{entry.name, SectionKind(entry.kind),
-                                          data + entry.offset, size_t(entry.size)});
+    artifact->sections_.push_back(
+        Section{entry.name, SectionKind(entry.kind), data + entry.offset, size_t(entry.size)});
   return artifact;
 }
 
 std::unique_ptr<Artifact> Artifact::open(const std::string &path) {
-  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0)
-    throw LoadError(systemError(path, "open", errno));
-  struct stat info;
-  if (::fstat(file.fd, &info) != 0)
-    throw LoadError(systemError(path, "stat", errno));
-  if (!S_ISREG(info.st_mode))
-    throw LoadError(fmt::format("{}: not a regular file", printable(path)));
-
-  size_t size = size_t(info.st_size);
-  if (size == 0) // mmap cannot map zero bytes; let the parser report it
-    return parse(path, nullptr, 0);
-  void *mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd, 0);
-  if (mapping == MAP_FAILED)
-    throw LoadError(systemError(path, "mmap", errno));
-  try {
-    std::unique_ptr<Artifact> parsed = parse(path, static_cast<const uint8_t *>(mapping), size);
-    parsed->mapping_ = mapping;
-    parsed->mappingSize_ = size;
-    return parsed;
-  } catch (...) {
-    ::munmap(mapping, size);
-    throw;
-  }
+  std::unique_ptr<MappedFile> mapped = MappedFile::open(path);
+  std::unique_ptr<Artifact> parsed = parse(path, mapped->data(), mapped->size());
+  parsed->mapping_ = std::move(mapped);
+  return parsed;
 }
 
 const Artifact::Section *Artifact::find(std::string_view name) const {
@@ -555,9 +520,6 @@ const Artifact::Section *Artifact::find(std::string_view name) const {
   return nullptr;
 }
 
-Artifact::~Artifact() {
-  if (mapping_)
-    ::munmap(mapping_, mappingSize_);
-}
+Artifact::~Artifact() = default;
 
 } // namespace q3::runtime

@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+
+#include "runtime/MappedFile.h"
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,9 +34,9 @@ constexpr char kArtifactMagic[8] = {'Q', '3', 'C', 'A', 'R', 'T', '\r', '\n'};
 constexpr uint64_t kArtifactHeaderSize = 64;
 constexpr uint64_t kArtifactSectionEntrySize = 64;
 constexpr uint64_t kArtifactMaxSections = 64;
-constexpr uint64_t kArtifactAlignment = 64;        // of every section's file offset
-constexpr size_t kArtifactNameField = 40;          // bytes; names are at most 39 plus a NUL
-constexpr size_t kArtifactChecksumOffset = 40;     // the u64 checksum field in the header
+constexpr uint64_t kArtifactAlignment = 64;    // of every section's file offset
+constexpr size_t kArtifactNameField = 40;      // bytes; names are at most 39 plus a NUL
+constexpr size_t kArtifactChecksumOffset = 40; // the u64 checksum field in the header
 constexpr const char *kManifestSectionName = "manifest";
 
 // 64-bit FNV-1a of `image` with the 8 checksum bytes [40, 48) taken as zero
@@ -71,13 +73,15 @@ public:
 
   uint32_t formatVersion() const { return formatVersion_; }
   const nlohmann::json &manifest() const { return manifest_; } // always an object
-  const std::vector<Section> &sections() const { return sections_; } // table order, manifest included
+  const std::vector<Section> &sections() const {
+    return sections_;
+  } // table order, manifest included
   const Section *find(std::string_view name) const;
   const std::string &displayName() const { return displayName_; }
 
   Artifact(const Artifact &) = delete;
   Artifact &operator=(const Artifact &) = delete;
-  ~Artifact(); // munmap if mapped
+  ~Artifact();
 
 private:
   Artifact() = default;
@@ -86,8 +90,7 @@ private:
   uint32_t formatVersion_ = 0;
   nlohmann::json manifest_;
   std::vector<Section> sections_;
-  void *mapping_ = nullptr; // set only by open()
-  size_t mappingSize_ = 0;
+  std::unique_ptr<MappedFile> mapping_; // set only by open()
 };
 
 } // namespace q3::runtime

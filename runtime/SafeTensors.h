@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+
+#include "runtime/MappedFile.h"
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,7 +39,7 @@ public:
 
   SafeTensorsFile(const SafeTensorsFile &) = delete;
   SafeTensorsFile &operator=(const SafeTensorsFile &) = delete;
-  ~SafeTensorsFile(); // munmap if mapped
+  ~SafeTensorsFile();
 
 private:
   SafeTensorsFile() = default;
@@ -45,8 +47,7 @@ private:
   std::string displayName_;
   std::vector<TensorView> tensors_;
   std::map<std::string, std::string> metadata_;
-  void *mapping_ = nullptr; // set only by open()
-  size_t mappingSize_ = 0;
+  std::unique_ptr<MappedFile> mapping_; // set only by open()
 };
 
 } // namespace q3::runtime

@@ -116,34 +116,6 @@ void runPipelineFromFlags(mlir::ModuleOp module) {
     throw std::runtime_error("the pass pipeline failed (see the diagnostics above)");
 }
 
-std::vector<int32_t> parseTokenList(const std::string &text) {
-  std::vector<int32_t> tokens;
-  size_t begin = 0;
-  while (begin <= text.size()) {
-    size_t end = text.find(',', begin);
-    if (end == std::string::npos)
-      end = text.size();
-    std::string item = text.substr(begin, end - begin);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    size_t used = 0;
-    long long value = -1;
-    try {
-      value = std::stoll(item, &used);
-    } catch (const std::exception &) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || value < 0 ||
-        value > std::numeric_limits<int32_t>::max())
-      throw std::invalid_argument(
-          "--tokens: '" + item +
-          "' is not a token id (expected non-negative integers separated by commas)");
-    tokens.push_back(int32_t(value));
-    begin = end + 1;
-  }
-  return tokens;
-}
-
 void printWarnings(const std::vector<std::string> &warnings) {
   for (const std::string &w : warnings)
     llvm::errs() << "q3c: warning: " << w << "\n";

@@ -45,10 +45,6 @@ extern llvm::cl::opt<int64_t> maxSeqLen;
 extern llvm::cl::opt<bool> dumpStats;
 extern llvm::cl::opt<bool> dumpJson;
 
-/// Parses "1,2,3" (spaces allowed) into token ids; throws std::invalid_argument naming the bad
-/// item.
-std::vector<int32_t> parseTokenList(const std::string &text);
-
 /// The pipeline the flags above ask for.
 passes::PipelineOptions pipelineOptionsFromFlags();
 

@@ -15,6 +15,7 @@
 #include "ir/BuildGraph.h"
 #include "ir/Params.h"
 #include "runtime/Npy.h"
+#include "runtime/TokenList.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/raw_ostream.h"
@@ -22,7 +23,7 @@
 namespace q3::tools {
 
 int runEval() {
-  std::vector<int32_t> prompt = parseTokenList(evalTokens);
+  std::vector<int32_t> prompt = runtime::parseTokenIds(evalTokens);
   if (evalGenerate < 0)
     throw std::invalid_argument("-n must not be negative");
   std::vector<std::string> warnings;

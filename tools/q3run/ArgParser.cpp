@@ -12,14 +12,6 @@
 namespace q3::q3run {
 namespace {
 
-std::string trim(const std::string &text) {
-  const size_t begin = text.find_first_not_of(" \t");
-  if (begin == std::string::npos)
-    return "";
-  const size_t end = text.find_last_not_of(" \t");
-  return text.substr(begin, end - begin + 1);
-}
-
 std::string joinNames(const std::vector<std::string> &names) {
   std::string out;
   for (const std::string &name : names)
@@ -47,32 +39,6 @@ int64_t parseInteger(const std::string &what, const std::string &text, int64_t m
         fmt::format("{}: expected an integer in [{}, {}], got '{}'", what, minimum, maximum, text));
   }
   return value;
-}
-
-std::vector<int32_t> parseTokenList(const std::string &text) {
-  if (trim(text).empty())
-    throw UsageError("--tokens: expected at least one token id, as in --tokens 1,2,3");
-  std::vector<int32_t> tokens;
-  size_t begin = 0;
-  while (begin <= text.size()) {
-    size_t end = text.find(',', begin);
-    if (end == std::string::npos)
-      end = text.size();
-    const std::string item = trim(text.substr(begin, end - begin));
-    int64_t value = -1;
-    const char *first = item.data();
-    const char *last = first + item.size();
-    auto [ptr, ec] = std::from_chars(first, last, value);
-    if (item.empty() || ec != std::errc() || ptr != last || value < 0 ||
-        value > std::numeric_limits<int32_t>::max())
-      throw UsageError(
-          fmt::format("--tokens: '{}' is not a token id (expected non-negative integers "
-                      "separated by commas)",
-                      item));
-    tokens.push_back(int32_t(value));
-    begin = end + 1;
-  }
-  return tokens;
 }
 
 ArgParser::ArgParser(std::string command, std::string usage, std::string description)

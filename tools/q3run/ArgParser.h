@@ -77,8 +77,4 @@ private:
 int64_t parseInteger(const std::string &what, const std::string &text, int64_t minimum,
                      int64_t maximum);
 
-/// Parses "1,2,3" (spaces around items allowed) into token ids: non-negative
-/// integers that fit in int32. Throws UsageError naming the bad item.
-std::vector<int32_t> parseTokenList(const std::string &text);
-
 } // namespace q3::q3run

@@ -11,6 +11,7 @@
 #include "tools/q3run/Commands.h"
 
 #include "runtime/Npy.h"
+#include "runtime/TokenList.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -68,7 +69,7 @@ int runCommand(const std::vector<std::string> &args) {
   if (!parser.parse(args))
     return 0;
 
-  const std::vector<int32_t> prompt = parseTokenList(tokenText);
+  const std::vector<int32_t> prompt = runtime::parseTokenIds(tokenText);
   const int64_t promptLength = int64_t(prompt.size());
   // Positions the KV cache must hold: the prompt, then each generated token
   // but the last, which is never fed back.

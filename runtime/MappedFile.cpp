@@ -1,0 +1,49 @@
+#include "runtime/MappedFile.h"
+#include "runtime/LoadError.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace q3::runtime {
+
+std::string systemError(const std::string &path, const char *action, int error) {
+  return fmt::format("{}: cannot {}: {}", printable(path), action, std::strerror(error));
+}
+
+FileDescriptor::~FileDescriptor() {
+  if (fd >= 0)
+    ::close(fd);
+}
+
+std::unique_ptr<MappedFile> MappedFile::open(const std::string &path) {
+  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0)
+    throw LoadError(systemError(path, "open", errno));
+  struct stat info;
+  if (::fstat(file.fd, &info) != 0)
+    throw LoadError(systemError(path, "stat", errno));
+  if (!S_ISREG(info.st_mode))
+    throw LoadError(fmt::format("{}: not a regular file", printable(path)));
+  std::unique_ptr<MappedFile> mapped(new MappedFile());
+  mapped->size_ = size_t(info.st_size);
+  if (mapped->size_ == 0) // mmap cannot map zero bytes; the parsers report empty files
+    return mapped;
+  void *mapping = ::mmap(nullptr, mapped->size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
+  if (mapping == MAP_FAILED)
+    throw LoadError(systemError(path, "mmap", errno));
+  mapped->mapping_ = mapping; // the mapping outlives the descriptor
+  return mapped;
+}
+
+MappedFile::~MappedFile() {
+  if (mapping_)
+    ::munmap(mapping_, size_);
+}
+
+} // namespace q3::runtime

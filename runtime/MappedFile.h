@@ -1,0 +1,38 @@
+// Files as the runtime reads them: mapped read-only, with one-line errors.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace q3::runtime {
+
+/// "<path>: cannot <action>: <strerror(error)>"
+std::string systemError(const std::string &path, const char *action, int error);
+
+/// Closes a descriptor on every path out of a scope.
+struct FileDescriptor {
+  int fd;
+  ~FileDescriptor();
+};
+
+/// A regular file mapped read-only (MAP_PRIVATE) for as long as this lives.
+/// An empty file maps to no bytes (data() is null). Throws LoadError naming
+/// the path and the failing call.
+class MappedFile {
+public:
+  static std::unique_ptr<MappedFile> open(const std::string &path);
+  const uint8_t *data() const { return static_cast<const uint8_t *>(mapping_); }
+  size_t size() const { return size_; }
+  MappedFile(const MappedFile &) = delete;
+  MappedFile &operator=(const MappedFile &) = delete;
+  ~MappedFile();
+
+private:
+  MappedFile() = default;
+  void *mapping_ = nullptr;
+  size_t size_ = 0;
+};
+
+} // namespace q3::runtime
