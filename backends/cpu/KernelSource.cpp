@@ -191,32 +191,83 @@ func.func private @{name}_inverse_rms(%x: {xType}, %t: index) -> f32 {{
                      fmt::arg("kFloat", double(k)), fmt::arg("eps", *kernel.normEps));
 }
 
-/// The value stored for column %n of row %t. `dotOf(column)` is the call that
-/// computes the dot product of row %t with weight row `column`.
-std::string epilogue(const FusedLinearKernel &kernel,
-                     const std::function<std::string(const std::string &)> &dotOf,
-                     const std::string &yType) {
-  std::string body = fmt::format("%d = {}\n      %v0 = arith.mulf %d, %st : f32\n", dotOf("%n"));
+/// Stores column %n of row %t from its dot product(s): the norm scale, SwiGLU
+/// (with the up half's dot product %du), the residual.
+std::string finishFunction(const FusedLinearKernel &kernel, const std::string &yType) {
+  std::string body = "  %v0 = arith.mulf %d, %st : f32\n";
   std::string last = "%v0";
   if (kernel.swiglu) {
-    body += fmt::format("      %nUp = arith.addi %n, %cOut : index\n"
-                        "      %du = {}\n"
-                        "      %u = arith.mulf %du, %st : f32\n"
-                        "      %neg = arith.negf %v0 : f32\n"
-                        "      %e = math.exp %neg : f32\n"
-                        "      %den = arith.addf %one, %e : f32\n"
-                        "      %silu = arith.divf %v0, %den : f32\n"
-                        "      %v1 = arith.mulf %silu, %u : f32\n",
-                        dotOf("%nUp"));
+    body += "  %one = arith.constant 1.0 : f32\n"
+            "  %u = arith.mulf %du, %st : f32\n"
+            "  %neg = arith.negf %v0 : f32\n"
+            "  %e = math.exp %neg : f32\n"
+            "  %den = arith.addf %one, %e : f32\n"
+            "  %silu = arith.divf %v0, %den : f32\n"
+            "  %v1 = arith.mulf %silu, %u : f32\n";
     last = "%v1";
   }
   if (kernel.residual) {
-    body += fmt::format("      %rv = memref.load %res[%t, %n] : {}\n"
-                        "      %v2 = arith.addf {}, %rv : f32\n",
+    body += fmt::format("  %rv = memref.load %res[%t, %n] : {}\n"
+                        "  %v2 = arith.addf {}, %rv : f32\n",
                         yType, last);
     last = "%v2";
   }
-  return body + fmt::format("      memref.store {}, %y[%t, %n] : {}", last, yType);
+  return fmt::format(R"mlir(
+func.func private @{name}_finish(%d: f32, %du: f32, %st: f32, %t: index, %n: index, %y: {yType}, %res: {yType}) {{
+{body}  memref.store {last}, %y[%t, %n] : {yType}
+  return
+}}
+)mlir",
+                     fmt::arg("name", kernel.name), fmt::arg("yType", yType),
+                     fmt::arg("body", body), fmt::arg("last", last));
+}
+
+/// Dot products of rows %t .. %t+3 of x with weight row %n: one weight load
+/// (and widening) serves four rows, the register tile of a prefill.
+std::string dot4Function(const FusedLinearKernel &kernel, const std::string &xType,
+                         const std::string &weightType) {
+  const int64_t k = kernel.inFeatures, vectorEnd = k - k % kLanes;
+  std::string vectorBody, reductions, tail, results;
+  for (int r = 0; r < 4; ++r) {
+    vectorBody += fmt::format("    %xv{0} = vector.load %x[%t{0}, %k] : {1}, vector<16xf32>\n"
+                              "    %r{0} = vector.fma %xv{0}, %wf, %a{0} : vector<16xf32>\n",
+                              r, xType);
+    reductions += fmt::format(
+        "  %sum{0} = vector.reduction <add>, %acc#{0} : vector<16xf32> into f32\n", r);
+    tail += fmt::format("    %xs{0} = memref.load %x[%t{0}, %k] : {1}\n"
+                        "    %q{0} = math.fma %xs{0}, %wfs, %s{0} : f32\n",
+                        r, xType);
+  }
+  return fmt::format(R"mlir(
+func.func private @{name}_dot4(%x: {xType}, %w: {weightType}, %t0: index, %n: index) -> (f32, f32, f32, f32) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c16 = arith.constant 16 : index
+  %cVectorEnd = arith.constant {vectorEnd} : index
+  %cK = arith.constant {k} : index
+  %t1 = arith.addi %t0, %c1 : index
+  %t2 = arith.addi %t0, %c2 : index
+  %t3 = arith.addi %t0, %c3 : index
+  %zero = arith.constant dense<0.0> : vector<16xf32>
+  %acc:4 = scf.for %k = %c0 to %cVectorEnd step %c16 iter_args(%a0 = %zero, %a1 = %zero, %a2 = %zero, %a3 = %zero) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {{
+    {vectorLoad}
+{vectorBody}    scf.yield %r0, %r1, %r2, %r3 : vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>
+  }}
+{reductions}  %total:4 = scf.for %k = %cVectorEnd to %cK step %c1 iter_args(%s0 = %sum0, %s1 = %sum1, %s2 = %sum2, %s3 = %sum3) -> (f32, f32, f32, f32) {{
+    {scalarLoad}
+{tail}    scf.yield %q0, %q1, %q2, %q3 : f32, f32, f32, f32
+  }}
+  return %total#0, %total#1, %total#2, %total#3 : f32, f32, f32, f32
+}}
+)mlir",
+                     fmt::arg("name", kernel.name), fmt::arg("xType", xType),
+                     fmt::arg("weightType", weightType), fmt::arg("vectorEnd", vectorEnd),
+                     fmt::arg("k", k), fmt::arg("vectorLoad", vectorWeightLoad(kernel, weightType)),
+                     fmt::arg("scalarLoad", scalarWeightLoad(kernel, weightType)),
+                     fmt::arg("vectorBody", vectorBody), fmt::arg("reductions", reductions),
+                     fmt::arg("tail", tail));
 }
 
 /// With a prologue gain the dot products read %xg = x * gain, computed once
@@ -275,7 +326,45 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
       kernel.residual
           ? fmt::format("%res = memref.view %rb[%c0][%rows] : memref<?xi8> to {}", yType)
           : "";
-  std::string body = epilogue(kernel, dotOf, yType);
+  source += finishFunction(kernel, yType) + dot4Function(kernel, xType, weightType);
+  // Without a residual the finish function still takes a buffer for it: %y.
+  const std::string residualOperand = kernel.residual ? "%res" : "%y";
+  auto finishCall = [&](const std::string &d, const std::string &du, const std::string &st,
+                        const std::string &t) {
+    return fmt::format("func.call @{}_finish({}, {}, {}, {}, %n, %y, {}) : (f32, f32, f32, index, "
+                       "index, {}, {}) -> ()",
+                       kernel.name, d, du, st, t, residualOperand, yType, yType);
+  };
+  auto dot4Of = [&](const std::string &column) {
+    return fmt::format("func.call @{}_dot4({}, %w, %t, {}) : ({}, {}, index, index) -> (f32, f32, "
+                       "f32, f32)",
+                       kernel.name, gain.dotInput, column, xType, weightType);
+  };
+  // Rows in tiles of four, then the rest one by one (all of a decode step).
+  std::string tiled = fmt::format("%d4:4 = {}\n", dot4Of("%n"));
+  std::string up4 = "%d4";
+  if (kernel.swiglu) {
+    tiled += fmt::format("      %nUp4 = arith.addi %n, %cOut : index\n"
+                         "      %u4:4 = {}\n",
+                         dot4Of("%nUp4"));
+    up4 = "%u4";
+  }
+  for (int r = 0; r < 4; ++r)
+    tiled += fmt::format("      %tr{0} = arith.addi %t, %c{0} : index\n"
+                         "      %str{0} = memref.load %scale[%tr{0}] : memref<?xf32>\n"
+                         "      {1}\n",
+                         r,
+                         finishCall("%d4#" + std::to_string(r), up4 + "#" + std::to_string(r),
+                                    "%str" + std::to_string(r), "%tr" + std::to_string(r)));
+  std::string single = fmt::format("%d = {}\n", dotOf("%n"));
+  std::string up = "%d";
+  if (kernel.swiglu) {
+    single += fmt::format("      %nUp = arith.addi %n, %cOut : index\n"
+                          "      %du = {}\n",
+                          dotOf("%nUp"));
+    up = "%du";
+  }
+  single += "      " + finishCall("%d", up, "%st", "%t");
   source +=
       fmt::format(R"mlir(
 func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {gainArgument}{residualArgument}%yb: memref<?xi8>, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
@@ -297,10 +386,18 @@ func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {gainArgument}{resid
   %nBegin = arith.muli %wgBegin, %cTile : index
   %nEndTile = arith.muli %wgEnd, %cTile : index
   %nEnd = arith.minui %nEndTile, %cOut : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c4 = arith.constant 4 : index
+  %quads = arith.divui %rows, %c4 : index
+  %tiledRows = arith.muli %quads, %c4 : index
   scf.for %n = %nBegin to %nEnd step %c1 {{
-    scf.for %t = %c0 to %rows step %c1 {{
+    scf.for %t = %c0 to %tiledRows step %c4 {{
+      {tiled}
+    }}
+    scf.for %t = %tiledRows to %rows step %c1 {{
       %st = memref.load %scale[%t] : memref<?xf32>
-      {body}
+      {single}
     }}
   }}
   {gainEpilogue}
@@ -313,7 +410,8 @@ func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {gainArgument}{resid
                   fmt::arg("weightType", weightType), fmt::arg("yType", yType),
                   fmt::arg("residualView", residualView), fmt::arg("rowScale", rowScale),
                   fmt::arg("gainArgument", gainArgument), fmt::arg("gainPrologue", gain.prologue),
-                  fmt::arg("gainEpilogue", gain.epilogue), fmt::arg("body", body));
+                  fmt::arg("gainEpilogue", gain.epilogue), fmt::arg("tiled", tiled),
+                  fmt::arg("single", single));
   return source;
 }
 
