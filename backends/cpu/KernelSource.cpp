@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cctype>
+#include <cstring>
 #include <functional>
 
 namespace q3::cpu {
@@ -232,8 +234,8 @@ std::string dot4Function(const FusedLinearKernel &kernel, const std::string &xTy
     vectorBody += fmt::format("    %xv{0} = vector.load %x[%t{0}, %k] : {1}, vector<16xf32>\n"
                               "    %r{0} = vector.fma %xv{0}, %wf, %a{0} : vector<16xf32>\n",
                               r, xType);
-    reductions += fmt::format(
-        "  %sum{0} = vector.reduction <add>, %acc#{0} : vector<16xf32> into f32\n", r);
+    reductions +=
+        fmt::format("  %sum{0} = vector.reduction <add>, %acc#{0} : vector<16xf32> into f32\n", r);
     tail += fmt::format("    %xs{0} = memref.load %x[%t{0}, %k] : {1}\n"
                         "    %q{0} = math.fma %xs{0}, %wfs, %s{0} : f32\n",
                         r, xType);
@@ -268,6 +270,87 @@ func.func private @{name}_dot4(%x: {xType}, %w: {weightType}, %t0: index, %n: in
                      fmt::arg("scalarLoad", scalarWeightLoad(kernel, weightType)),
                      fmt::arg("vectorBody", vectorBody), fmt::arg("reductions", reductions),
                      fmt::arg("tail", tail));
+}
+
+/// The 4 x 4 register tile of a prefill: rows %t .. %t+3 of x against weight
+/// rows %n .. %n+3, sixteen accumulators; every load serves four products.
+std::string dot4x4Function(const FusedLinearKernel &kernel, const std::string &xType,
+                           const std::string &weightType) {
+  const int64_t k = kernel.inFeatures, vectorEnd = k - k % kLanes;
+  std::string loads, fmas, iterArgs, yields, types, reductions, tailLoads, tailFmas, tailArgs,
+      tailYields, tailTypes, results;
+  for (int i = 0; i < 4; ++i) {
+    loads +=
+        fmt::format("    %xv{0} = vector.load %x[%t{0}, %k] : {1}, vector<16xf32>\n", i, xType);
+    loads += "    " + vectorWeightLoad(kernel, weightType, std::to_string(i), "%k") + "\n";
+    // vectorWeightLoad reads row %n; column j reads row %n<j>.
+    const std::string row = "%w[%n, %k]", rowJ = "%w[%n" + std::to_string(i) + ", %k]";
+    loads.replace(loads.rfind(row), row.size(), rowJ);
+    tailLoads += fmt::format("    %xs{0} = memref.load %x[%t{0}, %k] : {1}\n", i, xType);
+    std::string scalar = scalarWeightLoad(kernel, weightType);
+    for (const char *name : {"%wfs", "%whs", "%wis", "%wss", "%shift1"}) {
+      const std::string renamed = std::string(name) + std::to_string(i);
+      for (size_t at = 0; (at = scalar.find(name, at)) != std::string::npos; at += renamed.size()) {
+        const size_t end = at + std::strlen(name);
+        if (end < scalar.size() && std::isalnum(static_cast<unsigned char>(scalar[end])))
+          continue;
+        scalar.replace(at, std::strlen(name), renamed);
+      }
+    }
+    const std::string scalarRow = "%w[%n, %k]";
+    scalar.replace(scalar.find(scalarRow), scalarRow.size(), "%w[%n" + std::to_string(i) + ", %k]");
+    tailLoads += "    " + scalar + "\n";
+  }
+  for (int t = 0; t < 4; ++t)
+    for (int n = 0; n < 4; ++n) {
+      const std::string id = std::to_string(t) + std::to_string(n);
+      fmas +=
+          fmt::format("    %r{0} = vector.fma %xv{1}, %wf{2}, %a{0} : vector<16xf32>\n", id, t, n);
+      iterArgs += fmt::format("{}%a{} = %zero", iterArgs.empty() ? "" : ", ", id);
+      yields += fmt::format("{}%r{}", yields.empty() ? "" : ", ", id);
+      types += fmt::format("{}vector<16xf32>", types.empty() ? "" : ", ");
+      reductions +=
+          fmt::format("  %sum{0} = vector.reduction <add>, %acc#{1} : vector<16xf32> into f32\n",
+                      id, t * 4 + n);
+      tailFmas += fmt::format("    %q{0} = math.fma %xs{1}, %wfs{2}, %s{0} : f32\n", id, t, n);
+      tailArgs += fmt::format("{}%s{} = %sum{}", tailArgs.empty() ? "" : ", ", id, id);
+      tailYields += fmt::format("{}%q{}", tailYields.empty() ? "" : ", ", id);
+      tailTypes += fmt::format("{}f32", tailTypes.empty() ? "" : ", ");
+      results += fmt::format("{}%total#{}", results.empty() ? "" : ", ", t * 4 + n);
+    }
+  return fmt::format(R"mlir(
+func.func private @{name}_dot4x4(%x: {xType}, %w: {weightType}, %t0: index, %n0: index) -> ({tailTypes}) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c16 = arith.constant 16 : index
+  %cVectorEnd = arith.constant {vectorEnd} : index
+  %cK = arith.constant {k} : index
+  %t1 = arith.addi %t0, %c1 : index
+  %t2 = arith.addi %t0, %c2 : index
+  %t3 = arith.addi %t0, %c3 : index
+  %n1 = arith.addi %n0, %c1 : index
+  %n2 = arith.addi %n0, %c2 : index
+  %n3 = arith.addi %n0, %c3 : index
+  %zero = arith.constant dense<0.0> : vector<16xf32>
+  %acc:16 = scf.for %k = %c0 to %cVectorEnd step %c16 iter_args({iterArgs}) -> ({types}) {{
+{loads}{fmas}    scf.yield {yields} : {types}
+  }}
+{reductions}  %total:16 = scf.for %k = %cVectorEnd to %cK step %c1 iter_args({tailArgs}) -> ({tailTypes}) {{
+{tailLoads}{tailFmas}    scf.yield {tailYields} : {tailTypes}
+  }}
+  return {results} : {tailTypes}
+}}
+)mlir",
+                     fmt::arg("name", kernel.name), fmt::arg("xType", xType),
+                     fmt::arg("weightType", weightType), fmt::arg("vectorEnd", vectorEnd),
+                     fmt::arg("k", k), fmt::arg("iterArgs", iterArgs), fmt::arg("types", types),
+                     fmt::arg("loads", loads), fmt::arg("fmas", fmas), fmt::arg("yields", yields),
+                     fmt::arg("reductions", reductions), fmt::arg("tailArgs", tailArgs),
+                     fmt::arg("tailTypes", tailTypes), fmt::arg("tailLoads", tailLoads),
+                     fmt::arg("tailFmas", tailFmas), fmt::arg("tailYields", tailYields),
+                     fmt::arg("results", results));
 }
 
 /// With a prologue gain the dot products read %xg = x * gain, computed once
@@ -326,7 +409,8 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
       kernel.residual
           ? fmt::format("%res = memref.view %rb[%c0][%rows] : memref<?xi8> to {}", yType)
           : "";
-  source += finishFunction(kernel, yType) + dot4Function(kernel, xType, weightType);
+  source += finishFunction(kernel, yType) + dot4Function(kernel, xType, weightType) +
+            dot4x4Function(kernel, xType, weightType);
   // Without a residual the finish function still takes a buffer for it: %y.
   const std::string residualOperand = kernel.residual ? "%res" : "%y";
   auto finishCall = [&](const std::string &d, const std::string &du, const std::string &st,
@@ -356,6 +440,35 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
                          r,
                          finishCall("%d4#" + std::to_string(r), up4 + "#" + std::to_string(r),
                                     "%str" + std::to_string(r), "%tr" + std::to_string(r)));
+  // Columns in fours too: the 4 x 4 tile.
+  auto dot4x4Of = [&](const std::string &column) {
+    std::string types = "f32";
+    for (int i = 1; i < 16; ++i)
+      types += ", f32";
+    return fmt::format("func.call @{}_dot4x4({}, %w, %t, {}) : ({}, {}, index, index) -> ({})",
+                       kernel.name, gain.dotInput, column, xType, weightType, types);
+  };
+  std::string square = fmt::format("%d16:16 = {}\n", dot4x4Of("%n"));
+  std::string up16 = "%d16";
+  if (kernel.swiglu) {
+    square += fmt::format("        %nUp16 = arith.addi %n, %cOut : index\n"
+                          "        %u16:16 = {}\n",
+                          dot4x4Of("%nUp16"));
+    up16 = "%u16";
+  }
+  for (int t = 0; t < 4; ++t) {
+    square += fmt::format("        %sq_t{0} = arith.addi %t, %c{0} : index\n"
+                          "        %sq_st{0} = memref.load %scale[%sq_t{0}] : memref<?xf32>\n",
+                          t);
+    for (int c = 0; c < 4; ++c) {
+      const std::string idx = std::to_string(t * 4 + c),
+                        col = "%sq_n" + std::to_string(t) + std::to_string(c);
+      std::string call = finishCall("%d16#" + idx, up16 + "#" + idx, "%sq_st" + std::to_string(t),
+                                    "%sq_t" + std::to_string(t));
+      call.replace(call.find(", %n,"), 5, ", " + col + ",");
+      square += fmt::format("        {} = arith.addi %n, %c{} : index\n        {}\n", col, c, call);
+    }
+  }
   std::string single = fmt::format("%d = {}\n", dotOf("%n"));
   std::string up = "%d";
   if (kernel.swiglu) {
@@ -391,8 +504,19 @@ func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {gainArgument}{resid
   %c4 = arith.constant 4 : index
   %quads = arith.divui %rows, %c4 : index
   %tiledRows = arith.muli %quads, %c4 : index
-  scf.for %n = %nBegin to %nEnd step %c1 {{
+  %columns = arith.subi %nEnd, %nBegin : index
+  %columnQuads = arith.divui %columns, %c4 : index
+  %columnsTiled = arith.muli %columnQuads, %c4 : index
+  %nSquareEnd = arith.addi %nBegin, %columnsTiled : index
+  scf.for %n = %nBegin to %nSquareEnd step %c4 {{
     scf.for %t = %c0 to %tiledRows step %c4 {{
+        {square}
+    }}
+  }}
+  scf.for %n = %nBegin to %nEnd step %c1 {{
+    %inSquare = arith.cmpi ult, %n, %nSquareEnd : index
+    %firstRow = arith.select %inSquare, %tiledRows, %c0 : index
+    scf.for %t = %firstRow to %tiledRows step %c4 {{
       {tiled}
     }}
     scf.for %t = %tiledRows to %rows step %c1 {{
@@ -411,7 +535,7 @@ func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {gainArgument}{resid
                   fmt::arg("residualView", residualView), fmt::arg("rowScale", rowScale),
                   fmt::arg("gainArgument", gainArgument), fmt::arg("gainPrologue", gain.prologue),
                   fmt::arg("gainEpilogue", gain.epilogue), fmt::arg("tiled", tiled),
-                  fmt::arg("single", single));
+                  fmt::arg("square", square), fmt::arg("single", single));
   return source;
 }
 
