@@ -1,0 +1,220 @@
+//===- FusedLinearDots.cpp - the dot products of the fused_linear kernel --===//
+#include "backends/cpu/FusedLinearDots.h"
+#include "backends/cpu/KernelSourceUtil.h"
+
+#include <fmt/format.h>
+
+namespace q3::cpu::detail {
+
+/// The dot product of row %t of x with weight row %n: four independent
+/// 16-lane accumulators over 64-wide steps (so FMA latency does not bound a
+/// decode step), then 16-wide steps, then a scalar tail.
+std::string dotFunction(const FusedLinearKernel &kernel, const std::string &xType,
+                        const std::string &weightType) {
+  const int64_t k = kernel.inFeatures, wideEnd = k - k % (4 * kLanes), vectorEnd = k - k % kLanes;
+  std::string wideBody;
+  for (int lane = 0; lane < 4; ++lane) {
+    const std::string l = std::to_string(lane);
+    wideBody +=
+        fmt::format(R"mlir(
+    %k{l} = arith.addi %k, %c{offset} : index
+    %xv{l} = vector.load %x[%t, %k{l}] : {xType}, vector<16xf32>
+    {load}
+    %r{l} = vector.fma %xv{l}, %wf{l}, %a{l} : vector<16xf32>)mlir",
+                    fmt::arg("l", l), fmt::arg("offset", lane * kLanes), fmt::arg("xType", xType),
+                    fmt::arg("load", vectorWeightLoad(kernel, weightType, l, "%k" + l)));
+  }
+  return fmt::format(
+      R"mlir(
+func.func private @{name}_dot(%x: {xType}, %w: {weightType}, %t: index, %n: index) -> f32 {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %c32 = arith.constant 32 : index
+  %c48 = arith.constant 48 : index
+  %c64 = arith.constant 64 : index
+  %cWideEnd = arith.constant {wideEnd} : index
+  %cVectorEnd = arith.constant {vectorEnd} : index
+  %cK = arith.constant {k} : index
+  %zero = arith.constant dense<0.0> : vector<16xf32>
+  %wide:4 = scf.for %k = %c0 to %cWideEnd step %c64 iter_args(%a0 = %zero, %a1 = %zero, %a2 = %zero, %a3 = %zero) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {{{wideBody}
+    scf.yield %r0, %r1, %r2, %r3 : vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>
+  }}
+  %s01 = arith.addf %wide#0, %wide#1 : vector<16xf32>
+  %s23 = arith.addf %wide#2, %wide#3 : vector<16xf32>
+  %s0123 = arith.addf %s01, %s23 : vector<16xf32>
+  %acc = scf.for %k = %cWideEnd to %cVectorEnd step %c16 iter_args(%a = %s0123) -> (vector<16xf32>) {{
+    %xv = vector.load %x[%t, %k] : {xType}, vector<16xf32>
+    {vectorLoad}
+    %r = vector.fma %xv, %wf, %a : vector<16xf32>
+    scf.yield %r : vector<16xf32>
+  }}
+  %sum = vector.reduction <add>, %acc : vector<16xf32> into f32
+  %total = scf.for %k = %cVectorEnd to %cK step %c1 iter_args(%s = %sum) -> (f32) {{
+    %xs = memref.load %x[%t, %k] : {xType}
+    {scalarLoad}
+    %r = math.fma %xs, %wfs, %s : f32
+    scf.yield %r : f32
+  }}
+  return %total : f32
+}}
+)mlir",
+      fmt::arg("name", kernel.name), fmt::arg("xType", xType), fmt::arg("weightType", weightType),
+      fmt::arg("wideEnd", wideEnd), fmt::arg("vectorEnd", vectorEnd), fmt::arg("k", k),
+      fmt::arg("wideBody", wideBody), fmt::arg("vectorLoad", vectorWeightLoad(kernel, weightType)),
+      fmt::arg("scalarLoad", scalarWeightLoad(kernel, weightType)));
+}
+
+/// rsqrt(mean(x[t]^2) + eps) for one row.
+std::string inverseRmsFunction(const FusedLinearKernel &kernel, const std::string &xType) {
+  const int64_t k = kernel.inFeatures, vectorEnd = k - k % kLanes;
+  return fmt::format(R"mlir(
+func.func private @{name}_inverse_rms(%x: {xType}, %t: index) -> f32 {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %cVectorEnd = arith.constant {vectorEnd} : index
+  %cK = arith.constant {k} : index
+  %zero = arith.constant dense<0.0> : vector<16xf32>
+  %acc = scf.for %k = %c0 to %cVectorEnd step %c16 iter_args(%a = %zero) -> (vector<16xf32>) {{
+    %xv = vector.load %x[%t, %k] : {xType}, vector<16xf32>
+    %r = vector.fma %xv, %xv, %a : vector<16xf32>
+    scf.yield %r : vector<16xf32>
+  }}
+  %sum = vector.reduction <add>, %acc : vector<16xf32> into f32
+  %total = scf.for %k = %cVectorEnd to %cK step %c1 iter_args(%s = %sum) -> (f32) {{
+    %xs = memref.load %x[%t, %k] : {xType}
+    %r = math.fma %xs, %xs, %s : f32
+    scf.yield %r : f32
+  }}
+  %count = arith.constant {kFloat:e} : f32
+  %eps = arith.constant {eps:e} : f32
+  %one = arith.constant 1.0 : f32
+  %mean = arith.divf %total, %count : f32
+  %shifted = arith.addf %mean, %eps : f32
+  %root = math.sqrt %shifted : f32
+  %inverse = arith.divf %one, %root : f32
+  return %inverse : f32
+}}
+)mlir",
+                     fmt::arg("name", kernel.name), fmt::arg("xType", xType),
+                     fmt::arg("vectorEnd", vectorEnd), fmt::arg("k", k),
+                     fmt::arg("kFloat", double(k)), fmt::arg("eps", *kernel.normEps));
+}
+
+/// Dot products of rows %t .. %t+3 of x with weight row %n: one weight load
+/// (and widening) serves four rows, the register tile of a prefill.
+std::string dot4Function(const FusedLinearKernel &kernel, const std::string &xType,
+                         const std::string &weightType) {
+  const int64_t k = kernel.inFeatures, vectorEnd = k - k % kLanes;
+  std::string vectorBody, reductions, tail, results;
+  for (int r = 0; r < 4; ++r) {
+    vectorBody += fmt::format("    %xv{0} = vector.load %x[%t{0}, %k] : {1}, vector<16xf32>\n"
+                              "    %r{0} = vector.fma %xv{0}, %wf, %a{0} : vector<16xf32>\n",
+                              r, xType);
+    reductions +=
+        fmt::format("  %sum{0} = vector.reduction <add>, %acc#{0} : vector<16xf32> into f32\n", r);
+    tail += fmt::format("    %xs{0} = memref.load %x[%t{0}, %k] : {1}\n"
+                        "    %q{0} = math.fma %xs{0}, %wfs, %s{0} : f32\n",
+                        r, xType);
+  }
+  return fmt::format(R"mlir(
+func.func private @{name}_dot4(%x: {xType}, %w: {weightType}, %t0: index, %n: index) -> (f32, f32, f32, f32) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c16 = arith.constant 16 : index
+  %cVectorEnd = arith.constant {vectorEnd} : index
+  %cK = arith.constant {k} : index
+  %t1 = arith.addi %t0, %c1 : index
+  %t2 = arith.addi %t0, %c2 : index
+  %t3 = arith.addi %t0, %c3 : index
+  %zero = arith.constant dense<0.0> : vector<16xf32>
+  %acc:4 = scf.for %k = %c0 to %cVectorEnd step %c16 iter_args(%a0 = %zero, %a1 = %zero, %a2 = %zero, %a3 = %zero) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {{
+    {vectorLoad}
+{vectorBody}    scf.yield %r0, %r1, %r2, %r3 : vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>
+  }}
+{reductions}  %total:4 = scf.for %k = %cVectorEnd to %cK step %c1 iter_args(%s0 = %sum0, %s1 = %sum1, %s2 = %sum2, %s3 = %sum3) -> (f32, f32, f32, f32) {{
+    {scalarLoad}
+{tail}    scf.yield %q0, %q1, %q2, %q3 : f32, f32, f32, f32
+  }}
+  return %total#0, %total#1, %total#2, %total#3 : f32, f32, f32, f32
+}}
+)mlir",
+                     fmt::arg("name", kernel.name), fmt::arg("xType", xType),
+                     fmt::arg("weightType", weightType), fmt::arg("vectorEnd", vectorEnd),
+                     fmt::arg("k", k), fmt::arg("vectorLoad", vectorWeightLoad(kernel, weightType)),
+                     fmt::arg("scalarLoad", scalarWeightLoad(kernel, weightType)),
+                     fmt::arg("vectorBody", vectorBody), fmt::arg("reductions", reductions),
+                     fmt::arg("tail", tail));
+}
+
+/// The 4 x 4 register tile of a prefill: rows %t .. %t+3 of x against weight
+/// rows %n .. %n+3, sixteen accumulators; every load serves four products.
+std::string dot4x4Function(const FusedLinearKernel &kernel, const std::string &xType,
+                           const std::string &weightType) {
+  const int64_t k = kernel.inFeatures, vectorEnd = k - k % kLanes;
+  std::string loads, fmas, iterArgs, yields, types, reductions, tailLoads, tailFmas, tailArgs,
+      tailYields, tailTypes, results;
+  for (int i = 0; i < 4; ++i) {
+    const std::string n = std::to_string(i), row = "%n" + n;
+    loads +=
+        fmt::format("    %xv{0} = vector.load %x[%t{0}, %k] : {1}, vector<16xf32>\n", i, xType);
+    loads += "    " + vectorWeightLoad(kernel, weightType, n, "%k", row) + "\n";
+    tailLoads += fmt::format("    %xs{0} = memref.load %x[%t{0}, %k] : {1}\n", i, xType);
+    tailLoads += "    " + scalarWeightLoad(kernel, weightType, n, row) + "\n";
+  }
+  for (int t = 0; t < 4; ++t)
+    for (int n = 0; n < 4; ++n) {
+      const std::string id = std::to_string(t) + std::to_string(n);
+      fmas +=
+          fmt::format("    %r{0} = vector.fma %xv{1}, %wf{2}, %a{0} : vector<16xf32>\n", id, t, n);
+      iterArgs += fmt::format("{}%a{} = %zero", iterArgs.empty() ? "" : ", ", id);
+      yields += fmt::format("{}%r{}", yields.empty() ? "" : ", ", id);
+      types += fmt::format("{}vector<16xf32>", types.empty() ? "" : ", ");
+      reductions +=
+          fmt::format("  %sum{0} = vector.reduction <add>, %acc#{1} : vector<16xf32> into f32\n",
+                      id, t * 4 + n);
+      tailFmas += fmt::format("    %q{0} = math.fma %xs{1}, %wfs{2}, %s{0} : f32\n", id, t, n);
+      tailArgs += fmt::format("{}%s{} = %sum{}", tailArgs.empty() ? "" : ", ", id, id);
+      tailYields += fmt::format("{}%q{}", tailYields.empty() ? "" : ", ", id);
+      tailTypes += fmt::format("{}f32", tailTypes.empty() ? "" : ", ");
+      results += fmt::format("{}%total#{}", results.empty() ? "" : ", ", t * 4 + n);
+    }
+  return fmt::format(R"mlir(
+func.func private @{name}_dot4x4(%x: {xType}, %w: {weightType}, %t0: index, %n0: index) -> ({tailTypes}) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c16 = arith.constant 16 : index
+  %cVectorEnd = arith.constant {vectorEnd} : index
+  %cK = arith.constant {k} : index
+  %t1 = arith.addi %t0, %c1 : index
+  %t2 = arith.addi %t0, %c2 : index
+  %t3 = arith.addi %t0, %c3 : index
+  %n1 = arith.addi %n0, %c1 : index
+  %n2 = arith.addi %n0, %c2 : index
+  %n3 = arith.addi %n0, %c3 : index
+  %zero = arith.constant dense<0.0> : vector<16xf32>
+  %acc:16 = scf.for %k = %c0 to %cVectorEnd step %c16 iter_args({iterArgs}) -> ({types}) {{
+{loads}{fmas}    scf.yield {yields} : {types}
+  }}
+{reductions}  %total:16 = scf.for %k = %cVectorEnd to %cK step %c1 iter_args({tailArgs}) -> ({tailTypes}) {{
+{tailLoads}{tailFmas}    scf.yield {tailYields} : {tailTypes}
+  }}
+  return {results} : {tailTypes}
+}}
+)mlir",
+                     fmt::arg("name", kernel.name), fmt::arg("xType", xType),
+                     fmt::arg("weightType", weightType), fmt::arg("vectorEnd", vectorEnd),
+                     fmt::arg("k", k), fmt::arg("iterArgs", iterArgs), fmt::arg("types", types),
+                     fmt::arg("loads", loads), fmt::arg("fmas", fmas), fmt::arg("yields", yields),
+                     fmt::arg("reductions", reductions), fmt::arg("tailArgs", tailArgs),
+                     fmt::arg("tailTypes", tailTypes), fmt::arg("tailLoads", tailLoads),
+                     fmt::arg("tailFmas", tailFmas), fmt::arg("tailYields", tailYields),
+                     fmt::arg("results", results));
+}
+
+} // namespace q3::cpu::detail

@@ -1,0 +1,241 @@
+//===- FusedLinearSource.cpp - the fused_linear kernel template -----------===//
+//
+// fused_linear: workgroup w computes output columns [64w, 64w + 64) for every
+// row. Columns are the outer loop so a weight row stays in L1 while the rows
+// of a prefill use it; a decode step (one row) streams each weight row once.
+// Prefill rows go through 4 x 4 (rows x columns) register tiles, then 4-row
+// tiles, then one by one. Dot products accumulate in f32, 16 lanes wide; bf16
+// weights are widened exactly by a 16-bit shift, f16 by extf.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/FusedLinearDots.h"
+#include "backends/cpu/KernelSource.h"
+#include "backends/cpu/KernelSourceUtil.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+
+namespace q3::cpu {
+namespace {
+
+using namespace detail;
+
+/// Stores column %n of row %t from its dot product(s): the norm scale, SwiGLU
+/// (with the up half's dot product %du), the residual.
+std::string finishFunction(const FusedLinearKernel &kernel, const std::string &yType) {
+  std::string body = "  %v0 = arith.mulf %d, %st : f32\n";
+  std::string last = "%v0";
+  if (kernel.swiglu) {
+    body += "  %one = arith.constant 1.0 : f32\n"
+            "  %u = arith.mulf %du, %st : f32\n"
+            "  %neg = arith.negf %v0 : f32\n"
+            "  %e = math.exp %neg : f32\n"
+            "  %den = arith.addf %one, %e : f32\n"
+            "  %silu = arith.divf %v0, %den : f32\n"
+            "  %v1 = arith.mulf %silu, %u : f32\n";
+    last = "%v1";
+  }
+  if (kernel.residual) {
+    body += fmt::format("  %rv = memref.load %res[%t, %n] : {}\n"
+                        "  %v2 = arith.addf {}, %rv : f32\n",
+                        yType, last);
+    last = "%v2";
+  }
+  return fmt::format(R"mlir(
+func.func private @{name}_finish(%d: f32, %du: f32, %st: f32, %t: index, %n: index, %y: {yType}, %res: {yType}) {{
+{body}  memref.store {last}, %y[%t, %n] : {yType}
+  return
+}}
+)mlir",
+                     fmt::arg("name", kernel.name), fmt::arg("yType", yType),
+                     fmt::arg("body", body), fmt::arg("last", last));
+}
+
+/// With a prologue gain the dot products read %xg = x * gain, computed once
+/// per call on the heap (prefill rows can be many); without, they read %x.
+struct GainPrologue {
+  std::string prologue, epilogue, dotInput = "%x";
+};
+
+GainPrologue gainPrologue(const FusedLinearKernel &kernel, const std::string &xType) {
+  GainPrologue gain;
+  if (!kernel.prologueGain)
+    return gain;
+  const std::string gainType =
+      fmt::format("memref<{}x{}>", kernel.inFeatures, storageType(*kernel.prologueGain));
+  gain.prologue = fmt::format(
+      R"mlir(%gain = memref.view %gb[%c0][] : memref<?xi8> to {gainType}
+  %cK = arith.constant {k} : index
+  %xg = memref.alloc(%rows) : {xType}
+  scf.for %t = %c0 to %rows step %c1 {{
+    scf.for %k = %c0 to %cK step %c1 {{
+      %xv = memref.load %x[%t, %k] : {xType}
+      {gainLoad}
+      %scaled = arith.mulf %xv, %gv : f32
+      memref.store %scaled, %xg[%t, %k] : {xType}
+    }}
+  }})mlir",
+      fmt::arg("gainType", gainType), fmt::arg("k", kernel.inFeatures), fmt::arg("xType", xType),
+      fmt::arg("gainLoad", widenedLoad(*kernel.prologueGain, "%gv", "%gain", "%k", gainType)));
+  gain.epilogue = fmt::format("memref.dealloc %xg : {}", xType);
+  gain.dotInput = "%xg";
+  return gain;
+}
+
+} // namespace
+
+std::string fusedLinearSource(const FusedLinearKernel &kernel) {
+  const std::string xType = fmt::format("memref<?x{}xf32>", kernel.inFeatures);
+  const std::string yType = fmt::format("memref<?x{}xf32>", kernel.outFeatures);
+  const std::string weightType = fmt::format("memref<{}x{}x{}>", kernel.weightRows(),
+                                             kernel.inFeatures, storageType(kernel.weight));
+  std::string source = dotFunction(kernel, xType, weightType);
+  std::string rowScale = "arith.constant 1.0 : f32";
+  if (kernel.normEps) {
+    source += inverseRmsFunction(kernel, xType);
+    rowScale =
+        fmt::format("func.call @{}_inverse_rms(%x, %t) : ({}, index) -> f32", kernel.name, xType);
+  }
+  std::string residualArgument = kernel.residual ? "%rb: memref<?xi8>, " : "";
+  std::string gainArgument = kernel.prologueGain ? "%gb: memref<?xi8>, " : "";
+  GainPrologue gain = gainPrologue(kernel, xType);
+  auto dotOf = [&](const std::string &column) {
+    return fmt::format("func.call @{}_dot({}, %w, %t, {}) : ({}, {}, index, index) -> f32",
+                       kernel.name, gain.dotInput, column, xType, weightType);
+  };
+  std::string residualView =
+      kernel.residual
+          ? fmt::format("%res = memref.view %rb[%c0][%rows] : memref<?xi8> to {}", yType)
+          : "";
+  source += finishFunction(kernel, yType) + dot4Function(kernel, xType, weightType) +
+            dot4x4Function(kernel, xType, weightType);
+  // Without a residual the finish function still takes a buffer for it: %y.
+  const std::string residualOperand = kernel.residual ? "%res" : "%y";
+  auto finishCall = [&](const std::string &d, const std::string &du, const std::string &st,
+                        const std::string &t) {
+    return fmt::format("func.call @{}_finish({}, {}, {}, {}, %n, %y, {}) : (f32, f32, f32, index, "
+                       "index, {}, {}) -> ()",
+                       kernel.name, d, du, st, t, residualOperand, yType, yType);
+  };
+  auto dot4Of = [&](const std::string &column) {
+    return fmt::format("func.call @{}_dot4({}, %w, %t, {}) : ({}, {}, index, index) -> (f32, f32, "
+                       "f32, f32)",
+                       kernel.name, gain.dotInput, column, xType, weightType);
+  };
+  // Rows in tiles of four, then the rest one by one (all of a decode step).
+  std::string tiled = fmt::format("%d4:4 = {}\n", dot4Of("%n"));
+  std::string up4 = "%d4";
+  if (kernel.swiglu) {
+    tiled += fmt::format("      %nUp4 = arith.addi %n, %cOut : index\n"
+                         "      %u4:4 = {}\n",
+                         dot4Of("%nUp4"));
+    up4 = "%u4";
+  }
+  for (int r = 0; r < 4; ++r)
+    tiled += fmt::format("      %tr{0} = arith.addi %t, %c{0} : index\n"
+                         "      %str{0} = memref.load %scale[%tr{0}] : memref<?xf32>\n"
+                         "      {1}\n",
+                         r,
+                         finishCall("%d4#" + std::to_string(r), up4 + "#" + std::to_string(r),
+                                    "%str" + std::to_string(r), "%tr" + std::to_string(r)));
+  // Columns in fours too: the 4 x 4 tile.
+  auto dot4x4Of = [&](const std::string &column) {
+    std::string types = "f32";
+    for (int i = 1; i < 16; ++i)
+      types += ", f32";
+    return fmt::format("func.call @{}_dot4x4({}, %w, %t, {}) : ({}, {}, index, index) -> ({})",
+                       kernel.name, gain.dotInput, column, xType, weightType, types);
+  };
+  std::string square = fmt::format("%d16:16 = {}\n", dot4x4Of("%n"));
+  std::string up16 = "%d16";
+  if (kernel.swiglu) {
+    square += fmt::format("        %nUp16 = arith.addi %n, %cOut : index\n"
+                          "        %u16:16 = {}\n",
+                          dot4x4Of("%nUp16"));
+    up16 = "%u16";
+  }
+  for (int t = 0; t < 4; ++t) {
+    square += fmt::format("        %sq_t{0} = arith.addi %t, %c{0} : index\n"
+                          "        %sq_st{0} = memref.load %scale[%sq_t{0}] : memref<?xf32>\n",
+                          t);
+    for (int c = 0; c < 4; ++c) {
+      const std::string idx = std::to_string(t * 4 + c),
+                        col = "%sq_n" + std::to_string(t) + std::to_string(c);
+      std::string call = finishCall("%d16#" + idx, up16 + "#" + idx, "%sq_st" + std::to_string(t),
+                                    "%sq_t" + std::to_string(t));
+      call.replace(call.find(", %n,"), 5, ", " + col + ",");
+      square += fmt::format("        {} = arith.addi %n, %c{} : index\n        {}\n", col, c, call);
+    }
+  }
+  std::string single = fmt::format("%d = {}\n", dotOf("%n"));
+  std::string up = "%d";
+  if (kernel.swiglu) {
+    single += fmt::format("      %nUp = arith.addi %n, %cOut : index\n"
+                          "      %du = {}\n",
+                          dotOf("%nUp"));
+    up = "%du";
+  }
+  single += "      " + finishCall("%d", up, "%st", "%t");
+  source +=
+      fmt::format(R"mlir(
+func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {gainArgument}{residualArgument}%yb: memref<?xi8>, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %cTile = arith.constant {tile} : index
+  %cOut = arith.constant {out} : index
+  %one = arith.constant 1.0 : f32
+  %x = memref.view %xb[%c0][%rows] : memref<?xi8> to {xType}
+  %w = memref.view %wb[%c0][] : memref<?xi8> to {weightType}
+  %y = memref.view %yb[%c0][%rows] : memref<?xi8> to {yType}
+  {residualView}
+  {gainPrologue}
+  %scale = memref.alloca(%rows) : memref<?xf32>
+  scf.for %t = %c0 to %rows step %c1 {{
+    %s = {rowScale}
+    memref.store %s, %scale[%t] : memref<?xf32>
+  }}
+  %nBegin = arith.muli %wgBegin, %cTile : index
+  %nEndTile = arith.muli %wgEnd, %cTile : index
+  %nEnd = arith.minui %nEndTile, %cOut : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c4 = arith.constant 4 : index
+  %quads = arith.divui %rows, %c4 : index
+  %tiledRows = arith.muli %quads, %c4 : index
+  %columns = arith.subi %nEnd, %nBegin : index
+  %columnQuads = arith.divui %columns, %c4 : index
+  %columnsTiled = arith.muli %columnQuads, %c4 : index
+  %nSquareEnd = arith.addi %nBegin, %columnsTiled : index
+  scf.for %n = %nBegin to %nSquareEnd step %c4 {{
+    scf.for %t = %c0 to %tiledRows step %c4 {{
+        {square}
+    }}
+  }}
+  scf.for %n = %nBegin to %nEnd step %c1 {{
+    %inSquare = arith.cmpi ult, %n, %nSquareEnd : index
+    %firstRow = arith.select %inSquare, %tiledRows, %c0 : index
+    scf.for %t = %firstRow to %tiledRows step %c4 {{
+      {tiled}
+    }}
+    scf.for %t = %tiledRows to %rows step %c1 {{
+      %st = memref.load %scale[%t] : memref<?xf32>
+      {single}
+    }}
+  }}
+  {gainEpilogue}
+  return
+}}
+)mlir",
+                  fmt::arg("name", kernel.name), fmt::arg("residualArgument", residualArgument),
+                  fmt::arg("tile", FusedLinearKernel::kColumnsPerWorkgroup),
+                  fmt::arg("out", kernel.outFeatures), fmt::arg("xType", xType),
+                  fmt::arg("weightType", weightType), fmt::arg("yType", yType),
+                  fmt::arg("residualView", residualView), fmt::arg("rowScale", rowScale),
+                  fmt::arg("gainArgument", gainArgument), fmt::arg("gainPrologue", gain.prologue),
+                  fmt::arg("gainEpilogue", gain.epilogue), fmt::arg("tiled", tiled),
+                  fmt::arg("square", square), fmt::arg("single", single));
+  return source;
+}
+
+} // namespace q3::cpu

@@ -1,0 +1,68 @@
+//===- KernelSourceUtil.cpp -----------------------------------------------===//
+#include "backends/cpu/KernelSourceUtil.h"
+
+#include <fmt/format.h>
+
+namespace q3::cpu::detail {
+
+const char *storageType(WeightStorage storage) {
+  switch (storage) {
+  case WeightStorage::F32:
+    return "f32";
+  case WeightStorage::F16:
+    return "f16";
+  case WeightStorage::BF16:
+    return "i16"; // widened by hand: LLVM 16 cannot select vector bf16 -> f32 on x86
+  }
+  return "f32";
+}
+
+/// Loads `memref[indices]` (stored as `storage`) into an f32 `result`.
+std::string widenedLoad(WeightStorage storage, const std::string &result, const std::string &memref,
+                        const std::string &indices, const std::string &type) {
+  switch (storage) {
+  case WeightStorage::F32:
+    return fmt::format("{} = memref.load {}[{}] : {}", result, memref, indices, type);
+  case WeightStorage::F16:
+    return fmt::format("{0}_h = memref.load {1}[{2}] : {3}\n"
+                       "      {0} = arith.extf {0}_h : f16 to f32",
+                       result, memref, indices, type);
+  case WeightStorage::BF16:
+    return fmt::format("{0}_h = memref.load {1}[{2}] : {3}\n"
+                       "      {0}_i = arith.extui {0}_h : i16 to i32\n"
+                       "      {0}_c = arith.constant 16 : i32\n"
+                       "      {0}_s = arith.shli {0}_i, {0}_c : i32\n"
+                       "      {0} = arith.bitcast {0}_s : i32 to f32",
+                       result, memref, indices, type);
+  }
+  return "";
+}
+
+std::string vectorWeightLoad(const FusedLinearKernel &kernel, const std::string &weightType,
+                             const std::string &suffix, const std::string &column,
+                             const std::string &row) {
+  const std::string at = "%w[" + row + ", " + column + "]";
+  switch (kernel.weight) {
+  case WeightStorage::F32:
+    return fmt::format("%wf{0} = vector.load {1} : {2}, vector<16xf32>", suffix, at, weightType);
+  case WeightStorage::F16:
+    return fmt::format("%wh{0} = vector.load {1} : {2}, vector<16xf16>\n"
+                       "    %wf{0} = arith.extf %wh{0} : vector<16xf16> to vector<16xf32>",
+                       suffix, at, weightType);
+  case WeightStorage::BF16:
+    return fmt::format("%wh{0} = vector.load {1} : {2}, vector<16xi16>\n"
+                       "    %wi{0} = arith.extui %wh{0} : vector<16xi16> to vector<16xi32>\n"
+                       "    %shift{0} = arith.constant dense<16> : vector<16xi32>\n"
+                       "    %ws{0} = arith.shli %wi{0}, %shift{0} : vector<16xi32>\n"
+                       "    %wf{0} = arith.bitcast %ws{0} : vector<16xi32> to vector<16xf32>",
+                       suffix, at, weightType);
+  }
+  return "";
+}
+
+std::string scalarWeightLoad(const FusedLinearKernel &kernel, const std::string &weightType,
+                             const std::string &suffix, const std::string &row) {
+  return widenedLoad(kernel.weight, "%wfs" + suffix, "%w", row + ", %k", weightType);
+}
+
+} // namespace q3::cpu::detail

@@ -1,0 +1,30 @@
+//===- KernelSourceUtil.h - pieces shared by the kernel templates ---------===//
+#pragma once
+
+#include "backends/cpu/KernelSource.h"
+
+#include <string>
+
+namespace q3::cpu::detail {
+
+/// f32 lanes of one vector register's worth of work (vector<16xf32>).
+inline constexpr int64_t kLanes = 16;
+
+/// MLIR element type a weight buffer of `storage` is viewed as (bf16 as i16:
+/// LLVM 16 cannot select vector bf16 -> f32 on x86, so it is widened by hand).
+const char *storageType(WeightStorage storage);
+
+/// Loads `memref[indices]` (stored as `storage`) into an f32 `result`.
+std::string widenedLoad(WeightStorage storage, const std::string &result, const std::string &memref,
+                        const std::string &indices, const std::string &type);
+
+/// Loads weights [row, column .. column + 16) as vector<16xf32> into %wf<suffix>.
+std::string vectorWeightLoad(const FusedLinearKernel &kernel, const std::string &weightType,
+                             const std::string &suffix = "", const std::string &column = "%k",
+                             const std::string &row = "%n");
+
+/// Loads the weight [row, %k] as f32 into %wfs<suffix>.
+std::string scalarWeightLoad(const FusedLinearKernel &kernel, const std::string &weightType,
+                             const std::string &suffix = "", const std::string &row = "%n");
+
+} // namespace q3::cpu::detail
