@@ -9,6 +9,34 @@ namespace q3::cpu {
 
 using namespace detail;
 
+namespace {
+
+/// q[t, h, :] . keys[s, kv, :] into %dot: 16 lanes at a time when head_dim
+/// allows (the reduction is a tree), else one feature at a time.
+std::string scoreDot(int64_t headDim, const std::string &queryType, const std::string &kvType) {
+  if (headDim % kLanes == 0)
+    return fmt::format(R"mlir(%c16 = arith.constant 16 : index
+      %zeros = arith.constant dense<0.0> : vector<16xf32>
+      %dotv = scf.for %i = %c0 to %cD step %c16 iter_args(%a = %zeros) -> (vector<16xf32>) {{
+        %qv = vector.load %q[%t, %h, %i] : {0}, vector<16xf32>
+        %kvv = vector.load %keys[%s, %kv, %i] : {1}, vector<16xf32>
+        %r = vector.fma %qv, %kvv, %a : vector<16xf32>
+        scf.yield %r : vector<16xf32>
+      }}
+      %dot = vector.reduction <add>, %dotv : vector<16xf32> into f32)mlir",
+                       queryType, kvType);
+  return fmt::format(
+      R"mlir(%dot = scf.for %i = %c0 to %cD step %c1 iter_args(%a = %zero) -> (f32) {{
+        %qv = memref.load %q[%t, %h, %i] : {0}
+        %kv_ = memref.load %keys[%s, %kv, %i] : {1}
+        %r = math.fma %qv, %kv_, %a : f32
+        scf.yield %r : f32
+      }})mlir",
+      queryType, kvType);
+}
+
+} // namespace
+
 std::string attentionSource(const AttentionKernel &kernel) {
   const int64_t d = kernel.headDim;
   const std::string queryType = fmt::format("memref<?x{}x{}xf32>", kernel.queryHeads, d);
@@ -43,12 +71,7 @@ func.func @q3k_{name}(%qb: memref<?xi8>, %kb: memref<?xi8>, %vb: memref<?xi8>, %
     %seen = arith.addi %cached, %t : index
     %count = arith.addi %seen, %c1 : index
     %max = scf.for %s = %c0 to %count step %c1 iter_args(%m = %lowest) -> (f32) {{
-      %dot = scf.for %i = %c0 to %cD step %c1 iter_args(%a = %zero) -> (f32) {{
-        %qv = memref.load %q[%t, %h, %i] : {queryType}
-        %kv_ = memref.load %keys[%s, %kv, %i] : {kvType}
-        %r = math.fma %qv, %kv_, %a : f32
-        scf.yield %r : f32
-      }}
+      {scoreDot}
       %score = arith.mulf %dot, %scale : f32
       memref.store %score, %scores[%s] : memref<?xf32>
       %m2 = arith.maxf %m, %score : f32
@@ -86,7 +109,8 @@ func.func @q3k_{name}(%qb: memref<?xi8>, %kb: memref<?xi8>, %vb: memref<?xi8>, %
 )mlir",
       fmt::arg("name", kernel.name), fmt::arg("queryType", queryType), fmt::arg("kvType", kvType),
       fmt::arg("accType", accType), fmt::arg("d", d), fmt::arg("queryHeads", kernel.queryHeads),
-      fmt::arg("map", fmt::join(kernel.kvHeadMap, ", ")), fmt::arg("scale", kernel.scale));
+      fmt::arg("map", fmt::join(kernel.kvHeadMap, ", ")), fmt::arg("scale", kernel.scale),
+      fmt::arg("scoreDot", scoreDot(d, queryType, kvType)));
 }
 
 } // namespace q3::cpu

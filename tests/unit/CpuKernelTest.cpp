@@ -260,10 +260,11 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
   EXPECT_EQ(vCache, expectedV) << "values are copied unchanged into the cache";
 }
 
-TEST(AttentionKernel, MatchesReferenceWithGroupedHeads) {
-  const int64_t qHeads = 6, kvHeads = 2, d = 12, rows = 3, visible = 7;
+/// Runs an attention kernel of head_dim `d` (12: scalar path, 32: vector path).
+void checkAttention(int64_t d) {
+  const int64_t qHeads = 6, kvHeads = 2, rows = 3, visible = 7;
   std::vector<int64_t> map = {0, 0, 0, 1, 1, 1};
-  cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(12.0)};
+  cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(double(d))};
   LoadedKernel loaded = compileForHost(cpu::attentionSource(kernel), "attn");
   std::mt19937 rng(3);
   std::vector<float> q = randomValues(rows * qHeads * d, rng, 2.0f);
@@ -276,8 +277,13 @@ TEST(AttentionKernel, MatchesReferenceWithGroupedHeads) {
   const int64_t scalars[] = {rows, visible, 16};
   loaded.entry(buffers, bytes, scalars, 0, rows * qHeads);
   reference::causalAttention(q.data(), keys.data(), values.data(), expected.data(), rows, visible,
-                             qHeads, kvHeads, d, 1.0 / std::sqrt(12.0), map);
-  EXPECT_LE(maxRelativeDiff(out, expected), 1e-5);
+                             qHeads, kvHeads, d, 1.0 / std::sqrt(double(d)), map);
+  EXPECT_LE(maxRelativeDiff(out, expected), 1e-5) << "head_dim " << d;
+}
+
+TEST(AttentionKernel, MatchesReferenceWithGroupedHeads) {
+  checkAttention(12);
+  checkAttention(32);
 }
 
 } // namespace
