@@ -102,6 +102,24 @@ func.func private @{name}_inverse_rms(%x: {xType}, %t: index) -> f32 {{
                      fmt::arg("kFloat", double(k)), fmt::arg("eps", *kernel.normEps));
 }
 
+/// Constants and row indices %t0 .. %t3 (and weight rows %n0 .. %n3 when
+/// `weightRows`) that the register tiles below start with.
+static std::string tilePreamble(int64_t k, int64_t vectorEnd, bool weightRows) {
+  std::string text = fmt::format("  %c0 = arith.constant 0 : index\n"
+                                 "  %c16 = arith.constant 16 : index\n"
+                                 "  %cVectorEnd = arith.constant {} : index\n"
+                                 "  %cK = arith.constant {} : index\n",
+                                 vectorEnd, k);
+  for (int i = 1; i < 4; ++i) {
+    text += fmt::format("  %c{0} = arith.constant {0} : index\n"
+                        "  %t{0} = arith.addi %t0, %c{0} : index\n",
+                        i);
+    if (weightRows)
+      text += fmt::format("  %n{0} = arith.addi %n0, %c{0} : index\n", i);
+  }
+  return text;
+}
+
 /// Dot products of rows %t .. %t+3 of x with weight row %n: one weight load
 /// (and widening) serves four rows, the register tile of a prefill.
 std::string dot4Function(const FusedLinearKernel &kernel, const std::string &xType,
@@ -120,17 +138,7 @@ std::string dot4Function(const FusedLinearKernel &kernel, const std::string &xTy
   }
   return fmt::format(R"mlir(
 func.func private @{name}_dot4(%x: {xType}, %w: {weightType}, %t0: index, %n: index) -> (f32, f32, f32, f32) {{
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %c2 = arith.constant 2 : index
-  %c3 = arith.constant 3 : index
-  %c16 = arith.constant 16 : index
-  %cVectorEnd = arith.constant {vectorEnd} : index
-  %cK = arith.constant {k} : index
-  %t1 = arith.addi %t0, %c1 : index
-  %t2 = arith.addi %t0, %c2 : index
-  %t3 = arith.addi %t0, %c3 : index
-  %zero = arith.constant dense<0.0> : vector<16xf32>
+{preamble}  %zero = arith.constant dense<0.0> : vector<16xf32>
   %acc:4 = scf.for %k = %c0 to %cVectorEnd step %c16 iter_args(%a0 = %zero, %a1 = %zero, %a2 = %zero, %a3 = %zero) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {{
     {vectorLoad}
 {vectorBody}    scf.yield %r0, %r1, %r2, %r3 : vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>
@@ -147,6 +155,7 @@ func.func private @{name}_dot4(%x: {xType}, %w: {weightType}, %t0: index, %n: in
                      fmt::arg("k", k), fmt::arg("vectorLoad", vectorWeightLoad(kernel, weightType)),
                      fmt::arg("scalarLoad", scalarWeightLoad(kernel, weightType)),
                      fmt::arg("vectorBody", vectorBody), fmt::arg("reductions", reductions),
+                     fmt::arg("preamble", tilePreamble(k, vectorEnd, false)),
                      fmt::arg("tail", tail));
 }
 
@@ -184,20 +193,7 @@ std::string dot4x4Function(const FusedLinearKernel &kernel, const std::string &x
     }
   return fmt::format(R"mlir(
 func.func private @{name}_dot4x4(%x: {xType}, %w: {weightType}, %t0: index, %n0: index) -> ({tailTypes}) {{
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %c2 = arith.constant 2 : index
-  %c3 = arith.constant 3 : index
-  %c16 = arith.constant 16 : index
-  %cVectorEnd = arith.constant {vectorEnd} : index
-  %cK = arith.constant {k} : index
-  %t1 = arith.addi %t0, %c1 : index
-  %t2 = arith.addi %t0, %c2 : index
-  %t3 = arith.addi %t0, %c3 : index
-  %n1 = arith.addi %n0, %c1 : index
-  %n2 = arith.addi %n0, %c2 : index
-  %n3 = arith.addi %n0, %c3 : index
-  %zero = arith.constant dense<0.0> : vector<16xf32>
+{preamble}  %zero = arith.constant dense<0.0> : vector<16xf32>
   %acc:16 = scf.for %k = %c0 to %cVectorEnd step %c16 iter_args({iterArgs}) -> ({types}) {{
 {loads}{fmas}    scf.yield {yields} : {types}
   }}
@@ -214,7 +210,8 @@ func.func private @{name}_dot4x4(%x: {xType}, %w: {weightType}, %t0: index, %n0:
                      fmt::arg("reductions", reductions), fmt::arg("tailArgs", tailArgs),
                      fmt::arg("tailTypes", tailTypes), fmt::arg("tailLoads", tailLoads),
                      fmt::arg("tailFmas", tailFmas), fmt::arg("tailYields", tailYields),
-                     fmt::arg("results", results));
+                     fmt::arg("results", results),
+                     fmt::arg("preamble", tilePreamble(k, vectorEnd, true)));
 }
 
 } // namespace q3::cpu::detail

@@ -36,7 +36,8 @@ std::vector<uint8_t> pattern(size_t size, uint8_t seed) {
 const Json kManifest = {{"model", "tiny"}, {"dispatches", {1, 2, 3}}};
 
 std::vector<ArtifactSection> threeSections() {
-  std::vector<uint8_t> elf = bytesOf("\x7f" "ELF");
+  std::vector<uint8_t> elf = bytesOf("\x7f"
+                                     "ELF");
   std::vector<uint8_t> code = pattern(100, 3);
   elf.insert(elf.end(), code.begin(), code.end());
   return {ArtifactSection{"kernels", SectionKind::Executable, elf},
@@ -82,17 +83,7 @@ void setName(std::vector<uint8_t> &image, size_t i, const std::string &name) {
 
 // Parses `image` expecting failure; returns the one-line message.
 std::string parseError(const std::vector<uint8_t> &image) {
-  try {
-    Artifact::parse(kFile, image.data(), image.size());
-  } catch (const LoadError &error) {
-    std::string message = error.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << "message must be one line: " << message;
-    EXPECT_EQ(message.rfind(kFile + ": ", 0), 0u)
-        << "message must start with the file: " << message;
-    return message;
-  }
-  ADD_FAILURE() << "expected a LoadError";
-  return "";
+  return testing::expectOneLineLoadError(kFile, [&] { Artifact::parse(kFile, image.data(), image.size()); });
 }
 
 // Same, after re-sealing the checksum.
@@ -519,8 +510,9 @@ TEST(ArtifactWriter, RejectsBadInput) {
                   "expected UTF-8 text without control characters");
   EXPECT_CONTAINS(writeError(kManifest, {{"manifest", SectionKind::Data, {}}}),
                   "section 'manifest': name: reserved for the manifest");
-  EXPECT_CONTAINS(writeError(kManifest, {{"a", SectionKind::Data, {}}, {"a", SectionKind::Data, {}}}),
-                  "section 'a': name: expected a unique name, found it twice");
+  EXPECT_CONTAINS(
+      writeError(kManifest, {{"a", SectionKind::Data, {}}, {"a", SectionKind::Data, {}}}),
+      "section 'a': name: expected a unique name, found it twice");
   EXPECT_CONTAINS(writeError(kManifest, {{"m", SectionKind::Manifest, {}}}),
                   "section 'm': kind: expected 2 (executable) or 3 (data), found 1 (manifest)");
   EXPECT_CONTAINS(writeError(kManifest, {{"m", SectionKind(7), {}}}), "found 7");

@@ -15,17 +15,8 @@ const std::string kFile = "bad.safetensors";
 
 // Parses `image` expecting failure; returns the message.
 std::string parseError(const std::vector<uint8_t> &image) {
-  try {
-    SafeTensorsFile::parse(kFile, image.data(), image.size());
-  } catch (const LoadError &error) {
-    std::string message = error.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << "message must be one line: " << message;
-    EXPECT_EQ(message.rfind(kFile + ": ", 0), 0u)
-        << "message must start with the file: " << message;
-    return message;
-  }
-  ADD_FAILURE() << "expected a LoadError";
-  return "";
+  return testing::expectOneLineLoadError(kFile,
+                                [&] { SafeTensorsFile::parse(kFile, image.data(), image.size()); });
 }
 
 std::string headerError(const std::string &header, size_t dataBytes = 0) {

@@ -2,15 +2,16 @@
 #pragma once
 
 #include "runtime/DType.h"
+#include "runtime/LoadError.h"
 #include "runtime/SafeTensorsWriter.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -45,6 +46,21 @@ inline void writeBytes(const std::string &path, const std::vector<uint8_t> &byte
 inline void writeText(const std::string &path, const std::string &text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
+}
+
+// Runs `parse` expecting a LoadError whose message is one line starting with
+// "<file>: "; returns the message ("" and a test failure if nothing is thrown).
+template <typename Parse> std::string expectOneLineLoadError(const std::string &file, Parse parse) {
+  try {
+    parse();
+  } catch (const LoadError &error) {
+    std::string message = error.what();
+    EXPECT_EQ(message.find('\n'), std::string::npos) << "message must be one line: " << message;
+    EXPECT_EQ(message.rfind(file + ": ", 0), 0u) << "message must start with the file: " << message;
+    return message;
+  }
+  ADD_FAILURE() << "expected a LoadError";
+  return "";
 }
 
 // A file image with the given header text (not validated) and `dataBytes` of data.
