@@ -22,14 +22,26 @@ static constexpr int64_t kLine = 64;
 namespace {
 
 #if defined(__x86_64__)
+// Bytes ahead of the loads that the read kernel prefetches. The hardware
+// prefetchers alone left ~20% of the bandwidth unused on the 2-core machine
+// (20.3 vs 24.9 GB/s); the weight-streaming kernels prefetch as far ahead, so
+// the floor they are compared with is the best read we know, not an easy one.
+static constexpr int64_t kPrefetchBytes = 8192;
+
 // Four independent accumulators keep several loads in flight; the sum is
 // returned so the loads cannot be optimized away. No -march flag: the AVX2
 // variant is chosen at run time, so the binary still runs on any x86-64.
 __attribute__((target("avx2"))) uint64_t sumLinesAvx2(const uint8_t *data, int64_t lines) {
   __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
   const __m256i *p = reinterpret_cast<const __m256i *>(data);
+  const int64_t prefetchEnd = lines - kPrefetchBytes / kLine; // never touch past the buffer
   int64_t i = 0;
   for (; i + 2 <= lines; i += 2, p += 4) { // two lines per iteration
+    if (i < prefetchEnd) {
+      const char *ahead = reinterpret_cast<const char *>(p) + kPrefetchBytes;
+      _mm_prefetch(ahead, _MM_HINT_T1);
+      _mm_prefetch(ahead + kLine, _MM_HINT_T1);
+    }
     a = _mm256_add_epi64(a, _mm256_load_si256(p));
     b = _mm256_add_epi64(b, _mm256_load_si256(p + 1));
     c = _mm256_add_epi64(c, _mm256_load_si256(p + 2));

@@ -16,11 +16,13 @@
 #include "runtime/LoadError.h"
 #include "runtime/SharedLibrary.h"
 #include "runtime/WeightBinder.h"
+#include "runtime/WeightLayout.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace q3::runtime {
@@ -105,9 +107,13 @@ struct Model::State {
   int64_t outputBuffer = 0;
   int64_t layers = 0, kvRowFloats = 0, vocab = 0, context = 0, position = 0;
   int64_t decodeBytes = 0;
+  bool profiling = false;
+  std::vector<KernelProfile> stepProfiles; // parallel to steps while profiling
 
   void loadKernels(const std::string &path);
   void bindWeights(const std::string &weightsPath);
+  void packColumnBlocksOf(const WeightData &source, const nlohmann::json &entry,
+                          WeightData &packed);
   void materialize(const nlohmann::json &entry, const BoundWeights &bound);
   void buildSchedule();
   /// Runs one dispatch over rows [firstRow, rows) of the activation buffers
@@ -130,6 +136,23 @@ void Model::State::loadKernels(const std::string &path) {
   if (!library)
     throw LoadError(path + ": no kernels.so section");
   kernels = SharedLibrary::loadFromMemory(path + ":kernels.so", library->data, library->size);
+}
+
+void Model::State::packColumnBlocksOf(const WeightData &source, const nlohmann::json &entry,
+                                      WeightData &packed) {
+  auto shape = entry.at("shape").get<std::vector<int64_t>>();
+  if (source.dtype != DType::BF16 || packed.dtype != DType::BF16 || shape.size() != 2 ||
+      !fitsColumnBlocks(shape[0], shape[1]) || source.elements != packed.elements)
+    throw LoadError(fmt::format("weight {}: column blocks need a bf16 [16n, 2m] matrix, got {} {}",
+                                entry.at("id").get<int64_t>(), entry.at("dtype").dump(),
+                                entry.at("shape").dump()));
+  packed.owned.resize(size_t(packed.elements) * 2);
+  const auto *from = reinterpret_cast<const uint16_t *>(source.owned.empty() ? source.data
+                                                                             : source.owned.data());
+  auto *to = reinterpret_cast<uint16_t *>(packed.owned.data());
+  pool->parallelFor(shape[0] / kColumnBlockRows, [&](int64_t begin, int64_t end) {
+    packColumnBlocks(from, to, shape[1], begin, end);
+  });
 }
 
 void Model::State::materialize(const nlohmann::json &entry, const BoundWeights &bound) {
@@ -161,6 +184,8 @@ void Model::State::materialize(const nlohmann::json &entry, const BoundWeights &
       const uint8_t *bytes = part.owned.empty() ? part.data : part.owned.data();
       weight.owned.insert(weight.owned.end(), bytes, bytes + part.elements * dtypeSize(part.dtype));
     }
+  } else if (kind == "column_blocks") {
+    packColumnBlocksOf(weights.at(entry.at("inputs").at(0).get<size_t>()), entry, weight);
   } else {
     throw LoadError("unknown weight kind '" + kind + "'");
   }
@@ -290,9 +315,24 @@ void Model::State::runStep(const Step &step, int64_t rows, int64_t startPos, int
   const int64_t workgroups = step.grid == Step::Grid::Fixed  ? step.gridValue
                              : step.grid == Step::Grid::Rows ? rows
                                                              : rows * step.gridValue;
+  const auto start = profiling ? std::chrono::steady_clock::now()
+                               : std::chrono::steady_clock::time_point();
   pool->parallelFor(workgroups, [&](int64_t begin, int64_t end) {
     step.entry(pointers.data(), bytes.data(), scalars.data(), begin, end);
   });
+  if (profiling) {
+    KernelProfile &p = stepProfiles[size_t(&step - steps.data())];
+    p.calls += 1;
+    p.seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // Column-tiled (fixed-grid) kernels read all of each weight once per
+    // call; the row-gridded ones (the embedding) gather rows.
+    for (const Binding &operand : step.operands)
+      if (step.grid == Step::Grid::Fixed && operand.kind == Binding::Kind::Weight) {
+        const WeightData &w = weights.at(operand.value);
+        p.weightBytes += w.elements * int64_t(dtypeSize(w.dtype));
+      }
+  }
 }
 
 Model::Model() : state(std::make_unique<State>()) {}
@@ -313,6 +353,7 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
     const int64_t maxPositions = config.at("max_position_embeddings").get<int64_t>();
     s.context =
         options.contextLength > 0 ? options.contextLength : std::min<int64_t>(maxPositions, 4096);
+    s.pool = std::make_unique<ThreadPool>(options.threads); // packs weights in parallel
     s.bindWeights(weightsPath);
     s.rowBytes = s.artifact->manifest().at("buffers").at("row_bytes").get<std::vector<int64_t>>();
     s.buildSchedule();
@@ -328,7 +369,6 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
     throw LoadError(artifactPath +
                     ": manifest refers to something that does not exist: " + e.what());
   }
-  s.pool = std::make_unique<ThreadPool>(options.threads);
   return model;
 }
 
@@ -375,5 +415,31 @@ int64_t Model::weightBytes() const {
 }
 const nlohmann::json &Model::manifest() const { return state->artifact->manifest(); }
 ThreadPool &Model::pool() { return *state->pool; }
+
+void Model::setProfiling(bool enabled) {
+  State &s = *state;
+  s.profiling = enabled;
+  if (enabled) {
+    s.stepProfiles.assign(s.steps.size(), KernelProfile{});
+    for (size_t i = 0; i < s.steps.size(); ++i)
+      s.stepProfiles[i].kernel = s.steps[i].kernel;
+  }
+}
+
+std::vector<KernelProfile> Model::profile() const {
+  std::vector<KernelProfile> byKernel;
+  for (const KernelProfile &step : state->stepProfiles) {
+    auto it = std::find_if(byKernel.begin(), byKernel.end(),
+                           [&](const KernelProfile &k) { return k.kernel == step.kernel; });
+    if (it == byKernel.end()) {
+      byKernel.push_back(step);
+      continue;
+    }
+    it->calls += step.calls;
+    it->seconds += step.seconds;
+    it->weightBytes += step.weightBytes;
+  }
+  return byKernel;
+}
 
 } // namespace q3::runtime

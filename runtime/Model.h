@@ -23,6 +23,14 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// Time spent in one kernel over the forward() calls since profiling began.
+struct KernelProfile {
+  std::string kernel;
+  int64_t calls = 0;
+  double seconds = 0;
+  int64_t weightBytes = 0; // weight bytes the kernel read over those calls
+};
+
 struct ModelOptions {
   int threads = 0;           // 0: all cores
   int64_t contextLength = 0; // KV cache positions; 0: min(max_position_embeddings, 4096)
@@ -59,6 +67,12 @@ public:
   int64_t weightBytes() const;
   const nlohmann::json &manifest() const;
   ThreadPool &pool();
+
+  /// Starts (clearing what was collected) or stops timing each dispatch.
+  /// Off by default: the clock reads cost ~1 us per dispatch.
+  void setProfiling(bool enabled);
+  /// Per kernel, in order of first use in the schedule.
+  std::vector<KernelProfile> profile() const;
 
 private:
   Model();

@@ -130,6 +130,7 @@ std::set<std::string> kernelsWithPrologueGain(func::FuncOp forward) {
 struct CpuKernel {
   std::string source;
   json grid;
+  bool columnBlocks = false; // reads its weight (operand 1) as column blocks
 };
 
 CpuKernel fusedLinearKernel(const std::string &name, Value weight, bool residual,
@@ -147,7 +148,10 @@ CpuKernel fusedLinearKernel(const std::string &name, Value weight, bool residual
   kernel.normEps = eps;
   kernel.swiglu = swiglu;
   kernel.residual = residual;
-  return {fusedLinearSource(kernel), {{"kind", "fixed"}, {"count", kernel.workgroups()}}};
+  kernel.columnBlocks = kernel.columnBlocksFit();
+  return {fusedLinearSource(kernel),
+          {{"kind", "fixed"}, {"count", kernel.workgroups()}},
+          kernel.columnBlocks};
 }
 
 /// `unfolded` describes the kernel's weight when it reads it unfolded.
@@ -215,8 +219,10 @@ json configJson(ModuleOp module) {
 
 class ManifestBuilder {
 public:
-  ManifestBuilder(ModuleOp module, std::set<std::string> prologueGainKernels)
-      : module(module), prologueGainKernels(std::move(prologueGainKernels)) {}
+  ManifestBuilder(ModuleOp module, std::set<std::string> prologueGainKernels,
+                  std::set<std::string> columnBlockKernels)
+      : module(module), prologueGainKernels(std::move(prologueGainKernels)),
+        columnBlockKernels(std::move(columnBlockKernels)) {}
 
   json takeWeights() { return std::move(weightList); }
 
@@ -251,15 +257,26 @@ public:
     json steps = json::array();
     for (DispatchOp dispatch : forward.getBody().front().getOps<DispatchOp>()) {
       json operands = json::array();
-      const bool unfoldWeight = prologueGainKernels.count(dispatch.getKernel().str()) > 0;
+      const std::string kernel = dispatch.getKernel().str();
+      const bool unfoldWeight = prologueGainKernels.count(kernel) > 0;
+      const bool blocks = columnBlockKernels.count(kernel) > 0;
       for (auto [i, operand] : llvm::enumerate(dispatch.getOperands())) {
-        if (i == 1 && unfoldWeight) {
-          UnfoldedWeight unfolded = *unfold(operand);
-          operands.push_back({{"kind", "weight"}, {"id", stackedWeight(unfolded.parts)}});
-          operands.push_back(describe(unfolded.gain));
+        if (i != 1) {
+          operands.push_back(describe(operand));
           continue;
         }
-        operands.push_back(describe(operand));
+        json weight = describe(operand);
+        std::optional<json> gain;
+        if (unfoldWeight) {
+          UnfoldedWeight unfolded = *unfold(operand);
+          weight = {{"kind", "weight"}, {"id", stackedWeight(unfolded.parts)}};
+          gain = describe(unfolded.gain);
+        }
+        if (blocks)
+          weight["id"] = columnBlocksOf(weight.at("id").get<int64_t>());
+        operands.push_back(weight);
+        if (gain)
+          operands.push_back(*gain);
       }
       auto buffers = dispatch->getAttrOfType<DenseI64ArrayAttr>("q3.buffers");
       if (!buffers)
@@ -321,6 +338,20 @@ private:
     return id;
   }
 
+  /// A column_blocks entry (runtime/WeightLayout.h) for weight `id`, one per id.
+  int64_t columnBlocksOf(int64_t id) {
+    auto [it, inserted] = columnBlockIds.try_emplace(id, int64_t(weightList.size()));
+    if (inserted) {
+      const json &source = weightList.at(size_t(id));
+      weightList.push_back({{"id", it->second},
+                            {"kind", "column_blocks"},
+                            {"inputs", {id}},
+                            {"shape", source.at("shape")},
+                            {"dtype", source.at("dtype")}});
+    }
+    return it->second;
+  }
+
   /// Keys/values returned by a cache op are views of one layer of the cache.
   std::optional<json> cacheView(DispatchOp dispatch, unsigned index) {
     auto kernel = module.lookupSymbol<func::FuncOp>(dispatch.getKernel());
@@ -337,7 +368,8 @@ private:
   }
 
   ModuleOp module;
-  std::set<std::string> prologueGainKernels;
+  std::set<std::string> prologueGainKernels, columnBlockKernels;
+  std::map<int64_t, int64_t> columnBlockIds;
   json weightList;
   llvm::DenseMap<Value, int64_t> weightIds;
   llvm::DenseMap<Value, json> values;
@@ -389,6 +421,7 @@ CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target) {
   for (DispatchOp dispatch : forward.getBody().front().getOps<DispatchOp>())
     exampleDispatch.try_emplace(dispatch.getKernel().str(), dispatch);
   json kernels = json::array();
+  std::set<std::string> columnBlocks;
   module.walk([&](func::FuncOp kernel) {
     if (!kernel->hasAttr(kKernelAttrName))
       return;
@@ -398,11 +431,16 @@ CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target) {
       unfolded = unfold(exampleDispatch.at(name).getOperand(1));
     CpuKernel cpu = cpuKernelFor(kernel, unfolded);
     compiled.kernelSource += cpu.source;
-    kernels.push_back({{"name", kernel.getSymName().str()}, {"grid", cpu.grid}});
+    json entry = {{"name", name}, {"grid", cpu.grid}};
+    if (cpu.columnBlocks) {
+      entry["weight_layout"] = "column_blocks";
+      columnBlocks.insert(name);
+    }
+    kernels.push_back(entry);
   });
   compiled.sharedObject = linkSharedObject(compileKernelsToObject(compiled.kernelSource, target));
 
-  ManifestBuilder builder(module, prologueGain);
+  ManifestBuilder builder(module, prologueGain, columnBlocks);
   builder.collectWeights(forward);
   json schedule = builder.schedule(forward);
   json output = builder.describe(forward.getBody().front().getTerminator()->getOperand(0));

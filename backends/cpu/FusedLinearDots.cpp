@@ -6,13 +6,38 @@
 
 namespace q3::cpu::detail {
 
+/// Software prefetch of the weight row that the dot product will read
+/// kPrefetchBytes later, one hint per cache line of a 64-wide step. Measured on
+/// the 2-core machine: a bf16 matrix-vector product streams ~15 GB/s from DRAM
+/// with the hardware prefetchers alone and ~23 GB/s with this (the pure read
+/// reaches ~21 GB/s); the hint is T1 (locality 2) so the lines do not evict the
+/// activations from L1.
+static constexpr int64_t kPrefetchBytes = 8192;
+
+static std::string prefetchAhead(const FusedLinearKernel &kernel, const std::string &weightType) {
+  const int64_t elementBytes = kernel.weight == WeightStorage::F32 ? 4 : 2;
+  const int64_t rowBytes = kernel.inFeatures * elementBytes;
+  const int64_t rowsAhead = (kPrefetchBytes + rowBytes - 1) / rowBytes;
+  std::string text = fmt::format("    %pfAhead = arith.constant {} : index\n"
+                                 "    %pfLast = arith.constant {} : index\n"
+                                 "    %pfRow0 = arith.addi %n, %pfAhead : index\n"
+                                 "    %pfRow = arith.minui %pfRow0, %pfLast : index\n",
+                                 rowsAhead, kernel.weightRows() - 1);
+  const int64_t elementsPerLine = 64 / elementBytes;
+  for (int64_t offset = 0; offset < 4 * kLanes; offset += elementsPerLine)
+    text += fmt::format("    %pfK{0} = arith.addi %k, %c{0} : index\n"
+                        "    memref.prefetch %w[%pfRow, %pfK{0}], read, locality<2>, data : {1}\n",
+                        offset, weightType);
+  return text;
+}
+
 /// The dot product of row %t of x with weight row %n: four independent
 /// 16-lane accumulators over 64-wide steps (so FMA latency does not bound a
 /// decode step), then 16-wide steps, then a scalar tail.
 std::string dotFunction(const FusedLinearKernel &kernel, const std::string &xType,
                         const std::string &weightType) {
   const int64_t k = kernel.inFeatures, wideEnd = k - k % (4 * kLanes), vectorEnd = k - k % kLanes;
-  std::string wideBody;
+  std::string wideBody = prefetchAhead(kernel, weightType);
   for (int lane = 0; lane < 4; ++lane) {
     const std::string l = std::to_string(lane);
     wideBody +=
@@ -212,6 +237,31 @@ func.func private @{name}_dot4x4(%x: {xType}, %w: {weightType}, %t0: index, %n0:
                      fmt::arg("tailFmas", tailFmas), fmt::arg("tailYields", tailYields),
                      fmt::arg("results", results),
                      fmt::arg("preamble", tilePreamble(k, vectorEnd, true)));
+}
+
+GainPrologue gainPrologue(const FusedLinearKernel &kernel, const std::string &xType) {
+  GainPrologue gain;
+  if (!kernel.prologueGain)
+    return gain;
+  const std::string gainType =
+      fmt::format("memref<{}x{}>", kernel.inFeatures, storageType(*kernel.prologueGain));
+  gain.prologue = fmt::format(
+      R"mlir(%gain = memref.view %gb[%c0][] : memref<?xi8> to {gainType}
+  %cK = arith.constant {k} : index
+  %xg = memref.alloc(%rows) : {xType}
+  scf.for %t = %c0 to %rows step %c1 {{
+    scf.for %k = %c0 to %cK step %c1 {{
+      %xv = memref.load %x[%t, %k] : {xType}
+      {gainLoad}
+      %scaled = arith.mulf %xv, %gv : f32
+      memref.store %scaled, %xg[%t, %k] : {xType}
+    }}
+  }})mlir",
+      fmt::arg("gainType", gainType), fmt::arg("k", kernel.inFeatures), fmt::arg("xType", xType),
+      fmt::arg("gainLoad", widenedLoad(*kernel.prologueGain, "%gv", "%gain", "%k", gainType)));
+  gain.epilogue = fmt::format("memref.dealloc %xg : {}", xType);
+  gain.dotInput = "%xg";
+  return gain;
 }
 
 } // namespace q3::cpu::detail

@@ -25,4 +25,15 @@ std::string dot4x4Function(const FusedLinearKernel &kernel, const std::string &x
 /// @<name>_inverse_rms(x, t) -> f32
 std::string inverseRmsFunction(const FusedLinearKernel &kernel, const std::string &xType);
 
+/// With a prologue gain the dot products read %xg = x * gain, computed once
+/// per call on the heap (prefill rows can be many); without, they read %x.
+struct GainPrologue {
+  std::string prologue, epilogue, dotInput = "%x";
+};
+GainPrologue gainPrologue(const FusedLinearKernel &kernel, const std::string &xType);
+
+/// The whole kernel for a weight in the column-block layout
+/// (kernel.columnBlocks); ColumnBlockLinearSource.cpp.
+std::string columnBlockLinearSource(const FusedLinearKernel &kernel);
+
 } // namespace q3::cpu::detail

@@ -52,40 +52,11 @@ func.func private @{name}_finish(%d: f32, %du: f32, %st: f32, %t: index, %n: ind
                      fmt::arg("body", body), fmt::arg("last", last));
 }
 
-/// With a prologue gain the dot products read %xg = x * gain, computed once
-/// per call on the heap (prefill rows can be many); without, they read %x.
-struct GainPrologue {
-  std::string prologue, epilogue, dotInput = "%x";
-};
-
-GainPrologue gainPrologue(const FusedLinearKernel &kernel, const std::string &xType) {
-  GainPrologue gain;
-  if (!kernel.prologueGain)
-    return gain;
-  const std::string gainType =
-      fmt::format("memref<{}x{}>", kernel.inFeatures, storageType(*kernel.prologueGain));
-  gain.prologue = fmt::format(
-      R"mlir(%gain = memref.view %gb[%c0][] : memref<?xi8> to {gainType}
-  %cK = arith.constant {k} : index
-  %xg = memref.alloc(%rows) : {xType}
-  scf.for %t = %c0 to %rows step %c1 {{
-    scf.for %k = %c0 to %cK step %c1 {{
-      %xv = memref.load %x[%t, %k] : {xType}
-      {gainLoad}
-      %scaled = arith.mulf %xv, %gv : f32
-      memref.store %scaled, %xg[%t, %k] : {xType}
-    }}
-  }})mlir",
-      fmt::arg("gainType", gainType), fmt::arg("k", kernel.inFeatures), fmt::arg("xType", xType),
-      fmt::arg("gainLoad", widenedLoad(*kernel.prologueGain, "%gv", "%gain", "%k", gainType)));
-  gain.epilogue = fmt::format("memref.dealloc %xg : {}", xType);
-  gain.dotInput = "%xg";
-  return gain;
-}
-
 } // namespace
 
 std::string fusedLinearSource(const FusedLinearKernel &kernel) {
+  if (kernel.columnBlocks)
+    return columnBlockLinearSource(kernel);
   const std::string xType = fmt::format("memref<?x{}xf32>", kernel.inFeatures);
   const std::string yType = fmt::format("memref<?x{}xf32>", kernel.outFeatures);
   const std::string weightType = fmt::format("memref<{}x{}x{}>", kernel.weightRows(),

@@ -31,7 +31,15 @@ struct FusedLinearKernel {
   /// buffer after the weight) instead of reading a weight with the gain folded
   /// in: exact, and the weight keeps the checkpoint's (narrower) dtype.
   std::optional<WeightStorage> prologueGain;
+  /// The weight is bound in the column-block layout of runtime/WeightLayout.h
+  /// (bf16 only; weightRows() % 16 == 0, inFeatures % 2 == 0): the prefill
+  /// and decode loops then run as 6 x 32 and 1 x 32 register tiles without
+  /// horizontal sums. See columnBlocksFit().
+  bool columnBlocks = false;
   static constexpr int64_t kColumnsPerWorkgroup = 64;
+  bool columnBlocksFit() const {
+    return weight == WeightStorage::BF16 && outFeatures % 16 == 0 && inFeatures % 2 == 0;
+  }
   int64_t weightRows() const { return swiglu ? 2 * outFeatures : outFeatures; }
   int64_t workgroups() const {
     return (outFeatures + kColumnsPerWorkgroup - 1) / kColumnsPerWorkgroup;

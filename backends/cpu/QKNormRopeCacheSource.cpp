@@ -15,11 +15,37 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel) {
   const std::string queryType = fmt::format("memref<?x{}x{}xf32>", kernel.queryHeads, d);
   const std::string cacheType = fmt::format("memref<?x{}x{}xf32>", kernel.kvHeads, d);
   const std::string scratchType = fmt::format("memref<{}xf32>", d);
+  const std::string angleType = fmt::format("memref<{}xf64>", d / 2);
   return fmt::format(
       R"mlir(
+// cos and sin of the rotate-half RoPE angles of position `pos`, in f64 as the
+// reference computes them. Every head of a row shares them: computed once per
+// row, not per head (libm's pow/cos/sin dominated this kernel before).
+func.func private @{name}_angles(%pos: index, %cosTable: {angleType}, %sinTable: {angleType}) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %cHalf = arith.constant {half} : index
+  %theta = arith.constant {theta:e} : f64
+  %exponentStep = arith.constant {exponentStep:e} : f64
+  %pos64 = arith.index_cast %pos : index to i64
+  %posF = arith.sitofp %pos64 : i64 to f64
+  scf.for %i = %c0 to %cHalf step %c1 {{
+    %i64 = arith.index_cast %i : index to i64
+    %iF = arith.sitofp %i64 : i64 to f64
+    %exponent = arith.mulf %iF, %exponentStep : f64
+    %frequency = math.powf %theta, %exponent : f64
+    %angle = arith.mulf %posF, %frequency : f64
+    %cos = math.cos %angle : f64
+    %sin = math.sin %angle : f64
+    memref.store %cos, %cosTable[%i] : {angleType}
+    memref.store %sin, %sinTable[%i] : {angleType}
+  }}
+  return
+}}
+
 // One head vector qkv[t, offset .. offset + D): RMSNorm with `gain`, then
-// rotate-half RoPE at `pos` (angles in f64, as the reference), into %out.
-func.func private @{name}_head(%qkv: {qkvType}, %t: index, %offset: index, %gain: {gainType}, %pos: index, %out: {scratchType}) {{
+// rotate-half RoPE with the row's angle table, into %out.
+func.func private @{name}_head(%qkv: {qkvType}, %t: index, %offset: index, %gain: {gainType}, %cosTable: {angleType}, %sinTable: {angleType}, %out: {scratchType}) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %cD = arith.constant {d} : index
@@ -28,8 +54,6 @@ func.func private @{name}_head(%qkv: {qkvType}, %t: index, %offset: index, %gain
   %one = arith.constant 1.0 : f32
   %count = arith.constant {dFloat:e} : f32
   %eps = arith.constant {eps:e} : f32
-  %theta = arith.constant {theta:e} : f64
-  %exponentStep = arith.constant {exponentStep:e} : f64
   %squares = scf.for %i = %c0 to %cD step %c1 iter_args(%a = %zero) -> (f32) {{
     %at = arith.addi %offset, %i : index
     %v = memref.load %qkv[%t, %at] : {qkvType}
@@ -48,16 +72,9 @@ func.func private @{name}_head(%qkv: {qkvType}, %t: index, %offset: index, %gain
     %scaled = arith.mulf %n, %g : f32
     memref.store %scaled, %out[%i] : {scratchType}
   }}
-  %pos64 = arith.index_cast %pos : index to i64
-  %posF = arith.sitofp %pos64 : i64 to f64
   scf.for %i = %c0 to %cHalf step %c1 {{
-    %i64 = arith.index_cast %i : index to i64
-    %iF = arith.sitofp %i64 : i64 to f64
-    %exponent = arith.mulf %iF, %exponentStep : f64
-    %frequency = math.powf %theta, %exponent : f64
-    %angle = arith.mulf %posF, %frequency : f64
-    %cos = math.cos %angle : f64
-    %sin = math.sin %angle : f64
+    %cos = memref.load %cosTable[%i] : {angleType}
+    %sin = memref.load %sinTable[%i] : {angleType}
     %j = arith.addi %i, %cHalf : index
     %a32 = memref.load %out[%i] : {scratchType}
     %b32 = memref.load %out[%j] : {scratchType}
@@ -93,13 +110,20 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
   %kCache = memref.view %kcb[%c0][%cacheRows] : memref<?xi8> to {cacheType}
   %vCache = memref.view %vcb[%c0][%cacheRows] : memref<?xi8> to {cacheType}
   %scratch = memref.alloca() : {scratchType}
+  %cosTable = memref.alloca() : {angleType}
+  %sinTable = memref.alloca() : {angleType}
   %layerBase = arith.muli %layer, %capacity : index
-  scf.for %g = %wgBegin to %wgEnd step %c1 {{
+  %none = arith.constant -1 : index
+  scf.for %g = %wgBegin to %wgEnd step %c1 iter_args(%tablePos = %none) -> (index) {{
     %t = arith.divui %g, %cQueryHeads : index
     %h = arith.remui %g, %cQueryHeads : index
     %pos = arith.addi %startPos, %t : index
+    %stale = arith.cmpi ne, %pos, %tablePos : index
+    scf.if %stale {{
+      func.call @{name}_angles(%pos, %cosTable, %sinTable) : (index, {angleType}, {angleType}) -> ()
+    }}
     %qOffset = arith.muli %h, %cD : index
-    func.call @{name}_head(%qkv, %t, %qOffset, %qGain, %pos, %scratch) : ({qkvType}, index, index, {gainType}, index, {scratchType}) -> ()
+    func.call @{name}_head(%qkv, %t, %qOffset, %qGain, %cosTable, %sinTable, %scratch) : ({qkvType}, index, index, {gainType}, {angleType}, {angleType}, {scratchType}) -> ()
     scf.for %i = %c0 to %cD step %c1 {{
       %v = memref.load %scratch[%i] : {scratchType}
       memref.store %v, %query[%t, %h, %i] : {queryType}
@@ -108,7 +132,7 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
     scf.if %isKV {{
       %kHead = arith.addi %cQueryHeads, %h : index
       %kOffset = arith.muli %kHead, %cD : index
-      func.call @{name}_head(%qkv, %t, %kOffset, %kGain, %pos, %scratch) : ({qkvType}, index, index, {gainType}, index, {scratchType}) -> ()
+      func.call @{name}_head(%qkv, %t, %kOffset, %kGain, %cosTable, %sinTable, %scratch) : ({qkvType}, index, index, {gainType}, {angleType}, {angleType}, {scratchType}) -> ()
       %row = arith.addi %layerBase, %pos : index
       %vHeadBase = arith.addi %cQueryHeads, %cKVHeads : index
       %vHead = arith.addi %vHeadBase, %h : index
@@ -121,13 +145,14 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
         memref.store %v, %vCache[%row, %h, %i] : {cacheType}
       }}
     }}
+    scf.yield %pos : index
   }}
   return
 }}
 )mlir",
       fmt::arg("name", kernel.name), fmt::arg("qkvType", qkvType), fmt::arg("gainType", gainType),
       fmt::arg("queryType", queryType), fmt::arg("cacheType", cacheType),
-      fmt::arg("scratchType", scratchType), fmt::arg("d", d), fmt::arg("half", d / 2),
+      fmt::arg("scratchType", scratchType), fmt::arg("angleType", angleType), fmt::arg("d", d), fmt::arg("half", d / 2),
       fmt::arg("dFloat", double(d)), fmt::arg("eps", kernel.eps), fmt::arg("theta", kernel.theta),
       fmt::arg("exponentStep", -2.0 / double(d)), fmt::arg("queryHeads", kernel.queryHeads),
       fmt::arg("kvHeads", kernel.kvHeads), fmt::arg("cacheRowBytes", kernel.kvHeads * d * 4),

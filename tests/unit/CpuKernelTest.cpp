@@ -11,6 +11,7 @@
 #include "runtime/DType.h"
 #include "runtime/KernelABI.h"
 #include "runtime/SharedLibrary.h"
+#include "runtime/WeightLayout.h"
 
 #include <gtest/gtest.h>
 
@@ -29,6 +30,7 @@ struct LinearCase {
   WeightStorage weight;
   bool norm, swiglu, residual;
   bool prologueGain = false; // gain applied to x in the kernel, not folded into w
+  bool columnBlocks = false; // weight bound in runtime/WeightLayout.h's column blocks
 };
 
 void PrintTo(const LinearCase &c, std::ostream *os) { *os << c.label; }
@@ -69,6 +71,7 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu) {
   kernel.residual = c.residual;
   if (c.prologueGain)
     kernel.prologueGain = WeightStorage::BF16;
+  kernel.columnBlocks = c.columnBlocks;
 
   std::vector<uint8_t> library = cpu::linkSharedObject(
       cpu::compileKernelsToObject(cpu::fusedLinearSource(kernel), cpu::resolveCpuTarget(cpu)));
@@ -83,6 +86,13 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu) {
   std::vector<uint8_t> stored(weights.size() * runtime::dtypeSize(dtype));
   runtime::convertFromF32(dtype, weights.data(), stored.data(), weights.size());
   runtime::convertToF32(dtype, stored.data(), weights.data(), weights.size());
+  if (c.columnBlocks) {
+    std::vector<uint8_t> packed(stored.size());
+    runtime::packColumnBlocks(reinterpret_cast<const uint16_t *>(stored.data()),
+                              reinterpret_cast<uint16_t *>(packed.data()), c.in, 0,
+                              kernel.weightRows() / runtime::kColumnBlockRows);
+    stored = std::move(packed);
+  }
   std::vector<float> residual = randomValues(c.rows * c.out, rng);
   std::vector<float> expected(c.rows * c.out), actual(c.rows * c.out, NAN);
 
@@ -168,7 +178,22 @@ INSTANTIATE_TEST_SUITE_P(
         LinearCase{"prologue_gain_swiglu_f16", 64, 40, 2, WeightStorage::F16, true, true, false,
                    true},
         LinearCase{"prologue_gain_qwen3_0_6b_qkv_prefill", 1024, 4096, 5, WeightStorage::BF16, true,
-                   false, false, true}),
+                   false, false, true},
+        // Column blocks: 6-row prefill tiles plus leftover rows, an odd number
+        // of output blocks (a pair cut short), every epilogue.
+        LinearCase{"blocks_plain_decode", 64, 48, 1, WeightStorage::BF16, false, false, false,
+                   false, true},
+        LinearCase{"blocks_plain_prefill", 40, 80, 13, WeightStorage::BF16, false, false, false,
+                   false, true},
+        LinearCase{"blocks_norm_gain", 72, 96, 7, WeightStorage::BF16, true, false, false, true,
+                   true},
+        LinearCase{"blocks_swiglu", 64, 48, 6, WeightStorage::BF16, true, true, false, true, true},
+        LinearCase{"blocks_residual_decode", 192, 64, 1, WeightStorage::BF16, false, false, true,
+                   false, true},
+        LinearCase{"blocks_all_epilogues", 64, 32, 8, WeightStorage::BF16, true, true, true, false,
+                   true},
+        LinearCase{"blocks_qwen3_0_6b_mlp_prefill", 1024, 3072, 9, WeightStorage::BF16, true,
+                   true, false, true, true}),
     caseName);
 
 /// Compiles one kernel's source for the host and returns its entry.

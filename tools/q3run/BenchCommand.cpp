@@ -144,6 +144,63 @@ void printTable(const std::vector<std::vector<std::string>> &rows) {
 
 json orNull(const std::optional<double> &value) { return value ? json(*value) : json(nullptr); }
 
+/// One phase (prefill or decode) timed per kernel, after the timed runs.
+struct PhaseProfile {
+  std::string phase;
+  int64_t tokens = 0; // positions the phase ran (decode: steps)
+  std::vector<runtime::KernelProfile> kernels;
+};
+
+json profileJson(const PhaseProfile &phase) {
+  json kernels = json::array();
+  for (const runtime::KernelProfile &k : phase.kernels)
+    kernels.push_back({{"kernel", k.kernel},
+                       {"calls", k.calls},
+                       {"seconds", k.seconds},
+                       {"weight_bytes", k.weightBytes}});
+  return {{"phase", phase.phase}, {"tokens", phase.tokens}, {"kernels", kernels}};
+}
+
+// Per kernel: share of the phase's time and, for kernels that read weights,
+// the rate they streamed them at.
+void printProfile(const PhaseProfile &phase) {
+  double total = 0;
+  for (const runtime::KernelProfile &k : phase.kernels)
+    total += k.seconds;
+  std::vector<std::vector<std::string>> rows = {
+      {"kernel", "calls", "ms", "% of " + phase.phase, "weights read", "GB/s"}};
+  for (const runtime::KernelProfile &k : phase.kernels)
+    rows.push_back({k.kernel, std::to_string(k.calls), fmt::format("{:.2f}", k.seconds * 1e3),
+                    fmt::format("{:.1f}%", total > 0 ? 100 * k.seconds / total : 0.0),
+                    k.weightBytes ? formatBytes(double(k.weightBytes)) : "-",
+                    k.weightBytes && k.seconds > 0
+                        ? fmt::format("{:.1f}", double(k.weightBytes) / k.seconds / 1e9)
+                        : "-"});
+  fmt::print("\n{} of {} tokens, {:.2f} ms in kernels:\n", phase.phase, phase.tokens,
+             total * 1e3);
+  printTable(rows);
+}
+
+std::vector<PhaseProfile> profilePhases(runtime::Model &model, const std::vector<int32_t> &prompt,
+                                        const std::vector<int32_t> &decodeTokens) {
+  std::vector<PhaseProfile> phases;
+  model.reset();
+  if (!prompt.empty()) {
+    model.setProfiling(true);
+    model.forward(prompt, runtime::Model::Logits::Last);
+    phases.push_back({"prefill", int64_t(prompt.size()), model.profile()});
+  }
+  if (!decodeTokens.empty()) {
+    model.setProfiling(true);
+    for (int32_t id : decodeTokens)
+      model.forward({id}, runtime::Model::Logits::Last);
+    phases.push_back({"decode", int64_t(decodeTokens.size()), model.profile()});
+  }
+  model.setProfiling(false);
+  model.reset();
+  return phases;
+}
+
 } // namespace
 
 int benchCommand(const std::vector<std::string> &args) {
@@ -153,10 +210,11 @@ int benchCommand(const std::vector<std::string> &args) {
   int64_t repetitions = 3;
   int64_t seed = 1234;
   bool jsonOutput = false;
+  bool profile = false;
   ArgParser parser(
       "q3run bench",
-      "q3run bench MODEL.q3 --weights MODEL_DIR [-p N] [-g N] [-r N] [--json] [--threads N] "
-      "[--ctx N]",
+      "q3run bench MODEL.q3 --weights MODEL_DIR [-p N] [-g N] [-r N] [--json] [--profile] "
+      "[--threads N] [--ctx N]",
       "Measures load time, prefill tokens/s (-p random tokens from position 0) and\n"
       "decode tokens/s (-g single-token steps after that prefill), the median of -r\n"
       "repetitions, and compares decode traffic with the machine's read bandwidth.");
@@ -172,6 +230,8 @@ int benchCommand(const std::vector<std::string> &args) {
                 "seed of the random prompt and decode tokens (default 1234)", 0,
                 std::numeric_limits<int64_t>::max());
   parser.addFlag({"--json"}, &jsonOutput, "print one JSON object instead of the table");
+  parser.addFlag({"--profile"}, &profile,
+                 "after the timed runs, run prefill and decode once more timing each kernel");
   if (!parser.parse(args))
     return 0;
 
@@ -226,6 +286,9 @@ int benchCommand(const std::vector<std::string> &args) {
     }
   }
   model->reset();
+  std::vector<PhaseProfile> phases;
+  if (profile)
+    phases = profilePhases(*model, prompt, decodeTokens);
   // Before the bandwidth buffer (1 GiB) is allocated: the model's own peak.
   const int64_t peakRss = peakRssBytes();
   const runtime::BandwidthResult bandwidth =
@@ -265,6 +328,11 @@ int benchCommand(const std::vector<std::string> &args) {
         {"fraction_of_bandwidth", orNull(fraction)},
         {"peak_rss_bytes", peakRss},
     };
+    if (profile) {
+      out["profile"] = json::array();
+      for (const PhaseProfile &phase : phases)
+        out["profile"].push_back(profileJson(phase));
+    }
     std::puts(out.dump(2).c_str());
     return 0;
   }
@@ -286,6 +354,8 @@ int benchCommand(const std::vector<std::string> &args) {
              peakRss >= 0 ? formatBytes(double(peakRss)) : std::string("unknown"));
   fmt::print("medians of {} repetitions after one warm-up; decode GB/s = bytes/token x t/s\n",
              repetitions);
+  for (const PhaseProfile &phase : phases)
+    printProfile(phase);
   return 0;
 }
 

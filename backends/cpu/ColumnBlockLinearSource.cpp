@@ -1,0 +1,283 @@
+//===- ColumnBlockLinearSource.cpp - fused_linear on column-block weights -===//
+//
+// fused_linear for a bf16 weight in the column-block layout
+// ([N/16][K/2][16][2], runtime/WeightLayout.h). A register tile is R rows x
+// 2 blocks of 16 columns: per pair of k, each block is one 64-byte load that
+// widens exactly to the f32 weights of k (shift) and k+1 (mask), and every
+// row's x[t, k] and x[t, k+1] are broadcast into 2R fused multiply-adds per
+// block. Prefill runs 6-row tiles (12 accumulators, each weight load serves six
+// rows), the remaining rows and decode run 1-row tiles that prefetch the
+// weight stream ahead. The epilogue (norm scale, SwiGLU, residual) works on
+// 16 columns at once. Workgroup w owns output blocks [4w, 4w + 4).
+//
+// SwiGLU pairs gate block b with up block b + N/32 (the up half's rows follow
+// the gate half's); plain kernels pair neighbouring output blocks.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/FusedLinearDots.h"
+#include "backends/cpu/KernelSourceUtil.h"
+
+#include <fmt/format.h>
+
+namespace q3::cpu::detail {
+namespace {
+
+constexpr int64_t kBlock = 16;
+constexpr int64_t kPrefillRows = 6;
+/// How far ahead (in bytes of one block's stream) a 1-row tile prefetches:
+/// the distance that let a matrix-vector product stream at the read bandwidth
+/// on the 2-core machine (see FusedLinearDots.cpp).
+constexpr int64_t kPrefetchBytes = 8192;
+
+struct Layout {
+  int64_t k, pairs, blocks, outBlocks;
+  std::string xType, yType, weightType, flatType;
+};
+
+Layout layoutOf(const FusedLinearKernel &kernel) {
+  Layout l;
+  l.k = kernel.inFeatures;
+  l.pairs = l.k / 2;
+  l.blocks = kernel.weightRows() / kBlock;
+  l.outBlocks = kernel.outFeatures / kBlock;
+  l.xType = fmt::format("memref<?x{}xf32>", l.k);
+  l.yType = fmt::format("memref<?x{}xf32>", kernel.outFeatures);
+  l.weightType = fmt::format("memref<{}x{}x32xi16>", l.blocks, l.pairs);
+  l.flatType = fmt::format("memref<{}xi16>", l.blocks * l.pairs * 32);
+  return l;
+}
+
+/// @<name>_tile<R>(x, w, wflat, t0, b0, b1) -> 2R accumulators, row-major
+/// (row r: block b0, then block b1).
+std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int rows) {
+  std::string setup, loads, body, iterArgs, yields, types;
+  for (int r = 1; r < rows; ++r)
+    setup += fmt::format("  %cRow{0} = arith.constant {0} : index\n"
+                         "  %t{0} = arith.addi %t0, %cRow{0} : index\n",
+                         r);
+  const bool prefetch = rows == 1;
+  if (prefetch) {
+    setup += fmt::format("  %pairElems = arith.constant 32 : index\n"
+                         "  %ahead = arith.constant {} : index\n"
+                         "  %lastElem = arith.constant {} : index\n"
+                         "  %blockElems = arith.constant {} : index\n",
+                         kPrefetchBytes / 2, l.blocks * l.pairs * 32 - 1, l.pairs * 32);
+    for (int c = 0; c < 2; ++c)
+      setup += fmt::format("  %base{0}_ = arith.muli %b{0}, %blockElems : index\n"
+                           "  %base{0} = arith.addi %base{0}_, %ahead : index\n",
+                           c);
+  }
+  for (int c = 0; c < 2; ++c) {
+    loads += fmt::format(
+        "    %wv{0} = vector.load %w[%b{0}, %kp, %c0] : {1}, vector<32xi16>\n"
+        "    %wi{0} = vector.bitcast %wv{0} : vector<32xi16> to vector<16xi32>\n"
+        "    %wes{0} = arith.shli %wi{0}, %shift : vector<16xi32>\n"
+        "    %we{0} = arith.bitcast %wes{0} : vector<16xi32> to vector<16xf32>\n"
+        "    %wom{0} = arith.andi %wi{0}, %highHalf : vector<16xi32>\n"
+        "    %wo{0} = arith.bitcast %wom{0} : vector<16xi32> to vector<16xf32>\n",
+        c, l.weightType);
+    if (prefetch)
+      loads += fmt::format("    %pfOff{0} = arith.muli %kp, %pairElems : index\n"
+                           "    %pfAt{0}_ = arith.addi %base{0}, %pfOff{0} : index\n"
+                           "    %pfAt{0} = arith.minui %pfAt{0}_, %lastElem : index\n"
+                           "    memref.prefetch %wflat[%pfAt{0}], read, locality<2>, data : {1}\n",
+                           c, l.flatType);
+  }
+  for (int r = 0; r < rows; ++r) {
+    body += fmt::format("    %xe{0}s = memref.load %x[%t{0}, %k0] : {1}\n"
+                        "    %xo{0}s = memref.load %x[%t{0}, %k1] : {1}\n"
+                        "    %xe{0} = vector.broadcast %xe{0}s : f32 to vector<16xf32>\n"
+                        "    %xo{0} = vector.broadcast %xo{0}s : f32 to vector<16xf32>\n",
+                        r, l.xType);
+    for (int c = 0; c < 2; ++c) {
+      const std::string id = fmt::format("{}_{}", r, c);
+      body += fmt::format("    %p{0} = vector.fma %we{1}, %xe{2}, %a{0} : vector<16xf32>\n"
+                          "    %q{0} = vector.fma %wo{1}, %xo{2}, %p{0} : vector<16xf32>\n",
+                          id, c, r);
+      iterArgs += fmt::format("{}%a{} = %zero", iterArgs.empty() ? "" : ", ", id);
+      yields += fmt::format("{}%q{}", yields.empty() ? "" : ", ", id);
+      types += fmt::format("{}vector<16xf32>", types.empty() ? "" : ", ");
+    }
+  }
+  std::string results;
+  for (int i = 0; i < 2 * rows; ++i)
+    results += fmt::format("{}%acc#{}", i ? ", " : "", i);
+  return fmt::format(R"mlir(
+func.func private @{name}_tile{rows}(%x: {xType}, %w: {weightType}, %wflat: {flatType}, %t0: index, %b0: index, %b1: index) -> ({types}) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %cPairs = arith.constant {pairs} : index
+  %shift = arith.constant dense<16> : vector<16xi32>
+  %highHalf = arith.constant dense<-65536> : vector<16xi32>
+  %zero = arith.constant dense<0.0> : vector<16xf32>
+{setup}  %acc:{count} = scf.for %kp = %c0 to %cPairs step %c1 iter_args({iterArgs}) -> ({types}) {{
+    %k0 = arith.addi %kp, %kp : index
+    %k1 = arith.addi %k0, %c1 : index
+{loads}{body}    scf.yield {yields} : {types}
+  }}
+  return {results} : {types}
+}}
+)mlir",
+                     fmt::arg("name", kernel.name), fmt::arg("rows", rows),
+                     fmt::arg("xType", l.xType), fmt::arg("weightType", l.weightType),
+                     fmt::arg("flatType", l.flatType), fmt::arg("types", types),
+                     fmt::arg("pairs", l.pairs), fmt::arg("setup", setup),
+                     fmt::arg("count", 2 * rows), fmt::arg("iterArgs", iterArgs),
+                     fmt::arg("loads", loads), fmt::arg("body", body), fmt::arg("yields", yields),
+                     fmt::arg("results", results));
+}
+
+/// @<name>_store(v, up, scale, t, column, y, res): 16 columns of row t from
+/// their accumulator(s): the norm scale, SwiGLU with the up accumulator, the
+/// residual.
+std::string storeFunction(const FusedLinearKernel &kernel, const Layout &l) {
+  std::string body = "  %s = vector.broadcast %scale : f32 to vector<16xf32>\n"
+                     "  %v0 = arith.mulf %v, %s : vector<16xf32>\n";
+  std::string last = "%v0";
+  if (kernel.swiglu) {
+    body += "  %one = arith.constant dense<1.0> : vector<16xf32>\n"
+            "  %u = arith.mulf %up, %s : vector<16xf32>\n"
+            "  %neg = arith.negf %v0 : vector<16xf32>\n"
+            "  %e = math.exp %neg : vector<16xf32>\n"
+            "  %den = arith.addf %one, %e : vector<16xf32>\n"
+            "  %silu = arith.divf %v0, %den : vector<16xf32>\n"
+            "  %v1 = arith.mulf %silu, %u : vector<16xf32>\n";
+    last = "%v1";
+  }
+  if (kernel.residual) {
+    body += fmt::format("  %rv = vector.load %res[%t, %col] : {}, vector<16xf32>\n"
+                        "  %v2 = arith.addf {}, %rv : vector<16xf32>\n",
+                        l.yType, last);
+    last = "%v2";
+  }
+  return fmt::format(R"mlir(
+func.func private @{name}_store(%v: vector<16xf32>, %up: vector<16xf32>, %scale: f32, %t: index, %col: index, %y: {yType}, %res: {yType}) {{
+{body}  vector.store {last}, %y[%t, %col] : {yType}, vector<16xf32>
+  return
+}}
+)mlir",
+                     fmt::arg("name", kernel.name), fmt::arg("yType", l.yType),
+                     fmt::arg("body", body), fmt::arg("last", last));
+}
+
+/// The calls that run one tile of `rows` rows from row %t against the block
+/// pair (%bA, %bB) and store it: SwiGLU stores gate*up into block %bA; plain
+/// kernels store both blocks (the second only when %pairFull).
+std::string tileAndStore(const FusedLinearKernel &kernel, const Layout &l, int rows,
+                         const std::string &x, const std::string &residual) {
+  std::string types;
+  for (int i = 0; i < 2 * rows; ++i)
+    types += i ? ", vector<16xf32>" : "vector<16xf32>";
+  std::string text =
+      fmt::format("        %r{0}:{1} = func.call @{2}_tile{0}({3}, %w, %wflat, %t, %bA, %bB) : "
+                  "({4}, {5}, {6}, index, index, index) -> ({7})\n",
+                  rows, 2 * rows, kernel.name, x, l.xType, l.weightType, l.flatType, types);
+  auto store = [&](const std::string &v, const std::string &up, const std::string &row,
+                   const std::string &column) {
+    return fmt::format("func.call @{0}_store({1}, {2}, %st{3}, %t{3}, {4}, %y, {5}) : "
+                       "(vector<16xf32>, vector<16xf32>, f32, index, index, {6}, {6}) -> ()",
+                       kernel.name, v, up, row, column, residual, l.yType);
+  };
+  for (int r = 0; r < rows; ++r) {
+    const std::string row = fmt::format("{}_{}", rows, r); // %t<row>: the row's index
+    text += fmt::format("        %c{0} = arith.constant {1} : index\n"
+                        "        %t{0} = arith.addi %t, %c{0} : index\n"
+                        "        %st{0} = memref.load %scale[%t{0}] : memref<?xf32>\n",
+                        row, r);
+    const std::string first = fmt::format("%r{}#{}", rows, 2 * r),
+                      second = fmt::format("%r{}#{}", rows, 2 * r + 1);
+    if (kernel.swiglu) {
+      text += "        " + store(first, second, row, "%colA") + "\n";
+    } else {
+      text += "        " + store(first, first, row, "%colA") + "\n";
+      text += fmt::format("        scf.if %pairFull {{\n          {}\n        }}\n",
+                          store(second, second, row, "%colB"));
+    }
+  }
+  return text;
+}
+
+} // namespace
+
+std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
+  const Layout l = layoutOf(kernel);
+  std::string source = tileFunction(kernel, l, kPrefillRows) + tileFunction(kernel, l, 1) +
+                       storeFunction(kernel, l);
+  std::string rowScale = "arith.constant 1.0 : f32";
+  if (kernel.normEps) {
+    source += inverseRmsFunction(kernel, l.xType);
+    rowScale =
+        fmt::format("func.call @{}_inverse_rms(%x, %t) : ({}, index) -> f32", kernel.name, l.xType);
+  }
+  const GainPrologue gain = gainPrologue(kernel, l.xType);
+  const std::string residualArgument = kernel.residual ? "%rb: memref<?xi8>, " : "";
+  const std::string gainArgument = kernel.prologueGain ? "%gb: memref<?xi8>, " : "";
+  const std::string residualView =
+      kernel.residual
+          ? fmt::format("%res = memref.view %rb[%c0][%rows] : memref<?xi8> to {}", l.yType)
+          : "";
+  // Without a residual the store function still takes a buffer for it: %y.
+  const std::string residual = kernel.residual ? "%res" : "%y";
+  // SwiGLU: one output block per step, its gate and up blocks as the pair.
+  // Plain: two output blocks per step (the second may be past the workgroup).
+  const std::string pairing =
+      kernel.swiglu ? fmt::format("      %cUpOffset = arith.constant {} : index\n"
+                                  "      %bB = arith.addi %bA, %cUpOffset : index\n"
+                                  "      %pairFull = arith.constant true\n",
+                                  l.outBlocks)
+                    : "      %bNext = arith.addi %bA, %c1 : index\n"
+                      "      %pairFull = arith.cmpi ult, %bNext, %bEnd : index\n"
+                      "      %bB = arith.select %pairFull, %bNext, %bA : index\n";
+  source += fmt::format(
+      R"mlir(
+func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {gainArgument}{residualArgument}%yb: memref<?xi8>, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %cBlocksPerGroup = arith.constant {blocksPerGroup} : index
+  %cOutBlocks = arith.constant {outBlocks} : index
+  %cTileRows = arith.constant {tileRows} : index
+  %cTwo = arith.constant 2 : index
+  %x = memref.view %xb[%c0][%rows] : memref<?xi8> to {xType}
+  %w = memref.view %wb[%c0][] : memref<?xi8> to {weightType}
+  %wflat = memref.view %wb[%c0][] : memref<?xi8> to {flatType}
+  %y = memref.view %yb[%c0][%rows] : memref<?xi8> to {yType}
+  {residualView}
+  {gainPrologue}
+  %scale = memref.alloca(%rows) : memref<?xf32>
+  scf.for %t = %c0 to %rows step %c1 {{
+    %s = {rowScale}
+    memref.store %s, %scale[%t] : memref<?xf32>
+  }}
+  %bBegin = arith.muli %wgBegin, %cBlocksPerGroup : index
+  %bEndGroup = arith.muli %wgEnd, %cBlocksPerGroup : index
+  %bEnd = arith.minui %bEndGroup, %cOutBlocks : index
+  %tiles = arith.divui %rows, %cTileRows : index
+  %tiledRows = arith.muli %tiles, %cTileRows : index
+  scf.for %bA = %bBegin to %bEnd step {step} {{
+{pairing}      %colA = arith.muli %bA, %c16 : index
+      %colB = arith.muli %bB, %c16 : index
+      scf.for %t = %c0 to %tiledRows step %cTileRows {{
+{prefillTile}      }}
+      scf.for %t = %tiledRows to %rows step %c1 {{
+{rowTile}      }}
+  }}
+  {gainEpilogue}
+  return
+}}
+)mlir",
+      fmt::arg("name", kernel.name), fmt::arg("gainArgument", gainArgument),
+      fmt::arg("residualArgument", residualArgument),
+      fmt::arg("blocksPerGroup", FusedLinearKernel::kColumnsPerWorkgroup / kBlock),
+      fmt::arg("outBlocks", l.outBlocks), fmt::arg("tileRows", kPrefillRows),
+      fmt::arg("xType", l.xType), fmt::arg("weightType", l.weightType),
+      fmt::arg("flatType", l.flatType), fmt::arg("yType", l.yType),
+      fmt::arg("residualView", residualView), fmt::arg("gainPrologue", gain.prologue),
+      fmt::arg("gainEpilogue", gain.epilogue), fmt::arg("rowScale", rowScale),
+      fmt::arg("pairing", pairing), fmt::arg("step", kernel.swiglu ? "%c1" : "%cTwo"),
+      fmt::arg("prefillTile", tileAndStore(kernel, l, kPrefillRows, gain.dotInput, residual)),
+      fmt::arg("rowTile", tileAndStore(kernel, l, 1, gain.dotInput, residual)));
+  return source;
+}
+
+} // namespace q3::cpu::detail
