@@ -198,4 +198,9 @@ std::vector<std::string> Checkpoint::tensorNames() const {
 
 std::string Checkpoint::description() const { return description_; }
 
+void Checkpoint::dropPages(const uint8_t *begin, size_t bytes) const {
+  for (const auto &file : files_)
+    file->dropPages(begin, bytes);
+}
+
 } // namespace q3::runtime

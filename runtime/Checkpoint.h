@@ -25,6 +25,9 @@ public:
   const TensorView *find(std::string_view name) const;
   std::vector<std::string> tensorNames() const; // sorted
   std::string description() const;              // for messages: the path it was opened from
+  /// Drops the resident mapped pages of tensor bytes that were copied
+  /// elsewhere (SafeTensorsFile::dropPages on every file; each checks bounds).
+  void dropPages(const uint8_t *begin, size_t bytes) const;
 
 private:
   Checkpoint() = default;

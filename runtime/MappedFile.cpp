@@ -46,4 +46,15 @@ MappedFile::~MappedFile() {
     ::munmap(mapping_, size_);
 }
 
+void MappedFile::dropPages(const uint8_t *begin, size_t bytes) const {
+  const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (uintptr_t(begin) + page - 1) / page * page;
+  const uintptr_t last = (uintptr_t(begin) + bytes) / page * page;
+  const auto mapStart = uintptr_t(mapping_), mapEnd = mapStart + size_;
+  if (first >= last || first < mapStart || last > mapEnd)
+    return;
+  // Advice only: a failure leaves the pages resident, which is harmless.
+  (void)::madvise(reinterpret_cast<void *>(first), last - first, MADV_DONTNEED);
+}
+
 } // namespace q3::runtime

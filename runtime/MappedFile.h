@@ -25,6 +25,10 @@ public:
   static std::unique_ptr<MappedFile> open(const std::string &path);
   const uint8_t *data() const { return static_cast<const uint8_t *>(mapping_); }
   size_t size() const { return size_; }
+  /// Lets the kernel drop the resident pages wholly inside [begin, begin +
+  /// bytes) of this mapping: they stop counting in RSS and are read from the
+  /// page cache again if touched. For bytes copied elsewhere (packed weights).
+  void dropPages(const uint8_t *begin, size_t bytes) const;
   MappedFile(const MappedFile &) = delete;
   MappedFile &operator=(const MappedFile &) = delete;
   ~MappedFile();

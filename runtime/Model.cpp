@@ -114,6 +114,7 @@ struct Model::State {
   void bindWeights(const std::string &weightsPath);
   void packColumnBlocksOf(const WeightData &source, const nlohmann::json &entry,
                           WeightData &packed);
+  void dropMappedPages(const WeightData &copied);
   void materialize(const nlohmann::json &entry, const BoundWeights &bound);
   void buildSchedule();
   /// Runs one dispatch over rows [firstRow, rows) of the activation buffers
@@ -153,6 +154,14 @@ void Model::State::packColumnBlocksOf(const WeightData &source, const nlohmann::
   pool->parallelFor(shape[0] / kColumnBlockRows, [&](int64_t begin, int64_t end) {
     packColumnBlocks(from, to, shape[1], begin, end);
   });
+  dropMappedPages(source);
+}
+
+void Model::State::dropMappedPages(const WeightData &copied) {
+  // Copying touched every page; the kernels read the copy. Safe even if the
+  // tensor is read again (the embedding's gather): the pages fault back in.
+  if (copied.owned.empty() && copied.data)
+    checkpoint->dropPages(copied.data, size_t(copied.elements) * dtypeSize(copied.dtype));
 }
 
 void Model::State::materialize(const nlohmann::json &entry, const BoundWeights &bound) {
@@ -183,6 +192,7 @@ void Model::State::materialize(const nlohmann::json &entry, const BoundWeights &
       const WeightData &part = weights.at(input);
       const uint8_t *bytes = part.owned.empty() ? part.data : part.owned.data();
       weight.owned.insert(weight.owned.end(), bytes, bytes + part.elements * dtypeSize(part.dtype));
+      dropMappedPages(part);
     }
   } else if (kind == "column_blocks") {
     packColumnBlocksOf(weights.at(entry.at("inputs").at(0).get<size_t>()), entry, weight);

@@ -36,6 +36,12 @@ public:
   const TensorView *find(std::string_view name) const;
   const std::map<std::string, std::string> &metadata() const { return metadata_; } // "__metadata__"
   const std::string &displayName() const { return displayName_; }
+  /// MappedFile::dropPages for bytes of this file's mapping; does nothing for
+  /// a parsed in-memory image or bytes outside the mapping.
+  void dropPages(const uint8_t *begin, size_t bytes) const {
+    if (mapping_)
+      mapping_->dropPages(begin, bytes);
+  }
 
   SafeTensorsFile(const SafeTensorsFile &) = delete;
   SafeTensorsFile &operator=(const SafeTensorsFile &) = delete;
