@@ -117,8 +117,9 @@ private:
     auto it = bufferOf.find(source);
     if (it == bufferOf.end())
       return;
-    bufferOf[view] = it->second;
-    liveUntil[it->second] = std::max(liveUntil[it->second], lastUse.lookup(view));
+    const int64_t id = it->second; // inserting `view` below may move the entry
+    bufferOf[view] = id;
+    liveUntil[id] = std::max(liveUntil[id], lastUse.lookup(view));
   }
 
   int64_t takeFreeBuffer(int64_t bytes) {

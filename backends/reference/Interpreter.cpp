@@ -110,13 +110,20 @@ struct Interpreter::State {
   void define(Value v, Tensor t) { activations[v] = std::move(t); }
   /// Makes `to` hold whatever `from` holds (kernel arguments, returns).
   void alias(Value from, Value to) {
-    if (auto w = weights.find(from); w != weights.end())
-      weights[to] = w->second;
-    else if (auto s = scalars.find(from); s != scalars.end())
-      scalars[to] = s->second;
-    else if (auto a = activations.find(from); a != activations.end())
-      activations[to] = a->second;
+    copyEntry(weights, from, to) || copyEntry(scalars, from, to) ||
+        copyEntry(activations, from, to);
     // The cache argument holds nothing: the cache is the interpreter's own.
+  }
+  /// map[to] = map[from] if `from` is there. The value is copied out first:
+  /// inserting `to` may grow the DenseMap and move the entry of `from`
+  /// (reading it through the old iterator was a use-after-free).
+  template <typename Map> static bool copyEntry(Map &map, Value from, Value to) {
+    auto it = map.find(from);
+    if (it == map.end())
+      return false;
+    auto value = it->second;
+    map[to] = std::move(value);
+    return true;
   }
 
   /// Runs the ops of `block` (not its terminator) and returns the terminator.
