@@ -291,17 +291,6 @@ void checkNoOverlap(const std::string &file, const std::vector<Entry> &entries) 
   }
 }
 
-// nlohmann messages start with "[json.exception.parse_error.101] "; drop that.
-std::string describeJsonError(const Json::exception &error) {
-  std::string_view message = error.what();
-  if (!message.empty() && message.front() == '[') {
-    size_t close = message.find("] ");
-    if (close != std::string_view::npos)
-      message.remove_prefix(close + 2);
-  }
-  return printable(message);
-}
-
 Json parseManifest(const std::string &file, const uint8_t *data, size_t size) {
   Json manifest;
   try {

@@ -74,4 +74,14 @@ std::string formatShape(const std::vector<int64_t> &shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
+std::string describeJsonError(const std::exception &error) {
+  std::string_view message = error.what();
+  if (!message.empty() && message.front() == '[') {
+    size_t close = message.find("] ");
+    if (close != std::string_view::npos)
+      message.remove_prefix(close + 2);
+  }
+  return printable(message);
+}
+
 } // namespace q3::runtime

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -23,5 +24,9 @@ std::string printable(std::string_view text);
 
 // "[1024, 2048]"
 std::string formatShape(const std::vector<int64_t> &shape);
+
+// A JSON parser's message made printable, without nlohmann's
+// "[json.exception.parse_error.101] " prefix.
+std::string describeJsonError(const std::exception &error);
 
 } // namespace q3::runtime

@@ -52,15 +52,9 @@ size_t readHeaderLength(const std::string &file, const uint8_t *data, size_t siz
   return static_cast<size_t>(length);
 }
 
-// nlohmann messages start with "[json.exception.parse_error.101] "; drop that.
-std::string describeJsonError(const Json::exception &error) {
-  std::string_view message = error.what();
-  if (!message.empty() && message.front() == '[') {
-    size_t close = message.find("] ");
-    if (close != std::string_view::npos)
-      message.remove_prefix(close + 2);
-  }
-  std::string text = printable(message);
+// The shared description, plus what a UTF-8 failure means for safetensors.
+std::string describeHeaderJsonError(const Json::exception &error) {
+  std::string text = describeJsonError(error);
   if (text.find("UTF-8") != std::string::npos)
     text += " (tensor names and metadata must be valid UTF-8)";
   return text;
@@ -81,7 +75,7 @@ Json parseHeaderJson(const std::string &file, const uint8_t *begin, size_t lengt
   try {
     return Json::parse(begin, begin + length, rejectDuplicateKeys);
   } catch (const Json::exception &error) {
-    throw fileError(file, "header is not valid JSON: " + describeJsonError(error));
+    throw fileError(file, "header is not valid JSON: " + describeHeaderJsonError(error));
   }
 }
 

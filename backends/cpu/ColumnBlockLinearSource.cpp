@@ -24,10 +24,6 @@ namespace {
 
 constexpr int64_t kBlock = 16;
 constexpr int64_t kPrefillRows = 6;
-/// How far ahead (in bytes of one block's stream) a 1-row tile prefetches:
-/// the distance that let a matrix-vector product stream at the read bandwidth
-/// on the 2-core machine (see FusedLinearDots.cpp).
-constexpr int64_t kPrefetchBytes = 8192;
 
 struct Layout {
   int64_t k, pairs, blocks, outBlocks;
@@ -61,7 +57,7 @@ std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int r
                          "  %ahead = arith.constant {} : index\n"
                          "  %lastElem = arith.constant {} : index\n"
                          "  %blockElems = arith.constant {} : index\n",
-                         kPrefetchBytes / 2, l.blocks * l.pairs * 32 - 1, l.pairs * 32);
+                         kWeightPrefetchBytes / 2, l.blocks * l.pairs * 32 - 1, l.pairs * 32);
     for (int c = 0; c < 2; ++c)
       setup += fmt::format("  %base{0}_ = arith.muli %b{0}, %blockElems : index\n"
                            "  %base{0} = arith.addi %base{0}_, %ahead : index\n",
@@ -203,21 +199,8 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
   const Layout l = layoutOf(kernel);
   std::string source = tileFunction(kernel, l, kPrefillRows) + tileFunction(kernel, l, 1) +
                        storeFunction(kernel, l);
-  std::string rowScale = "arith.constant 1.0 : f32";
-  if (kernel.normEps) {
-    source += inverseRmsFunction(kernel, l.xType);
-    rowScale =
-        fmt::format("func.call @{}_inverse_rms(%x, %t) : ({}, index) -> f32", kernel.name, l.xType);
-  }
-  const GainPrologue gain = gainPrologue(kernel, l.xType);
-  const std::string residualArgument = kernel.residual ? "%rb: memref<?xi8>, " : "";
-  const std::string gainArgument = kernel.prologueGain ? "%gb: memref<?xi8>, " : "";
-  const std::string residualView =
-      kernel.residual
-          ? fmt::format("%res = memref.view %rb[%c0][%rows] : memref<?xi8> to {}", l.yType)
-          : "";
-  // Without a residual the store function still takes a buffer for it: %y.
-  const std::string residual = kernel.residual ? "%res" : "%y";
+  const KernelFrame frame = kernelFrame(kernel, l.xType, l.yType);
+  source += frame.helpers;
   // SwiGLU: one output block per step, its gate and up blocks as the pair.
   // Plain: two output blocks per step (the second may be past the workgroup).
   const std::string pairing =
@@ -228,27 +211,15 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
                     : "      %bNext = arith.addi %bA, %c1 : index\n"
                       "      %pairFull = arith.cmpi ult, %bNext, %bEnd : index\n"
                       "      %bB = arith.select %pairFull, %bNext, %bA : index\n";
+  source += frame.opening;
   source += fmt::format(
-      R"mlir(
-func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {gainArgument}{residualArgument}%yb: memref<?xi8>, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %c16 = arith.constant 16 : index
+      R"mlir(  %c16 = arith.constant 16 : index
+  %cTwo = arith.constant 2 : index
   %cBlocksPerGroup = arith.constant {blocksPerGroup} : index
   %cOutBlocks = arith.constant {outBlocks} : index
   %cTileRows = arith.constant {tileRows} : index
-  %cTwo = arith.constant 2 : index
-  %x = memref.view %xb[%c0][%rows] : memref<?xi8> to {xType}
   %w = memref.view %wb[%c0][] : memref<?xi8> to {weightType}
   %wflat = memref.view %wb[%c0][] : memref<?xi8> to {flatType}
-  %y = memref.view %yb[%c0][%rows] : memref<?xi8> to {yType}
-  {residualView}
-  {gainPrologue}
-  %scale = memref.alloca(%rows) : memref<?xf32>
-  scf.for %t = %c0 to %rows step %c1 {{
-    %s = {rowScale}
-    memref.store %s, %scale[%t] : memref<?xf32>
-  }}
   %bBegin = arith.muli %wgBegin, %cBlocksPerGroup : index
   %bEndGroup = arith.muli %wgEnd, %cBlocksPerGroup : index
   %bEnd = arith.minui %bEndGroup, %cOutBlocks : index
@@ -262,21 +233,15 @@ func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {gainArgument}{resid
       scf.for %t = %tiledRows to %rows step %c1 {{
 {rowTile}      }}
   }}
-  {gainEpilogue}
-  return
-}}
 )mlir",
-      fmt::arg("name", kernel.name), fmt::arg("gainArgument", gainArgument),
-      fmt::arg("residualArgument", residualArgument),
       fmt::arg("blocksPerGroup", FusedLinearKernel::kColumnsPerWorkgroup / kBlock),
       fmt::arg("outBlocks", l.outBlocks), fmt::arg("tileRows", kPrefillRows),
-      fmt::arg("xType", l.xType), fmt::arg("weightType", l.weightType),
-      fmt::arg("flatType", l.flatType), fmt::arg("yType", l.yType),
-      fmt::arg("residualView", residualView), fmt::arg("gainPrologue", gain.prologue),
-      fmt::arg("gainEpilogue", gain.epilogue), fmt::arg("rowScale", rowScale),
+      fmt::arg("weightType", l.weightType), fmt::arg("flatType", l.flatType),
       fmt::arg("pairing", pairing), fmt::arg("step", kernel.swiglu ? "%c1" : "%cTwo"),
-      fmt::arg("prefillTile", tileAndStore(kernel, l, kPrefillRows, gain.dotInput, residual)),
-      fmt::arg("rowTile", tileAndStore(kernel, l, 1, gain.dotInput, residual)));
+      fmt::arg("prefillTile",
+               tileAndStore(kernel, l, kPrefillRows, frame.dotInput, frame.residualOperand)),
+      fmt::arg("rowTile", tileAndStore(kernel, l, 1, frame.dotInput, frame.residualOperand)));
+  source += frame.closing;
   return source;
 }
 

@@ -7,17 +7,11 @@
 namespace q3::cpu::detail {
 
 /// Software prefetch of the weight row that the dot product will read
-/// kPrefetchBytes later, one hint per cache line of a 64-wide step. Measured on
-/// the 2-core machine: a bf16 matrix-vector product streams ~15 GB/s from DRAM
-/// with the hardware prefetchers alone and ~23 GB/s with this (the pure read
-/// reaches ~21 GB/s); the hint is T1 (locality 2) so the lines do not evict the
-/// activations from L1.
-static constexpr int64_t kPrefetchBytes = 8192;
-
+/// kWeightPrefetchBytes later, one hint per cache line of a 64-wide step.
 static std::string prefetchAhead(const FusedLinearKernel &kernel, const std::string &weightType) {
   const int64_t elementBytes = kernel.weight == WeightStorage::F32 ? 4 : 2;
   const int64_t rowBytes = kernel.inFeatures * elementBytes;
-  const int64_t rowsAhead = (kPrefetchBytes + rowBytes - 1) / rowBytes;
+  const int64_t rowsAhead = (kWeightPrefetchBytes + rowBytes - 1) / rowBytes;
   std::string text = fmt::format("    %pfAhead = arith.constant {} : index\n"
                                  "    %pfLast = arith.constant {} : index\n"
                                  "    %pfRow0 = arith.addi %n, %pfAhead : index\n"
@@ -239,29 +233,69 @@ func.func private @{name}_dot4x4(%x: {xType}, %w: {weightType}, %t0: index, %n0:
                      fmt::arg("preamble", tilePreamble(k, vectorEnd, true)));
 }
 
-GainPrologue gainPrologue(const FusedLinearKernel &kernel, const std::string &xType) {
-  GainPrologue gain;
-  if (!kernel.prologueGain)
-    return gain;
+namespace {
+/// x * gain into a heap buffer %xg (empty text without a prologue gain).
+std::string gainPrologue(const FusedLinearKernel &kernel, const std::string &xType) {
   const std::string gainType =
       fmt::format("memref<{}x{}>", kernel.inFeatures, storageType(*kernel.prologueGain));
-  gain.prologue = fmt::format(
-      R"mlir(%gain = memref.view %gb[%c0][] : memref<?xi8> to {gainType}
-  %cK = arith.constant {k} : index
+  return fmt::format(
+      R"mlir(  %gain = memref.view %gb[%c0][] : memref<?xi8> to {gainType}
+  %cGainK = arith.constant {k} : index
   %xg = memref.alloc(%rows) : {xType}
   scf.for %t = %c0 to %rows step %c1 {{
-    scf.for %k = %c0 to %cK step %c1 {{
+    scf.for %k = %c0 to %cGainK step %c1 {{
       %xv = memref.load %x[%t, %k] : {xType}
       {gainLoad}
       %scaled = arith.mulf %xv, %gv : f32
       memref.store %scaled, %xg[%t, %k] : {xType}
     }}
-  }})mlir",
+  }}
+)mlir",
       fmt::arg("gainType", gainType), fmt::arg("k", kernel.inFeatures), fmt::arg("xType", xType),
       fmt::arg("gainLoad", widenedLoad(*kernel.prologueGain, "%gv", "%gain", "%k", gainType)));
-  gain.epilogue = fmt::format("memref.dealloc %xg : {}", xType);
-  gain.dotInput = "%xg";
-  return gain;
+}
+} // namespace
+
+KernelFrame kernelFrame(const FusedLinearKernel &kernel, const std::string &xType,
+                        const std::string &yType) {
+  KernelFrame frame;
+  std::string rowScale = "arith.constant 1.0 : f32";
+  if (kernel.normEps) {
+    frame.helpers = inverseRmsFunction(kernel, xType);
+    rowScale =
+        fmt::format("func.call @{}_inverse_rms(%x, %t) : ({}, index) -> f32", kernel.name, xType);
+  }
+  std::string views = fmt::format("  %x = memref.view %xb[%c0][%rows] : memref<?xi8> to {0}\n"
+                                  "  %y = memref.view %yb[%c0][%rows] : memref<?xi8> to {1}\n",
+                                  xType, yType);
+  frame.residualOperand = "%y";
+  if (kernel.residual) {
+    views += fmt::format("  %res = memref.view %rb[%c0][%rows] : memref<?xi8> to {}\n", yType);
+    frame.residualOperand = "%res";
+  }
+  frame.dotInput = "%x";
+  if (kernel.prologueGain) {
+    views += gainPrologue(kernel, xType);
+    frame.dotInput = "%xg";
+    frame.closing = fmt::format("  memref.dealloc %xg : {}\n", xType);
+  }
+  frame.closing += "  return\n}\n";
+  frame.opening = fmt::format(
+      R"mlir(
+func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {gainArgument}{residualArgument}%yb: memref<?xi8>, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+{views}  %scale = memref.alloca(%rows) : memref<?xf32>
+  scf.for %t = %c0 to %rows step %c1 {{
+    %s = {rowScale}
+    memref.store %s, %scale[%t] : memref<?xf32>
+  }}
+)mlir",
+      fmt::arg("name", kernel.name),
+      fmt::arg("gainArgument", kernel.prologueGain ? "%gb: memref<?xi8>, " : ""),
+      fmt::arg("residualArgument", kernel.residual ? "%rb: memref<?xi8>, " : ""),
+      fmt::arg("views", views), fmt::arg("rowScale", rowScale));
+  return frame;
 }
 
 } // namespace q3::cpu::detail

@@ -25,12 +25,19 @@ std::string dot4x4Function(const FusedLinearKernel &kernel, const std::string &x
 /// @<name>_inverse_rms(x, t) -> f32
 std::string inverseRmsFunction(const FusedLinearKernel &kernel, const std::string &xType);
 
-/// With a prologue gain the dot products read %xg = x * gain, computed once
-/// per call on the heap (prefill rows can be many); without, they read %x.
-struct GainPrologue {
-  std::string prologue, epilogue, dotInput = "%x";
+/// What both fused_linear templates wrap their loops in: the entry's
+/// signature and %c0/%c1, views %x, %y (and %res), the gain prologue (the
+/// products then read %xg = x * gain, computed once per call on the heap) and
+/// %scale[t] (the row's inverse RMS, or 1); after the loops the gain's
+/// dealloc and the return. The template adds its own weight view (of %wb).
+struct KernelFrame {
+  std::string helpers;         // private functions the frame calls
+  std::string opening, closing;
+  std::string dotInput;        // %x or %xg
+  std::string residualOperand; // %res, or %y for epilogues that take one anyway
 };
-GainPrologue gainPrologue(const FusedLinearKernel &kernel, const std::string &xType);
+KernelFrame kernelFrame(const FusedLinearKernel &kernel, const std::string &xType,
+                        const std::string &yType);
 
 /// The whole kernel for a weight in the column-block layout
 /// (kernel.columnBlocks); ColumnBlockLinearSource.cpp.

@@ -61,38 +61,24 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
   const std::string yType = fmt::format("memref<?x{}xf32>", kernel.outFeatures);
   const std::string weightType = fmt::format("memref<{}x{}x{}>", kernel.weightRows(),
                                              kernel.inFeatures, storageType(kernel.weight));
-  std::string source = dotFunction(kernel, xType, weightType);
-  std::string rowScale = "arith.constant 1.0 : f32";
-  if (kernel.normEps) {
-    source += inverseRmsFunction(kernel, xType);
-    rowScale =
-        fmt::format("func.call @{}_inverse_rms(%x, %t) : ({}, index) -> f32", kernel.name, xType);
-  }
-  std::string residualArgument = kernel.residual ? "%rb: memref<?xi8>, " : "";
-  std::string gainArgument = kernel.prologueGain ? "%gb: memref<?xi8>, " : "";
-  GainPrologue gain = gainPrologue(kernel, xType);
+  const KernelFrame frame = kernelFrame(kernel, xType, yType);
+  std::string source = dotFunction(kernel, xType, weightType) + frame.helpers;
   auto dotOf = [&](const std::string &column) {
     return fmt::format("func.call @{}_dot({}, %w, %t, {}) : ({}, {}, index, index) -> f32",
-                       kernel.name, gain.dotInput, column, xType, weightType);
+                       kernel.name, frame.dotInput, column, xType, weightType);
   };
-  std::string residualView =
-      kernel.residual
-          ? fmt::format("%res = memref.view %rb[%c0][%rows] : memref<?xi8> to {}", yType)
-          : "";
   source += finishFunction(kernel, yType) + dot4Function(kernel, xType, weightType) +
             dot4x4Function(kernel, xType, weightType);
-  // Without a residual the finish function still takes a buffer for it: %y.
-  const std::string residualOperand = kernel.residual ? "%res" : "%y";
   auto finishCall = [&](const std::string &d, const std::string &du, const std::string &st,
                         const std::string &t) {
     return fmt::format("func.call @{}_finish({}, {}, {}, {}, %n, %y, {}) : (f32, f32, f32, index, "
                        "index, {}, {}) -> ()",
-                       kernel.name, d, du, st, t, residualOperand, yType, yType);
+                       kernel.name, d, du, st, t, frame.residualOperand, yType, yType);
   };
   auto dot4Of = [&](const std::string &column) {
     return fmt::format("func.call @{}_dot4({}, %w, %t, {}) : ({}, {}, index, index) -> (f32, f32, "
                        "f32, f32)",
-                       kernel.name, gain.dotInput, column, xType, weightType);
+                       kernel.name, frame.dotInput, column, xType, weightType);
   };
   // Rows in tiles of four, then the rest one by one (all of a decode step).
   std::string tiled = fmt::format("%d4:4 = {}\n", dot4Of("%n"));
@@ -116,7 +102,7 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
     for (int i = 1; i < 16; ++i)
       types += ", f32";
     return fmt::format("func.call @{}_dot4x4({}, %w, %t, {}) : ({}, {}, index, index) -> ({})",
-                       kernel.name, gain.dotInput, column, xType, weightType, types);
+                       kernel.name, frame.dotInput, column, xType, weightType, types);
   };
   std::string square = fmt::format("%d16:16 = {}\n", dot4x4Of("%n"));
   std::string up16 = "%d16";
@@ -148,24 +134,10 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
     up = "%du";
   }
   single += "      " + finishCall("%d", up, "%st", "%t");
-  source +=
-      fmt::format(R"mlir(
-func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {gainArgument}{residualArgument}%yb: memref<?xi8>, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %cTile = arith.constant {tile} : index
+  source += frame.opening;
+  source += fmt::format(R"mlir(  %cTile = arith.constant {tile} : index
   %cOut = arith.constant {out} : index
-  %one = arith.constant 1.0 : f32
-  %x = memref.view %xb[%c0][%rows] : memref<?xi8> to {xType}
   %w = memref.view %wb[%c0][] : memref<?xi8> to {weightType}
-  %y = memref.view %yb[%c0][%rows] : memref<?xi8> to {yType}
-  {residualView}
-  {gainPrologue}
-  %scale = memref.alloca(%rows) : memref<?xf32>
-  scf.for %t = %c0 to %rows step %c1 {{
-    %s = {rowScale}
-    memref.store %s, %scale[%t] : memref<?xf32>
-  }}
   %nBegin = arith.muli %wgBegin, %cTile : index
   %nEndTile = arith.muli %wgEnd, %cTile : index
   %nEnd = arith.minui %nEndTile, %cOut : index
@@ -194,18 +166,12 @@ func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {gainArgument}{resid
       {single}
     }}
   }}
-  {gainEpilogue}
-  return
-}}
 )mlir",
-                  fmt::arg("name", kernel.name), fmt::arg("residualArgument", residualArgument),
-                  fmt::arg("tile", FusedLinearKernel::kColumnsPerWorkgroup),
-                  fmt::arg("out", kernel.outFeatures), fmt::arg("xType", xType),
-                  fmt::arg("weightType", weightType), fmt::arg("yType", yType),
-                  fmt::arg("residualView", residualView), fmt::arg("rowScale", rowScale),
-                  fmt::arg("gainArgument", gainArgument), fmt::arg("gainPrologue", gain.prologue),
-                  fmt::arg("gainEpilogue", gain.epilogue), fmt::arg("tiled", tiled),
-                  fmt::arg("square", square), fmt::arg("single", single));
+                        fmt::arg("tile", FusedLinearKernel::kColumnsPerWorkgroup),
+                        fmt::arg("out", kernel.outFeatures), fmt::arg("weightType", weightType),
+                        fmt::arg("tiled", tiled), fmt::arg("square", square),
+                        fmt::arg("single", single));
+  source += frame.closing;
   return source;
 }
 

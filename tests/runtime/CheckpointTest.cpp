@@ -13,14 +13,6 @@ using testing::f32Tensor;
 using testing::TempDir;
 using testing::writeText;
 
-#define EXPECT_LOAD_ERROR(statement, part)                                                         \
-  try {                                                                                            \
-    statement;                                                                                     \
-    ADD_FAILURE() << "expected LoadError containing: " << (part);                                  \
-  } catch (const LoadError &error) {                                                               \
-    EXPECT_NE(std::string(error.what()).find(part), std::string::npos) << error.what();            \
-  }
-
 // Two shards and an index that maps each tensor to its shard.
 void writeShardedCheckpoint(const TempDir &dir) {
   writeSafeTensors(

@@ -1,3 +1,5 @@
+#include "TestFiles.h"
+
 #include "runtime/LoadError.h"
 #include "runtime/SharedLibrary.h"
 
@@ -10,14 +12,6 @@
 
 namespace q3::runtime {
 namespace {
-
-#define EXPECT_LOAD_ERROR(statement, part)                                                         \
-  try {                                                                                            \
-    statement;                                                                                     \
-    ADD_FAILURE() << "expected LoadError containing: " << (part);                                  \
-  } catch (const LoadError &error) {                                                               \
-    EXPECT_NE(std::string(error.what()).find(part), std::string::npos) << error.what();            \
-  }
 
 // Q3_TEST_KERNEL_LIBRARY is the path of SharedLibraryTestKernel.c built by CMake.
 std::vector<uint8_t> testKernelBytes() {

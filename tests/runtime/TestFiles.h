@@ -48,6 +48,15 @@ inline void writeText(const std::string &path, const std::string &text) {
   out << text;
 }
 
+// Runs `statement` expecting a LoadError whose message contains `part`.
+#define EXPECT_LOAD_ERROR(statement, part)                                                         \
+  try {                                                                                            \
+    statement;                                                                                     \
+    ADD_FAILURE() << "expected LoadError containing: " << (part);                                  \
+  } catch (const ::q3::runtime::LoadError &error) {                                                \
+    EXPECT_NE(std::string(error.what()).find(part), std::string::npos) << error.what();            \
+  }
+
 // Runs `parse` expecting a LoadError whose message is one line starting with
 // "<file>: "; returns the message ("" and a test failure if nothing is thrown).
 template <typename Parse> std::string expectOneLineLoadError(const std::string &file, Parse parse) {
