@@ -25,6 +25,8 @@ PACKAGES=(
   libvulkan-dev mesa-vulkan-drivers glslc glslang-tools spirv-tools libshaderc-dev
   # the independent numpy reference used by the parity tests
   python3 python3-numpy
+  # memcheck of the interpreter and passes (tests/unit/CMakeLists.txt)
+  valgrind
 )
 
 install_packages() {
