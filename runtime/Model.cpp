@@ -101,7 +101,7 @@ struct Model::State {
   std::vector<Step> steps;
   std::vector<int64_t> rowBytes;           // per activation buffer
   std::vector<std::vector<float>> buffers; // [context rows] each
-  std::vector<float> keyCache, valueCache; // [layers][context][kvHeads][headDim]
+  std::vector<float> keyCache, valueCache; // [layers][kvHeads][context][headDim]
   std::vector<int32_t> tokens;
   std::vector<float> logits;
   int64_t outputBuffer = 0;
@@ -306,7 +306,7 @@ void Model::State::runStep(const Step &step, int64_t rows, int64_t startPos, int
     case Binding::Kind::CacheValues: {
       auto &cache = b.kind == Binding::Kind::CacheKeys ? keyCache : valueCache;
       pointers.push_back(cache.data() + b.value * cacheLayerFloats);
-      bytes.push_back((startPos + rows) * kvRowFloats * 4);
+      bytes.push_back(cacheLayerFloats * 4); // [kvHeads][context][headDim]
       break;
     }
     case Binding::Kind::StartPos:

@@ -61,7 +61,7 @@ struct EmbeddingKernel {
 /// operand order of q3.embedding, like every kernel here.
 std::string embeddingSource(const EmbeddingKernel &kernel);
 
-/// q3.qk_norm_rope_cache. The K and V caches are [layers][capacity][kvHeads][headDim]
+/// q3.qk_norm_rope_cache. The K and V caches are [layers][kvHeads][capacity][headDim]
 /// f32. Grid: rows x query heads; workgroup (t, h) also handles KV head h if h < kvHeads.
 struct QKNormRopeCacheKernel {
   std::string name;
@@ -73,7 +73,8 @@ struct QKNormRopeCacheKernel {
 /// layer, start_pos, wgBegin, wgEnd)`.
 std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel);
 
-/// q3.attention over one layer's cached keys and values ([visible][kvHeads][headDim]).
+/// q3.attention over one layer's cached keys and values ([kvHeads][capacity][headDim];
+/// each KV head's positions are contiguous, so the scores stream them).
 /// Grid: rows x query heads.
 struct AttentionKernel {
   std::string name;

@@ -13,7 +13,8 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel) {
   const std::string qkvType = fmt::format("memref<?x{}xf32>", width);
   const std::string gainType = fmt::format("memref<{}x{}>", d, storageType(kernel.gains));
   const std::string queryType = fmt::format("memref<?x{}x{}xf32>", kernel.queryHeads, d);
-  const std::string cacheType = fmt::format("memref<?x{}x{}xf32>", kernel.kvHeads, d);
+  // [layers][kvHeads][capacity] rows of D floats, viewed as one list of rows.
+  const std::string cacheType = fmt::format("memref<?x{}xf32>", d);
   const std::string scratchType = fmt::format("memref<{}xf32>", d);
   const std::string angleType = fmt::format("memref<{}xf64>", d / 2);
   return fmt::format(
@@ -101,6 +102,7 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
   %cQueryHeads = arith.constant {queryHeads} : index
   %cKVHeads = arith.constant {kvHeads} : index
   %cRowBytes = arith.constant {cacheRowBytes} : index
+  %cKVHeadsAgain = arith.constant {kvHeads} : index
   %qkv = memref.view %qkvb[%c0][%rows] : memref<?xi8> to {qkvType}
   %qGain = memref.view %qgb[%c0][] : memref<?xi8> to {gainType}
   %kGain = memref.view %kgb[%c0][] : memref<?xi8> to {gainType}
@@ -112,7 +114,7 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
   %scratch = memref.alloca() : {scratchType}
   %cosTable = memref.alloca() : {angleType}
   %sinTable = memref.alloca() : {angleType}
-  %layerBase = arith.muli %layer, %capacity : index
+  %layerHeads = arith.muli %layer, %cKVHeadsAgain : index
   %none = arith.constant -1 : index
   scf.for %g = %wgBegin to %wgEnd step %c1 iter_args(%tablePos = %none) -> (index) {{
     %t = arith.divui %g, %cQueryHeads : index
@@ -133,16 +135,18 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
       %kHead = arith.addi %cQueryHeads, %h : index
       %kOffset = arith.muli %kHead, %cD : index
       func.call @{name}_head(%qkv, %t, %kOffset, %kGain, %cosTable, %sinTable, %scratch) : ({qkvType}, index, index, {gainType}, {angleType}, {angleType}, {scratchType}) -> ()
-      %row = arith.addi %layerBase, %pos : index
+      %headIndex = arith.addi %layerHeads, %h : index
+      %headBase = arith.muli %headIndex, %capacity : index
+      %row = arith.addi %headBase, %pos : index
       %vHeadBase = arith.addi %cQueryHeads, %cKVHeads : index
       %vHead = arith.addi %vHeadBase, %h : index
       %vOffset = arith.muli %vHead, %cD : index
       scf.for %i = %c0 to %cD step %c1 {{
         %k = memref.load %scratch[%i] : {scratchType}
-        memref.store %k, %kCache[%row, %h, %i] : {cacheType}
+        memref.store %k, %kCache[%row, %i] : {cacheType}
         %at = arith.addi %vOffset, %i : index
         %v = memref.load %qkv[%t, %at] : {qkvType}
-        memref.store %v, %vCache[%row, %h, %i] : {cacheType}
+        memref.store %v, %vCache[%row, %i] : {cacheType}
       }}
     }}
     scf.yield %pos : index
@@ -155,7 +159,7 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
       fmt::arg("scratchType", scratchType), fmt::arg("angleType", angleType), fmt::arg("d", d), fmt::arg("half", d / 2),
       fmt::arg("dFloat", double(d)), fmt::arg("eps", kernel.eps), fmt::arg("theta", kernel.theta),
       fmt::arg("exponentStep", -2.0 / double(d)), fmt::arg("queryHeads", kernel.queryHeads),
-      fmt::arg("kvHeads", kernel.kvHeads), fmt::arg("cacheRowBytes", kernel.kvHeads * d * 4),
+      fmt::arg("kvHeads", kernel.kvHeads), fmt::arg("cacheRowBytes", d * 4),
       fmt::arg("gainLoad", widenedLoad(kernel.gains, "%g", "%gain", "%i", gainType)));
 }
 

@@ -277,29 +277,44 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
   reference::ropeRotateHalf(q.data(), rows, qHeads, d, startPos, 1e4);
   reference::ropeRotateHalf(k.data(), rows, kvHeads, d, startPos, 1e4);
   EXPECT_LE(maxRelativeDiff(query, q), 1e-6);
+  // The cache is [layers][kvHeads][capacity][d]: head kv of row t lands at
+  // position startPos + t of that head's run.
   std::vector<float> expectedK(kCache.size(), 0.0f), expectedV(vCache.size(), 0.0f);
-  const int64_t rowFloats = kvHeads * d;
-  std::copy(k.begin(), k.end(), expectedK.begin() + (layer * capacity + startPos) * rowFloats);
-  std::copy(v.begin(), v.end(), expectedV.begin() + (layer * capacity + startPos) * rowFloats);
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t kv = 0; kv < kvHeads; ++kv) {
+      const int64_t at = ((layer * kvHeads + kv) * capacity + startPos + t) * d;
+      std::copy_n(k.begin() + (t * kvHeads + kv) * d, d, expectedK.begin() + at);
+      std::copy_n(v.begin() + (t * kvHeads + kv) * d, d, expectedV.begin() + at);
+    }
   EXPECT_LE(maxRelativeDiff(kCache, expectedK), 1e-6) << "keys, or rows outside the step touched";
   EXPECT_EQ(vCache, expectedV) << "values are copied unchanged into the cache";
 }
 
-/// Runs an attention kernel of head_dim `d` (12: scalar path, 32: vector path).
+/// Runs an attention kernel of head_dim `d` (12: scalar path, 32 and 128: vector path).
 void checkAttention(int64_t d) {
-  const int64_t qHeads = 6, kvHeads = 2, rows = 3, visible = 7;
+  const int64_t qHeads = 6, kvHeads = 2, rows = 3, visible = 7, capacity = 16;
   std::vector<int64_t> map = {0, 0, 0, 1, 1, 1};
   cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(double(d))};
   LoadedKernel loaded = compileForHost(cpu::attentionSource(kernel), "attn");
   std::mt19937 rng(3);
   std::vector<float> q = randomValues(rows * qHeads * d, rng, 2.0f);
+  // The reference reads [visible][kvHeads][d]; the kernel one layer of the
+  // cache, [kvHeads][capacity][d], with garbage past the visible positions.
   std::vector<float> keys = randomValues(visible * kvHeads * d, rng, 2.0f);
   std::vector<float> values = randomValues(visible * kvHeads * d, rng);
+  std::vector<float> keyCache(kvHeads * capacity * d, NAN), valueCache = keyCache;
+  for (int64_t s = 0; s < visible; ++s)
+    for (int64_t kv = 0; kv < kvHeads; ++kv) {
+      std::copy_n(keys.begin() + (s * kvHeads + kv) * d, d,
+                  keyCache.begin() + (kv * capacity + s) * d);
+      std::copy_n(values.begin() + (s * kvHeads + kv) * d, d,
+                  valueCache.begin() + (kv * capacity + s) * d);
+    }
   std::vector<float> out(q.size(), NAN), expected(q.size());
-  void *buffers[] = {q.data(), keys.data(), values.data(), out.data()};
-  const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(keys.size() * 4),
-                           int64_t(values.size() * 4), int64_t(out.size() * 4)};
-  const int64_t scalars[] = {rows, visible, 16};
+  void *buffers[] = {q.data(), keyCache.data(), valueCache.data(), out.data()};
+  const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(keyCache.size() * 4),
+                           int64_t(valueCache.size() * 4), int64_t(out.size() * 4)};
+  const int64_t scalars[] = {rows, visible, capacity};
   loaded.entry(buffers, bytes, scalars, 0, rows * qHeads);
   reference::causalAttention(q.data(), keys.data(), values.data(), expected.data(), rows, visible,
                              qHeads, kvHeads, d, 1.0 / std::sqrt(double(d)), map);
@@ -309,6 +324,7 @@ void checkAttention(int64_t d) {
 TEST(AttentionKernel, MatchesReferenceWithGroupedHeads) {
   checkAttention(12);
   checkAttention(32);
+  checkAttention(128); // Qwen3's head_dim
 }
 
 } // namespace
