@@ -28,6 +28,7 @@ constexpr int64_t kPrefillRows = 6;
 struct Layout {
   int64_t k, pairs, blocks, outBlocks;
   std::string xType, yType, weightType, flatType;
+  std::string pairType; // bf16-rounded activations, (k, k+1) per i32
 };
 
 Layout layoutOf(const FusedLinearKernel &kernel) {
@@ -40,12 +41,47 @@ Layout layoutOf(const FusedLinearKernel &kernel) {
   l.yType = fmt::format("memref<?x{}xf32>", kernel.outFeatures);
   l.weightType = fmt::format("memref<{}x{}x32xi16>", l.blocks, l.pairs);
   l.flatType = fmt::format("memref<{}xi16>", l.blocks * l.pairs * 32);
+  l.pairType = fmt::format("memref<?x{}xi32>", l.pairs);
   return l;
 }
 
-/// @<name>_tile<R>(x, w, wflat, t0, b0, b1) -> 2R accumulators, row-major
-/// (row r: block b0, then block b1).
-std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int rows) {
+/// The multiply-adds of one k pair for row r into %q<r>_<c> from %a<r>_<c>:
+/// f32 FMAs on the widened weights %we<c>/%wo<c> and broadcast x[t, k],
+/// x[t, k+1]; or, with `bf16`, one vdpbf16ps per block on the raw weights
+/// %wi<c> and the broadcast pair %xp[t, kp] of bf16-rounded activations.
+std::string rowMultiplyAdds(const Layout &l, int r, bool bf16) {
+  std::string text;
+  if (bf16)
+    text += fmt::format("    %xs{0} = memref.load %x[%t{0}, %kp] : {1}\n"
+                        "    %xv{0} = vector.broadcast %xs{0} : i32 to vector<16xi32>\n",
+                        r, l.pairType);
+  else
+    text += fmt::format("    %xe{0}s = memref.load %x[%t{0}, %k0] : {1}\n"
+                        "    %xo{0}s = memref.load %x[%t{0}, %k1] : {1}\n"
+                        "    %xe{0} = vector.broadcast %xe{0}s : f32 to vector<16xf32>\n"
+                        "    %xo{0} = vector.broadcast %xo{0}s : f32 to vector<16xf32>\n",
+                        r, l.xType);
+  for (int c = 0; c < 2; ++c) {
+    const std::string id = fmt::format("{}_{}", r, c);
+    // Inline assembly, not the LLVM intrinsic: LLVM 16's optimizer crashes on
+    // the intrinsic's bf16 vector operands (clang-16 -O2 does too).
+    if (bf16)
+      text += fmt::format("    %q{0} = llvm.inline_asm asm_dialect = att \"vdpbf16ps $2, $1, $0\", "
+                          "\"=v,v,v,0\" %xv{1}, %wi{2}, %a{0} : (vector<16xi32>, vector<16xi32>, "
+                          "vector<16xf32>) -> vector<16xf32>\n",
+                          id, r, c);
+    else
+      text += fmt::format("    %p{0} = vector.fma %we{1}, %xe{2}, %a{0} : vector<16xf32>\n"
+                          "    %q{0} = vector.fma %wo{1}, %xo{2}, %p{0} : vector<16xf32>\n",
+                          id, c, r);
+  }
+  return text;
+}
+
+/// @<name>_tile<R>[_bf16](x, w, wflat, t0, b0, b1) -> 2R accumulators,
+/// row-major (row r: block b0, then block b1). With `bf16`, x is the
+/// [rows][K/2] i32 pairs of bf16-rounded activations.
+std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int rows, bool bf16) {
   std::string setup, loads, body, iterArgs, yields, types;
   for (int r = 1; r < rows; ++r)
     setup += fmt::format("  %cRow{0} = arith.constant {0} : index\n"
@@ -64,6 +100,13 @@ std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int r
                            c);
   }
   for (int c = 0; c < 2; ++c) {
+    if (bf16) {
+      loads += fmt::format(
+          "    %wv{0} = vector.load %w[%b{0}, %kp, %c0] : {1}, vector<32xi16>\n"
+          "    %wi{0} = vector.bitcast %wv{0} : vector<32xi16> to vector<16xi32>\n",
+          c, l.weightType);
+      continue;
+    }
     loads += fmt::format(
         "    %wv{0} = vector.load %w[%b{0}, %kp, %c0] : {1}, vector<32xi16>\n"
         "    %wi{0} = vector.bitcast %wv{0} : vector<32xi16> to vector<16xi32>\n"
@@ -80,16 +123,9 @@ std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int r
                            c, l.flatType);
   }
   for (int r = 0; r < rows; ++r) {
-    body += fmt::format("    %xe{0}s = memref.load %x[%t{0}, %k0] : {1}\n"
-                        "    %xo{0}s = memref.load %x[%t{0}, %k1] : {1}\n"
-                        "    %xe{0} = vector.broadcast %xe{0}s : f32 to vector<16xf32>\n"
-                        "    %xo{0} = vector.broadcast %xo{0}s : f32 to vector<16xf32>\n",
-                        r, l.xType);
+    body += rowMultiplyAdds(l, r, bf16);
     for (int c = 0; c < 2; ++c) {
       const std::string id = fmt::format("{}_{}", r, c);
-      body += fmt::format("    %p{0} = vector.fma %we{1}, %xe{2}, %a{0} : vector<16xf32>\n"
-                          "    %q{0} = vector.fma %wo{1}, %xo{2}, %p{0} : vector<16xf32>\n",
-                          id, c, r);
       iterArgs += fmt::format("{}%a{} = %zero", iterArgs.empty() ? "" : ", ", id);
       yields += fmt::format("{}%q{}", yields.empty() ? "" : ", ", id);
       types += fmt::format("{}vector<16xf32>", types.empty() ? "" : ", ");
@@ -99,7 +135,7 @@ std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int r
   for (int i = 0; i < 2 * rows; ++i)
     results += fmt::format("{}%acc#{}", i ? ", " : "", i);
   return fmt::format(R"mlir(
-func.func private @{name}_tile{rows}(%x: {xType}, %w: {weightType}, %wflat: {flatType}, %t0: index, %b0: index, %b1: index) -> ({types}) {{
+func.func private @{name}_tile{rows}{suffix}(%x: {xType}, %w: {weightType}, %wflat: {flatType}, %t0: index, %b0: index, %b1: index) -> ({types}) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %cPairs = arith.constant {pairs} : index
@@ -115,8 +151,10 @@ func.func private @{name}_tile{rows}(%x: {xType}, %w: {weightType}, %wflat: {fla
 }}
 )mlir",
                      fmt::arg("name", kernel.name), fmt::arg("rows", rows),
-                     fmt::arg("xType", l.xType), fmt::arg("weightType", l.weightType),
-                     fmt::arg("flatType", l.flatType), fmt::arg("types", types),
+                     fmt::arg("suffix", bf16 ? "_bf16" : ""),
+                     fmt::arg("xType", bf16 ? l.pairType : l.xType),
+                     fmt::arg("weightType", l.weightType), fmt::arg("flatType", l.flatType),
+                     fmt::arg("types", types),
                      fmt::arg("pairs", l.pairs), fmt::arg("setup", setup),
                      fmt::arg("count", 2 * rows), fmt::arg("iterArgs", iterArgs),
                      fmt::arg("loads", loads), fmt::arg("body", body), fmt::arg("yields", yields),
@@ -159,15 +197,16 @@ func.func private @{name}_store(%v: vector<16xf32>, %up: vector<16xf32>, %scale:
 /// The calls that run one tile of `rows` rows from row %t against the block
 /// pair (%bA, %bB) and store it: SwiGLU stores gate*up into block %bA; plain
 /// kernels store both blocks (the second only when %pairFull).
-std::string tileAndStore(const FusedLinearKernel &kernel, const Layout &l, int rows,
+std::string tileAndStore(const FusedLinearKernel &kernel, const Layout &l, int rows, bool bf16,
                          const std::string &x, const std::string &residual) {
   std::string types;
   for (int i = 0; i < 2 * rows; ++i)
     types += i ? ", vector<16xf32>" : "vector<16xf32>";
-  std::string text =
-      fmt::format("        %r{0}:{1} = func.call @{2}_tile{0}({3}, %w, %wflat, %t, %bA, %bB) : "
-                  "({4}, {5}, {6}, index, index, index) -> ({7})\n",
-                  rows, 2 * rows, kernel.name, x, l.xType, l.weightType, l.flatType, types);
+  std::string text = fmt::format(
+      "        %r{0}:{1} = func.call @{2}_tile{0}{3}({4}, %w, %wflat, %t, %bA, %bB) : "
+      "({5}, {6}, {7}, index, index, index) -> ({8})\n",
+      rows, 2 * rows, kernel.name, bf16 ? "_bf16" : "", x, bf16 ? l.pairType : l.xType,
+      l.weightType, l.flatType, types);
   auto store = [&](const std::string &v, const std::string &up, const std::string &row,
                    const std::string &column) {
     return fmt::format("func.call @{0}_store({1}, {2}, %st{3}, %t{3}, {4}, %y, {5}) : "
@@ -195,10 +234,49 @@ std::string tileAndStore(const FusedLinearKernel &kernel, const Layout &l, int r
 
 } // namespace
 
+/// With bf16 activations: %xp[t, kp] = the (k, k+1) pair of `x`'s row t
+/// rounded to bf16 (to nearest even), for the rows of the prefill tiles;
+/// and the dealloc that ends it.
+std::pair<std::string, std::string> roundedPairs(const Layout &l, const std::string &x) {
+  return {fmt::format(R"mlir(  %xp = memref.alloc(%tiledRows) : {pairType}
+  %cPairsAll = arith.constant {pairs} : index
+  %bits16 = arith.constant 16 : i32
+  %roundBias = arith.constant 32767 : i32
+  %oneBit = arith.constant 1 : i32
+  scf.for %t = %c0 to %tiledRows step %c1 {{
+    scf.for %kp = %c0 to %cPairsAll step %c1 {{
+      %k0 = arith.addi %kp, %kp : index
+      %k1 = arith.addi %k0, %c1 : index
+      %e = memref.load {x}[%t, %k0] : {xType}
+      %o = memref.load {x}[%t, %k1] : {xType}
+      %eBits = arith.bitcast %e : f32 to i32
+      %oBits = arith.bitcast %o : f32 to i32
+      %eHigh = arith.shrui %eBits, %bits16 : i32
+      %oHigh = arith.shrui %oBits, %bits16 : i32
+      %eOdd = arith.andi %eHigh, %oneBit : i32
+      %oOdd = arith.andi %oHigh, %oneBit : i32
+      %eBias = arith.addi %roundBias, %eOdd : i32
+      %oBias = arith.addi %roundBias, %oOdd : i32
+      %eSum = arith.addi %eBits, %eBias : i32
+      %oSum = arith.addi %oBits, %oBias : i32
+      %eRounded = arith.shrui %eSum, %bits16 : i32
+      %oRounded = arith.shrui %oSum, %bits16 : i32
+      %oPlaced = arith.shli %oRounded, %bits16 : i32
+      %pair = arith.ori %eRounded, %oPlaced : i32
+      memref.store %pair, %xp[%t, %kp] : {pairType}
+    }}
+  }}
+)mlir",
+                      fmt::arg("pairType", l.pairType), fmt::arg("pairs", l.pairs),
+                      fmt::arg("x", x), fmt::arg("xType", l.xType)),
+          fmt::format("  memref.dealloc %xp : {}\n", l.pairType)};
+}
+
 std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
   const Layout l = layoutOf(kernel);
-  std::string source = tileFunction(kernel, l, kPrefillRows) + tileFunction(kernel, l, 1) +
-                       storeFunction(kernel, l);
+  const bool bf16 = kernel.bf16Activations;
+  std::string source = tileFunction(kernel, l, kPrefillRows, bf16) +
+                       tileFunction(kernel, l, 1, false) + storeFunction(kernel, l);
   const KernelFrame frame = kernelFrame(kernel, l.xType, l.yType);
   source += frame.helpers;
   // SwiGLU: one output block per step, its gate and up blocks as the pair.
@@ -211,6 +289,7 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
                     : "      %bNext = arith.addi %bA, %c1 : index\n"
                       "      %pairFull = arith.cmpi ult, %bNext, %bEnd : index\n"
                       "      %bB = arith.select %pairFull, %bNext, %bA : index\n";
+  const auto rounding = roundedPairs(l, frame.dotInput);
   source += frame.opening;
   source += fmt::format(
       R"mlir(  %c16 = arith.constant 16 : index
@@ -225,7 +304,7 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
   %bEnd = arith.minui %bEndGroup, %cOutBlocks : index
   %tiles = arith.divui %rows, %cTileRows : index
   %tiledRows = arith.muli %tiles, %cTileRows : index
-  scf.for %bA = %bBegin to %bEnd step {step} {{
+{rounding}  scf.for %bA = %bBegin to %bEnd step {step} {{
 {pairing}      %colA = arith.muli %bA, %c16 : index
       %colB = arith.muli %bB, %c16 : index
       scf.for %t = %c0 to %tiledRows step %cTileRows {{
@@ -238,9 +317,12 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
       fmt::arg("outBlocks", l.outBlocks), fmt::arg("tileRows", kPrefillRows),
       fmt::arg("weightType", l.weightType), fmt::arg("flatType", l.flatType),
       fmt::arg("pairing", pairing), fmt::arg("step", kernel.swiglu ? "%c1" : "%cTwo"),
-      fmt::arg("prefillTile",
-               tileAndStore(kernel, l, kPrefillRows, frame.dotInput, frame.residualOperand)),
-      fmt::arg("rowTile", tileAndStore(kernel, l, 1, frame.dotInput, frame.residualOperand)));
+      fmt::arg("rounding", bf16 ? rounding.first : ""),
+      fmt::arg("prefillTile", tileAndStore(kernel, l, kPrefillRows, bf16, bf16 ? "%xp" : frame.dotInput,
+                                           frame.residualOperand)),
+      fmt::arg("rowTile", tileAndStore(kernel, l, 1, false, frame.dotInput, frame.residualOperand)));
+  if (bf16)
+    source += rounding.second;
   source += frame.closing;
   return source;
 }

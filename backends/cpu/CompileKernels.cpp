@@ -127,6 +127,7 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const CpuTarget &target
   static const bool initialized = [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser(); // the inline assembly of the bf16 tiles
     return true;
   }();
   (void)initialized;

@@ -23,6 +23,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -130,12 +131,13 @@ std::set<std::string> kernelsWithPrologueGain(func::FuncOp forward) {
 struct CpuKernel {
   std::string source;
   json grid;
-  bool columnBlocks = false; // reads its weight (operand 1) as column blocks
+  bool columnBlocks = false;    // reads its weight (operand 1) as column blocks
+  bool bf16Activations = false; // prefill tiles round the activations to bf16
 };
 
-CpuKernel fusedLinearKernel(const std::string &name, Value weight, bool residual,
-                            std::optional<double> eps, bool swiglu, Value result,
-                            const std::optional<UnfoldedWeight> &unfolded = std::nullopt) {
+FusedLinearKernel describeFusedLinear(const std::string &name, Value weight, bool residual,
+                                      std::optional<double> eps, bool swiglu, Value result,
+                                      const std::optional<UnfoldedWeight> &unfolded) {
   FusedLinearKernel kernel;
   kernel.name = name;
   kernel.inFeatures = shapeOf(weight)[1];
@@ -149,25 +151,35 @@ CpuKernel fusedLinearKernel(const std::string &name, Value weight, bool residual
   kernel.swiglu = swiglu;
   kernel.residual = residual;
   kernel.columnBlocks = kernel.columnBlocksFit();
+  return kernel;
+}
+
+CpuKernel fusedLinearKernel(FusedLinearKernel kernel, const CpuCompileOptions &options) {
+  kernel.bf16Activations = options.bf16Activations && kernel.columnBlocks;
   return {fusedLinearSource(kernel),
           {{"kind", "fixed"}, {"count", kernel.workgroups()}},
-          kernel.columnBlocks};
+          kernel.columnBlocks,
+          kernel.bf16Activations};
 }
 
 /// `unfolded` describes the kernel's weight when it reads it unfolded.
-CpuKernel cpuKernelFor(func::FuncOp kernel, std::optional<UnfoldedWeight> unfolded) {
+CpuKernel cpuKernelFor(func::FuncOp kernel, std::optional<UnfoldedWeight> unfolded,
+                       const CpuCompileOptions &options) {
   const std::string name = kernel.getSymName().str();
   Operation *anchor = anchorOf(kernel);
   if (auto fused = dyn_cast<FusedLinearOp>(anchor)) {
     std::optional<double> eps;
     if (auto attr = fused.getRmsNormEps())
       eps = attr->convertToDouble();
-    return fusedLinearKernel(name, fused.getWeight(), bool(fused.getResidual()), eps,
-                             fused.getSwiglu(), fused.getResult(), unfolded);
+    return fusedLinearKernel(describeFusedLinear(name, fused.getWeight(),
+                                                 bool(fused.getResidual()), eps,
+                                                 fused.getSwiglu(), fused.getResult(), unfolded),
+                             options);
   }
   if (auto linear = dyn_cast<LinearOp>(anchor); linear && !linear.getBias())
-    return fusedLinearKernel(name, linear.getWeight(), false, std::nullopt, false,
-                             linear.getResult());
+    return fusedLinearKernel(describeFusedLinear(name, linear.getWeight(), false, std::nullopt,
+                                                 false, linear.getResult(), std::nullopt),
+                             options);
   if (auto embedding = dyn_cast<EmbeddingOp>(anchor)) {
     auto table = shapeOf(embedding.getTable());
     EmbeddingKernel cpu{name, table[0], table[1], storageOf(embedding.getTable())};
@@ -411,7 +423,13 @@ json bufferPlanJson(ModuleOp module) {
 
 } // namespace
 
-CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target) {
+CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target,
+                            const CpuCompileOptions &options) {
+  if (options.bf16Activations &&
+      std::find(target.requiredFeatures.begin(), target.requiredFeatures.end(), "avx512bf16") ==
+          target.requiredFeatures.end())
+    throw std::invalid_argument("--bf16-activations needs AVX512-BF16, which --cpu=" + target.name +
+                                " does not have (use --cpu=host on a CPU that has it)");
   auto forward = module.lookupSymbol<func::FuncOp>(kEntryPoint);
   if (!forward || forward.getBody().front().getOps<DispatchOp>().empty())
     throw std::runtime_error("compiling for the CPU needs the dispatch stage (--emit=dispatch)");
@@ -429,13 +447,15 @@ CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target) {
     std::optional<UnfoldedWeight> unfolded;
     if (prologueGain.count(name))
       unfolded = unfold(exampleDispatch.at(name).getOperand(1));
-    CpuKernel cpu = cpuKernelFor(kernel, unfolded);
+    CpuKernel cpu = cpuKernelFor(kernel, unfolded, options);
     compiled.kernelSource += cpu.source;
     json entry = {{"name", name}, {"grid", cpu.grid}};
     if (cpu.columnBlocks) {
       entry["weight_layout"] = "column_blocks";
       columnBlocks.insert(name);
     }
+    if (cpu.bf16Activations)
+      entry["prefill_activations"] = "bf16";
     kernels.push_back(entry);
   });
   compiled.sharedObject = linkSharedObject(compileKernelsToObject(compiled.kernelSource, target));

@@ -36,6 +36,12 @@ struct FusedLinearKernel {
   /// and decode loops then run as 6 x 32 and 1 x 32 register tiles without
   /// horizontal sums. See columnBlocksFit().
   bool columnBlocks = false;
+  /// Prefill tiles (6 rows) round the activations to bf16 and multiply with
+  /// vdpbf16ps (AVX512-BF16): twice the multiply-adds per instruction where
+  /// the CPU runs it at the FMA rate, at bf16 precision for the activations
+  /// as Hugging Face's bf16 inference has. Needs columnBlocks; decode and
+  /// leftover rows stay f32. Off unless asked for (q3c compile --bf16-activations).
+  bool bf16Activations = false;
   static constexpr int64_t kColumnsPerWorkgroup = 64;
   bool columnBlocksFit() const {
     return weight == WeightStorage::BF16 && outFeatures % 16 == 0 && inFeatures % 2 == 0;

@@ -20,3 +20,12 @@ config.substitutions.append(("%q3_src", config.q3_src_root))
 python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
 config.substitutions.append(("%python", python))
 config.environment["PATH"] = os.pathsep.join([config.llvm_tools_dir, config.environment.get("PATH", "")])
+
+# CPU features of this machine that some tests need (REQUIRES: avx512bf16).
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
+except OSError:
+    flags = []
+if "avx512_bf16" in flags:
+    config.available_features.add("avx512bf16")

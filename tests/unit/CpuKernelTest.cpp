@@ -31,6 +31,7 @@ struct LinearCase {
   bool norm, swiglu, residual;
   bool prologueGain = false; // gain applied to x in the kernel, not folded into w
   bool columnBlocks = false; // weight bound in runtime/WeightLayout.h's column blocks
+  bool bf16Activations = false; // prefill tiles round x to bf16 (vdpbf16ps)
 };
 
 void PrintTo(const LinearCase &c, std::ostream *os) { *os << c.label; }
@@ -72,6 +73,7 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu) {
   if (c.prologueGain)
     kernel.prologueGain = WeightStorage::BF16;
   kernel.columnBlocks = c.columnBlocks;
+  kernel.bf16Activations = c.bf16Activations;
 
   std::vector<uint8_t> library = cpu::linkSharedObject(
       cpu::compileKernelsToObject(cpu::fusedLinearSource(kernel), cpu::resolveCpuTarget(cpu)));
@@ -142,6 +144,32 @@ class FusedLinearKernelTest : public ::testing::TestWithParam<LinearCase> {};
 
 TEST_P(FusedLinearKernelTest, MatchesReference) {
   EXPECT_LE(relativeErrorOf(GetParam(), "host"), 1e-5);
+}
+
+bool hostHasAvx512Bf16() { return __builtin_cpu_supports("avx512bf16"); }
+
+// bf16 activations: the 6-row tiles round x (after the gain) to bf16, whose
+// relative error is at most 2^-9; over K products of mixed signs the result
+// stays within 1% of the largest output. Leftover rows stay exact.
+TEST(FusedLinearKernel, Bf16ActivationsStayWithinTheirBound) {
+  if (!hostHasAvx512Bf16())
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  for (const LinearCase &c :
+       {LinearCase{"plain", 64, 64, 13, WeightStorage::BF16, false, false, false, false, true,
+                   true},
+        LinearCase{"norm_gain_swiglu", 128, 48, 12, WeightStorage::BF16, true, true, false, true,
+                   true, true},
+        LinearCase{"residual_0_6b_down", 3072, 1024, 7, WeightStorage::BF16, false, false, true,
+                   false, true, true}}) {
+    const double error = relativeErrorOf(c, "host");
+    EXPECT_LE(error, 1e-2) << c.label;
+    EXPECT_GT(error, 1e-7) << c.label << ": the prefill tiles did not round the activations";
+  }
+  // Decode (one row) stays f32.
+  EXPECT_LE(relativeErrorOf({"decode", 256, 64, 1, WeightStorage::BF16, true, false, false, true,
+                             true, true},
+                            "host"),
+            1e-5);
 }
 
 // The same source compiles for every supported CPU level and stays correct

@@ -34,7 +34,9 @@ int runCompile() {
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
   runPipelineFromFlags(*module);
-  cpu::CompiledModel compiled = cpu::compileForCpu(*module, target);
+  cpu::CpuCompileOptions options;
+  options.bf16Activations = compileBf16Activations;
+  cpu::CompiledModel compiled = cpu::compileForCpu(*module, target, options);
   cpu::writeCpuArtifact(compileOutput, compiled);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
