@@ -31,6 +31,12 @@
 namespace q3::runtime {
 namespace {
 
+/// The manifest says something the runtime cannot do. Model::load turns it
+/// into a LoadError naming the artifact.
+struct ManifestError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// A weight as the kernels read it: bytes in the artifact's dtype.
 struct WeightData {
   DType dtype = DType::F32;
@@ -86,7 +92,7 @@ DType parseArtifactDType(const std::string &name) {
     return DType::F16;
   if (name == "f32")
     return DType::F32;
-  throw LoadError("unknown weight dtype '" + name + "'");
+  throw ManifestError("unknown weight dtype '" + name + "'");
 }
 
 Binding parseBinding(const nlohmann::json &j) {
@@ -101,7 +107,7 @@ Binding parseBinding(const nlohmann::json &j) {
       {"constant", Binding::Kind::Constant}};
   auto kind = kinds.find(j.at("kind").get<std::string>());
   if (kind == kinds.end())
-    throw LoadError("unknown operand kind '" + j.at("kind").get<std::string>() + "'");
+    throw ManifestError("unknown operand kind '" + j.at("kind").get<std::string>() + "'");
   Binding binding{kind->second};
   for (const char *key : {"id", "layer", "value"})
     if (j.contains(key))
@@ -171,7 +177,7 @@ void Model::State::packColumnBlocksOf(const WeightData &source, const nlohmann::
   auto shape = entry.at("shape").get<std::vector<int64_t>>();
   if (source.dtype != DType::BF16 || packed.dtype != DType::BF16 || shape.size() != 2 ||
       !fitsColumnBlocks(shape[0], shape[1]) || source.elements != packed.elements)
-    throw LoadError(fmt::format("weight {}: column blocks need a bf16 [16n, 2m] matrix, got {} {}",
+    throw ManifestError(fmt::format("weight {}: column blocks need a bf16 [16n, 2m] matrix, got {} {}",
                                 entry.at("id").get<int64_t>(), entry.at("dtype").dump(),
                                 entry.at("shape").dump()));
   packed.owned.resize(size_t(packed.elements) * 2);
@@ -224,7 +230,7 @@ void Model::State::materialize(const nlohmann::json &entry, const BoundWeights &
   } else if (kind == "column_blocks") {
     packColumnBlocksOf(weights.at(entry.at("inputs").at(0).get<size_t>()), entry, weight);
   } else {
-    throw LoadError("unknown weight kind '" + kind + "'");
+    throw ManifestError("unknown weight kind '" + kind + "'");
   }
   if (!weight.owned.empty())
     weight.data = weight.owned.data();
@@ -296,7 +302,7 @@ void Model::State::buildSchedule() {
     for (const auto *list : {&step.operands, &step.results})
       for (const Binding &b : *list)
         if (b.kind == Binding::Kind::Buffer && b.rowBytes > rowBytes.at(b.value))
-          throw LoadError("dispatch of " + step.kernel + ": a value of " +
+          throw ManifestError("dispatch of " + step.kernel + ": a value of " +
                           std::to_string(b.rowBytes) + " bytes per row does not fit buffer " +
                           std::to_string(b.value));
 }
@@ -400,6 +406,8 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
     s.valueCache = UntouchedFloats(s.keyCache.size());
     s.tokens.assign(size_t(s.context), 0);
     s.decodeBytes = s.artifact->manifest().value("decode_bytes_per_token", int64_t(0));
+  } catch (const ManifestError &e) {
+    throw LoadError(artifactPath + ": manifest: " + e.what());
   } catch (const nlohmann::json::exception &e) {
     throw LoadError(artifactPath + ": malformed manifest: " + e.what());
   } catch (const std::out_of_range &e) {
