@@ -1,32 +1,28 @@
-// Model: an artifact's schedule run on bound weights.
+// Model: the scheduler that runs an artifact's schedule on bound weights
+// through a Driver (runtime/Driver.h).
 //
-// Load: validate the artifact, check the CPU, load the kernels from memory,
-// bind the checkpoint's tensors (mmap; converted only when the artifact wants
-// another dtype), evaluate the weight transforms (fold_gain, concat_rows),
-// and allocate the planned activation buffers and the KV cache for the
-// context. Run: for each dispatch of the schedule, bind its operands and run
-// its workgroups on the thread pool.
+// Load: validate the artifact, create the driver for its format (the CPU
+// driver checks the CPU and loads the kernels), bind the checkpoint's tensors
+// (mmap; converted only when the artifact wants another dtype), evaluate the
+// weight transforms (fold_gain, concat_rows, column_blocks) and hand the
+// weights to the driver, and allocate the planned activation buffers and the
+// KV cache for the context in driver memory. Run: for each dispatch of the
+// schedule, bind its operands to buffer ranges and scalars and dispatch it.
 #include "runtime/Model.h"
 
 #include "runtime/Artifact.h"
 #include "runtime/Checkpoint.h"
-#include "runtime/CpuFeatures.h"
 #include "runtime/DType.h"
-#include "runtime/KernelABI.h"
+#include "runtime/Driver.h"
 #include "runtime/LoadError.h"
-#include "runtime/SharedLibrary.h"
 #include "runtime/WeightBinder.h"
 #include "runtime/WeightLayout.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
-#include <new>
 
 namespace q3::runtime {
 namespace {
@@ -45,30 +41,6 @@ struct WeightData {
   std::vector<uint8_t> owned; // when converted or computed
 };
 
-/// Zeroed floats that cost memory only once touched: calloc takes fresh zero
-/// pages from the kernel for large sizes. Activation buffers and the KV cache
-/// are sized for the whole context (the logits buffer alone is 2.5 GB for
-/// 0.6B at 4096 positions); zero-filling them made loading take seconds and
-/// counted all of it in RSS, though a request writes only the rows it uses.
-class UntouchedFloats {
-public:
-  explicit UntouchedFloats(size_t count = 0)
-      : data_(static_cast<float *>(std::calloc(count ? count : 1, sizeof(float)))), size_(count) {
-    if (!data_)
-      throw std::bad_alloc();
-  }
-  float *data() { return data_.get(); }
-  const float *data() const { return data_.get(); }
-  size_t size() const { return size_; }
-
-private:
-  struct Free {
-    void operator()(float *p) const { std::free(p); }
-  };
-  std::unique_ptr<float, Free> data_;
-  size_t size_;
-};
-
 /// What the runtime binds to one operand or result of a dispatch.
 struct Binding {
   enum class Kind { Buffer, Weight, Tokens, StartPos, Cache, CacheKeys, CacheValues, Constant };
@@ -78,7 +50,7 @@ struct Binding {
 };
 
 struct Step {
-  KernelEntry entry = nullptr;
+  int64_t kernelId = 0; // the driver's
   std::string kernel;
   enum class Grid { Fixed, Rows, RowsTimes } grid = Grid::Fixed;
   int64_t gridValue = 0;
@@ -127,15 +99,16 @@ std::vector<float> widen(const WeightData &weight) {
 
 struct Model::State {
   std::unique_ptr<Artifact> artifact;
-  std::unique_ptr<SharedLibrary> kernels;
   std::unique_ptr<Checkpoint> checkpoint;
   std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<Driver> driver;
   std::vector<WeightData> weights;
+  std::vector<int64_t> weightBuffers; // driver buffer of each weight the schedule reads
   std::vector<Step> steps;
-  std::vector<int64_t> rowBytes;           // per activation buffer
-  std::vector<UntouchedFloats> buffers; // [context rows] each
-  UntouchedFloats keyCache, valueCache; // [layers][kvHeads][context][headDim]
-  std::vector<int32_t> tokens;
+  std::vector<int64_t> rowBytes;      // per activation buffer
+  std::vector<int64_t> buffers;       // driver buffers of [context] rows each
+  int64_t keyCache = 0, valueCache = 0; // [layers][kvHeads][context][headDim] f32
+  int64_t tokenBuffer = 0;            // [context] i32
   std::vector<float> logits;
   int64_t outputBuffer = 0;
   int64_t layers = 0, kvRowFloats = 0, vocab = 0, context = 0, position = 0;
@@ -143,7 +116,6 @@ struct Model::State {
   bool profiling = false;
   std::vector<KernelProfile> stepProfiles; // parallel to steps while profiling
 
-  void loadKernels(const std::string &path);
   void bindWeights(const std::string &weightsPath);
   void packColumnBlocksOf(const WeightData &source, const nlohmann::json &entry,
                           WeightData &packed);
@@ -154,23 +126,6 @@ struct Model::State {
   /// (firstRow > 0 only for a row-independent product).
   void runStep(const Step &step, int64_t rows, int64_t startPos, int64_t firstRow = 0);
 };
-
-void Model::State::loadKernels(const std::string &path) {
-  const nlohmann::json &manifest = artifact->manifest();
-  if (manifest.value("format", "") != "q3c-cpu")
-    throw LoadError(path + ": not a CPU artifact (manifest format '" +
-                    manifest.value("format", "") + "')");
-  auto required = manifest.at("target").at("required_features").get<std::vector<std::string>>();
-  std::vector<std::string> missing = missingCpuFeatures(required);
-  if (!missing.empty())
-    throw LoadError(fmt::format("{}: compiled for CPU features this machine lacks: {} (compile "
-                                "with --cpu=host on this machine, or a lower --cpu level)",
-                                path, fmt::join(missing, ", ")));
-  const Artifact::Section *library = artifact->find("kernels.so");
-  if (!library)
-    throw LoadError(path + ": no kernels.so section");
-  kernels = SharedLibrary::loadFromMemory(path + ":kernels.so", library->data, library->size);
-}
 
 void Model::State::packColumnBlocksOf(const WeightData &source, const nlohmann::json &entry,
                                       WeightData &packed) {
@@ -267,12 +222,18 @@ void Model::State::bindWeights(const std::string &weightsPath) {
     else
       weights.emplace_back();
   }
-  // Weights that only fed a transform are not needed any more.
-  for (size_t i = 0; i < weights.size(); ++i)
-    if (!read[i]) {
-      std::vector<uint8_t>().swap(weights[i].owned);
-      weights[i].data = nullptr;
+  // Weights that only fed a transform are not needed any more; the rest go
+  // to the driver.
+  weightBuffers.assign(weights.size(), -1);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    WeightData &w = weights[i];
+    if (read[i]) {
+      weightBuffers[i] = driver->wrapHost(w.data, w.elements * int64_t(dtypeSize(w.dtype)));
+      continue;
     }
+    std::vector<uint8_t>().swap(w.owned);
+    w.data = nullptr;
+  }
 }
 
 void Model::State::buildSchedule() {
@@ -283,7 +244,7 @@ void Model::State::buildSchedule() {
   for (const auto &entry : manifest.at("schedule")) {
     Step step;
     step.kernel = entry.at("kernel").get<std::string>();
-    step.entry = reinterpret_cast<KernelEntry>(kernels->symbol(kKernelSymbolPrefix + step.kernel));
+    step.kernelId = driver->kernel(step.kernel);
     const nlohmann::json &grid = grids.at(step.kernel);
     const std::string kind = grid.at("kind").get<std::string>();
     step.grid = kind == "fixed"  ? Step::Grid::Fixed
@@ -308,40 +269,31 @@ void Model::State::buildSchedule() {
 }
 
 void Model::State::runStep(const Step &step, int64_t rows, int64_t startPos, int64_t firstRow) {
-  std::vector<void *> pointers;
-  std::vector<int64_t> bytes;
+  std::vector<BufferRange> ranges;
   std::vector<int64_t> scalars = {rows - firstRow, startPos + rows, context};
-  const int64_t cacheLayerFloats = context * kvRowFloats;
+  const int64_t cacheLayerBytes = context * kvRowFloats * 4; // [kvHeads][context][headDim]
   auto bind = [&](const Binding &b) {
     switch (b.kind) {
     case Binding::Kind::Buffer:
-      pointers.push_back(reinterpret_cast<uint8_t *>(buffers.at(b.value).data()) +
-                         firstRow * b.rowBytes);
-      bytes.push_back((rows - firstRow) * b.rowBytes);
+      ranges.push_back({buffers.at(b.value), firstRow * b.rowBytes, (rows - firstRow) * b.rowBytes});
       break;
     case Binding::Kind::Weight: {
       const WeightData &w = weights.at(b.value);
-      pointers.push_back(const_cast<uint8_t *>(w.data));
-      bytes.push_back(w.elements * int64_t(dtypeSize(w.dtype)));
+      ranges.push_back({weightBuffers.at(b.value), 0, w.elements * int64_t(dtypeSize(w.dtype))});
       break;
     }
     case Binding::Kind::Tokens:
-      pointers.push_back(tokens.data());
-      bytes.push_back(rows * 4);
+      ranges.push_back({tokenBuffer, 0, rows * 4});
       break;
     case Binding::Kind::Cache:
-      pointers.push_back(keyCache.data());
-      bytes.push_back(int64_t(keyCache.size() * 4));
-      pointers.push_back(valueCache.data());
-      bytes.push_back(int64_t(valueCache.size() * 4));
+      ranges.push_back({keyCache, 0, layers * cacheLayerBytes});
+      ranges.push_back({valueCache, 0, layers * cacheLayerBytes});
       break;
     case Binding::Kind::CacheKeys:
-    case Binding::Kind::CacheValues: {
-      auto &cache = b.kind == Binding::Kind::CacheKeys ? keyCache : valueCache;
-      pointers.push_back(cache.data() + b.value * cacheLayerFloats);
-      bytes.push_back(cacheLayerFloats * 4); // [kvHeads][context][headDim]
+    case Binding::Kind::CacheValues:
+      ranges.push_back({b.kind == Binding::Kind::CacheKeys ? keyCache : valueCache,
+                        b.value * cacheLayerBytes, cacheLayerBytes});
       break;
-    }
     case Binding::Kind::StartPos:
       scalars.push_back(startPos);
       break;
@@ -360,10 +312,9 @@ void Model::State::runStep(const Step &step, int64_t rows, int64_t startPos, int
                                                              : rows * step.gridValue;
   const auto start = profiling ? std::chrono::steady_clock::now()
                                : std::chrono::steady_clock::time_point();
-  pool->parallelFor(workgroups, [&](int64_t begin, int64_t end) {
-    step.entry(pointers.data(), bytes.data(), scalars.data(), begin, end);
-  });
+  driver->dispatch(step.kernelId, ranges, scalars, workgroups);
   if (profiling) {
+    driver->finish(); // the time of this dispatch, not of issuing it
     KernelProfile &p = stepProfiles[size_t(&step - steps.data())];
     p.calls += 1;
     p.seconds +=
@@ -387,7 +338,8 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   State &s = *model->state;
   s.artifact = Artifact::open(artifactPath);
   try {
-    s.loadKernels(artifactPath);
+    s.pool = std::make_unique<ThreadPool>(options.threads); // also packs weights in parallel
+    s.driver = createDriver(*s.artifact, artifactPath, *s.pool);
     const nlohmann::json &config = s.artifact->manifest().at("config");
     s.layers = config.at("num_hidden_layers").get<int64_t>();
     s.kvRowFloats =
@@ -396,15 +348,14 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
     const int64_t maxPositions = config.at("max_position_embeddings").get<int64_t>();
     s.context =
         options.contextLength > 0 ? options.contextLength : std::min<int64_t>(maxPositions, 4096);
-    s.pool = std::make_unique<ThreadPool>(options.threads); // packs weights in parallel
     s.bindWeights(weightsPath);
     s.rowBytes = s.artifact->manifest().at("buffers").at("row_bytes").get<std::vector<int64_t>>();
     s.buildSchedule();
     for (int64_t bytes : s.rowBytes)
-      s.buffers.emplace_back(size_t(s.context * bytes / 4));
-    s.keyCache = UntouchedFloats(size_t(s.layers * s.context * s.kvRowFloats));
-    s.valueCache = UntouchedFloats(s.keyCache.size());
-    s.tokens.assign(size_t(s.context), 0);
+      s.buffers.push_back(s.driver->allocate(s.context * bytes));
+    s.keyCache = s.driver->allocate(s.layers * s.context * s.kvRowFloats * 4);
+    s.valueCache = s.driver->allocate(s.layers * s.context * s.kvRowFloats * 4);
+    s.tokenBuffer = s.driver->allocate(s.context * 4);
     s.decodeBytes = s.artifact->manifest().value("decode_bytes_per_token", int64_t(0));
   } catch (const ManifestError &e) {
     throw LoadError(artifactPath + ": manifest: " + e.what());
@@ -428,7 +379,7 @@ const std::vector<float> &Model::forward(const std::vector<int32_t> &tokens, Log
   for (int32_t id : tokens)
     if (id < 0 || id >= s.vocab)
       throw RequestError(fmt::format("token id {} is outside the vocabulary [0, {})", id, s.vocab));
-  std::copy(tokens.begin(), tokens.end(), s.tokens.begin());
+  s.driver->write({s.tokenBuffer, 0, rows * 4}, tokens.data());
   // The logits product (the last dispatch, a row-wise product over a fixed
   // grid of columns) can run on the last row alone.
   const bool lastOnly = which == Logits::Last && s.steps.back().grid == Step::Grid::Fixed;
@@ -437,11 +388,13 @@ const std::vector<float> &Model::forward(const std::vector<int32_t> &tokens, Log
     s.runStep(s.steps[i], rows, s.position, logitsStep && lastOnly ? rows - 1 : 0);
   }
   s.position += rows;
-  const float *output = s.buffers.at(s.outputBuffer).data();
-  if (which == Logits::Last) // the window's one row is the buffer's row rows - 1
-    s.logits.assign(output + (rows - 1) * s.vocab, output + rows * s.vocab);
-  else
-    s.logits.assign(output, output + rows * s.vocab);
+  s.driver->finish();
+  // Logits::Last: the window's one row is the buffer's row rows - 1.
+  const int64_t firstRow = which == Logits::Last ? rows - 1 : 0;
+  const int64_t rowBytes = s.vocab * 4;
+  s.logits.resize(size_t((rows - firstRow) * s.vocab));
+  s.driver->read({s.buffers.at(s.outputBuffer), firstRow * rowBytes, (rows - firstRow) * rowBytes},
+                 s.logits.data());
   return s.logits;
 }
 

@@ -13,12 +13,7 @@
 namespace q3::runtime {
 namespace {
 
-// Q3_TEST_KERNEL_LIBRARY is the path of SharedLibraryTestKernel.c built by CMake.
-std::vector<uint8_t> testKernelBytes() {
-  std::ifstream in(Q3_TEST_KERNEL_LIBRARY, std::ios::binary);
-  EXPECT_TRUE(in) << "cannot open " << Q3_TEST_KERNEL_LIBRARY;
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
+using testing::testKernelBytes;
 
 TEST(SharedLibrary, LoadsFromMemoryAndCallsAFunction) {
   std::vector<uint8_t> bytes = testKernelBytes();

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -98,5 +99,14 @@ inline TensorToWrite f32Tensor(const std::string &name, std::vector<int64_t> sha
     std::memcpy(bytes.data(), values.data(), bytes.size());
   return TensorToWrite{name, DType::F32, std::move(shape), std::move(bytes)};
 }
+
+#ifdef Q3_TEST_KERNEL_LIBRARY
+// The bytes of SharedLibraryTestKernel.c's shared object (built by CMake).
+inline std::vector<uint8_t> testKernelBytes() {
+  std::ifstream in(Q3_TEST_KERNEL_LIBRARY, std::ios::binary);
+  EXPECT_TRUE(in) << "cannot open " << Q3_TEST_KERNEL_LIBRARY;
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+#endif
 
 } // namespace q3::runtime::testing

@@ -1,0 +1,91 @@
+#include "runtime/CpuDriver.h"
+
+#include "runtime/Artifact.h"
+#include "runtime/CpuFeatures.h"
+#include "runtime/LoadError.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstring>
+#include <new>
+
+namespace q3::runtime {
+
+std::unique_ptr<Driver> createDriver(const Artifact &artifact, const std::string &path,
+                                     ThreadPool &pool) {
+  const std::string format = artifact.manifest().value("format", "");
+  if (format == "q3c-cpu")
+    return std::make_unique<CpuDriver>(artifact, path, pool);
+  throw LoadError(path + ": not a CPU artifact (manifest format '" + format +
+                  "'); this runtime has a driver for q3c-cpu only");
+}
+
+CpuDriver::CpuDriver(const Artifact &artifact, const std::string &path, ThreadPool &pool)
+    : pool_(pool) {
+  auto required =
+      artifact.manifest().at("target").at("required_features").get<std::vector<std::string>>();
+  std::vector<std::string> missing = missingCpuFeatures(required);
+  if (!missing.empty())
+    throw LoadError(fmt::format("{}: compiled for CPU features this machine lacks: {} (compile "
+                                "with --cpu=host on this machine, or a lower --cpu level)",
+                                path, fmt::join(missing, ", ")));
+  const Artifact::Section *library = artifact.find("kernels.so");
+  if (!library)
+    throw LoadError(path + ": no kernels.so section");
+  library_ = SharedLibrary::loadFromMemory(path + ":kernels.so", library->data, library->size);
+}
+
+int64_t CpuDriver::kernel(const std::string &name) {
+  auto [it, inserted] = kernelIds_.try_emplace(name, int64_t(kernels_.size()));
+  if (inserted)
+    kernels_.push_back(
+        reinterpret_cast<KernelEntry>(library_->symbol(kKernelSymbolPrefix + name)));
+  return it->second;
+}
+
+int64_t CpuDriver::allocate(int64_t bytes) {
+  auto *data = static_cast<uint8_t *>(std::calloc(size_t(bytes > 0 ? bytes : 1), 1));
+  if (!data)
+    throw std::bad_alloc();
+  memory_.push_back({data, bytes, std::unique_ptr<uint8_t, Free>(data)});
+  return int64_t(memory_.size() - 1);
+}
+
+int64_t CpuDriver::wrapHost(const void *data, int64_t bytes) {
+  // Kernels never write weights: the const_cast only fits the kernel ABI.
+  memory_.push_back({static_cast<uint8_t *>(const_cast<void *>(data)), bytes, nullptr});
+  return int64_t(memory_.size() - 1);
+}
+
+uint8_t *CpuDriver::at(const BufferRange &range) {
+  const Memory &memory = memory_.at(size_t(range.buffer));
+  if (range.offset < 0 || range.bytes < 0 || range.offset + range.bytes > memory.bytes)
+    throw std::out_of_range(fmt::format("bytes [{}, {}) of a {}-byte buffer", range.offset,
+                                        range.offset + range.bytes, memory.bytes));
+  return memory.data + range.offset;
+}
+
+void CpuDriver::write(const BufferRange &to, const void *from) {
+  std::memcpy(at(to), from, size_t(to.bytes));
+}
+
+void CpuDriver::read(const BufferRange &from, void *to) {
+  std::memcpy(to, at(from), size_t(from.bytes));
+}
+
+void CpuDriver::dispatch(int64_t kernel, const std::vector<BufferRange> &buffers,
+                         const std::vector<int64_t> &scalars, int64_t workgroups) {
+  const KernelEntry entry = kernels_.at(size_t(kernel));
+  pointers_.clear();
+  bytes_.clear();
+  for (const BufferRange &range : buffers) {
+    pointers_.push_back(at(range));
+    bytes_.push_back(range.bytes);
+  }
+  pool_.parallelFor(workgroups, [&](int64_t begin, int64_t end) {
+    entry(pointers_.data(), bytes_.data(), scalars.data(), begin, end);
+  });
+}
+
+} // namespace q3::runtime

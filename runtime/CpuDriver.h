@@ -1,0 +1,55 @@
+//===- CpuDriver.h - the Driver for q3c-cpu artifacts ---------------------===//
+#pragma once
+
+#include "runtime/Driver.h"
+#include "runtime/KernelABI.h"
+#include "runtime/SharedLibrary.h"
+#include "runtime/ThreadPool.h"
+
+#include <cstdlib>
+#include <map>
+
+namespace q3::runtime {
+
+/// Runs the artifact's kernels.so (loaded from memory) on the thread pool:
+/// a dispatch splits its workgroups over the threads, and buffers are host
+/// memory. Allocations are calloc'ed and left untouched, so memory sized for
+/// the whole context (the all-position logits buffer is 2.5 GB for 0.6B at
+/// 4096 positions) costs only the pages a request writes.
+class CpuDriver final : public Driver {
+public:
+  /// Checks the artifact's required CPU features against this machine and
+  /// loads its kernels; throws LoadError naming `path`.
+  CpuDriver(const Artifact &artifact, const std::string &path, ThreadPool &pool);
+
+  int64_t kernel(const std::string &name) override;
+  int64_t allocate(int64_t bytes) override;
+  int64_t wrapHost(const void *data, int64_t bytes) override;
+  void write(const BufferRange &to, const void *from) override;
+  void read(const BufferRange &from, void *to) override;
+  void dispatch(int64_t kernel, const std::vector<BufferRange> &buffers,
+                const std::vector<int64_t> &scalars, int64_t workgroups) override;
+  void finish() override {} // dispatches run to completion when issued
+
+private:
+  struct Free {
+    void operator()(uint8_t *p) const { std::free(p); }
+  };
+  struct Memory {
+    uint8_t *data;
+    int64_t bytes;
+    std::unique_ptr<uint8_t, Free> owned; // null for wrapped host memory
+  };
+  uint8_t *at(const BufferRange &range);
+
+  ThreadPool &pool_;
+  std::unique_ptr<SharedLibrary> library_;
+  std::vector<KernelEntry> kernels_;
+  std::map<std::string, int64_t> kernelIds_;
+  std::vector<Memory> memory_;
+  // Reused by every dispatch: no allocation on the decode path.
+  std::vector<void *> pointers_;
+  std::vector<int64_t> bytes_;
+};
+
+} // namespace q3::runtime
