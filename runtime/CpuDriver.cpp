@@ -39,8 +39,7 @@ CpuDriver::CpuDriver(const Artifact &artifact, const std::string &path, ThreadPo
 int64_t CpuDriver::kernel(const std::string &name) {
   auto [it, inserted] = kernelIds_.try_emplace(name, int64_t(kernels_.size()));
   if (inserted)
-    kernels_.push_back(
-        reinterpret_cast<KernelEntry>(library_->symbol(kKernelSymbolPrefix + name)));
+    kernels_.push_back(reinterpret_cast<KernelEntry>(library_->symbol(kKernelSymbolPrefix + name)));
   return it->second;
 }
 

@@ -105,10 +105,10 @@ struct Model::State {
   std::vector<WeightData> weights;
   std::vector<int64_t> weightBuffers; // driver buffer of each weight the schedule reads
   std::vector<Step> steps;
-  std::vector<int64_t> rowBytes;      // per activation buffer
-  std::vector<int64_t> buffers;       // driver buffers of [context] rows each
+  std::vector<int64_t> rowBytes;        // per activation buffer
+  std::vector<int64_t> buffers;         // driver buffers of [context] rows each
   int64_t keyCache = 0, valueCache = 0; // [layers][kvHeads][context][headDim] f32
-  int64_t tokenBuffer = 0;            // [context] i32
+  int64_t tokenBuffer = 0;              // [context] i32
   std::vector<float> logits;
   int64_t outputBuffer = 0;
   int64_t layers = 0, kvRowFloats = 0, vocab = 0, context = 0, position = 0;
@@ -132,12 +132,12 @@ void Model::State::packColumnBlocksOf(const WeightData &source, const nlohmann::
   auto shape = entry.at("shape").get<std::vector<int64_t>>();
   if (source.dtype != DType::BF16 || packed.dtype != DType::BF16 || shape.size() != 2 ||
       !fitsColumnBlocks(shape[0], shape[1]) || source.elements != packed.elements)
-    throw ManifestError(fmt::format("weight {}: column blocks need a bf16 [16n, 2m] matrix, got {} {}",
-                                entry.at("id").get<int64_t>(), entry.at("dtype").dump(),
-                                entry.at("shape").dump()));
+    throw ManifestError(fmt::format(
+        "weight {}: column blocks need a bf16 [16n, 2m] matrix, got {} {}",
+        entry.at("id").get<int64_t>(), entry.at("dtype").dump(), entry.at("shape").dump()));
   packed.owned.resize(size_t(packed.elements) * 2);
-  const auto *from = reinterpret_cast<const uint16_t *>(source.owned.empty() ? source.data
-                                                                             : source.owned.data());
+  const auto *from =
+      reinterpret_cast<const uint16_t *>(source.owned.empty() ? source.data : source.owned.data());
   auto *to = reinterpret_cast<uint16_t *>(packed.owned.data());
   pool->parallelFor(shape[0] / kColumnBlockRows, [&](int64_t begin, int64_t end) {
     packColumnBlocks(from, to, shape[1], begin, end);
@@ -264,8 +264,8 @@ void Model::State::buildSchedule() {
       for (const Binding &b : *list)
         if (b.kind == Binding::Kind::Buffer && b.rowBytes > rowBytes.at(b.value))
           throw ManifestError("dispatch of " + step.kernel + ": a value of " +
-                          std::to_string(b.rowBytes) + " bytes per row does not fit buffer " +
-                          std::to_string(b.value));
+                              std::to_string(b.rowBytes) + " bytes per row does not fit buffer " +
+                              std::to_string(b.value));
 }
 
 void Model::State::runStep(const Step &step, int64_t rows, int64_t startPos, int64_t firstRow) {
@@ -275,7 +275,8 @@ void Model::State::runStep(const Step &step, int64_t rows, int64_t startPos, int
   auto bind = [&](const Binding &b) {
     switch (b.kind) {
     case Binding::Kind::Buffer:
-      ranges.push_back({buffers.at(b.value), firstRow * b.rowBytes, (rows - firstRow) * b.rowBytes});
+      ranges.push_back(
+          {buffers.at(b.value), firstRow * b.rowBytes, (rows - firstRow) * b.rowBytes});
       break;
     case Binding::Kind::Weight: {
       const WeightData &w = weights.at(b.value);
@@ -310,15 +311,14 @@ void Model::State::runStep(const Step &step, int64_t rows, int64_t startPos, int
   const int64_t workgroups = step.grid == Step::Grid::Fixed  ? step.gridValue
                              : step.grid == Step::Grid::Rows ? rows
                                                              : rows * step.gridValue;
-  const auto start = profiling ? std::chrono::steady_clock::now()
-                               : std::chrono::steady_clock::time_point();
+  const auto start =
+      profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   driver->dispatch(step.kernelId, ranges, scalars, workgroups);
   if (profiling) {
     driver->finish(); // the time of this dispatch, not of issuing it
     KernelProfile &p = stepProfiles[size_t(&step - steps.data())];
     p.calls += 1;
-    p.seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // Column-tiled (fixed-grid) kernels read all of each weight once per
     // call; the row-gridded ones (the embedding) gather rows.
     for (const Binding &operand : step.operands)

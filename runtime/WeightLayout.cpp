@@ -4,8 +4,8 @@
 
 namespace q3::runtime {
 
-void packColumnBlocks(const uint16_t *source, uint16_t *packed, int64_t columns,
-                      int64_t blockBegin, int64_t blockEnd) {
+void packColumnBlocks(const uint16_t *source, uint16_t *packed, int64_t columns, int64_t blockBegin,
+                      int64_t blockEnd) {
   const int64_t pairs = columns / 2;
   for (int64_t block = blockBegin; block < blockEnd; ++block) {
     const uint16_t *in = source + block * kColumnBlockRows * columns;

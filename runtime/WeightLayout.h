@@ -24,7 +24,7 @@ inline bool fitsColumnBlocks(int64_t rows, int64_t columns) {
 
 /// Writes blocks [blockBegin, blockEnd) of the column-block layout of the
 /// row-major `source` ([rows, columns]) into `packed` (same element count).
-void packColumnBlocks(const uint16_t *source, uint16_t *packed, int64_t columns,
-                      int64_t blockBegin, int64_t blockEnd);
+void packColumnBlocks(const uint16_t *source, uint16_t *packed, int64_t columns, int64_t blockBegin,
+                      int64_t blockEnd);
 
 } // namespace q3::runtime

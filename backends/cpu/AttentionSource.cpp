@@ -63,9 +63,10 @@ std::string valueSum(int64_t headDim, const std::string &queryType, const std::s
   for (int64_t j = 0; j < headDim / kLanes; ++j) {
     offsets += fmt::format("    %off{0} = arith.constant {1} : index\n", j, j * kLanes);
     iterArgs += fmt::format("{}%a{} = %vzero", j ? ", " : "", j);
-    body += fmt::format("      %v{0} = vector.load %values[%kv, %s, %off{0}] : {1}, vector<16xf32>\n"
-                        "      %r{0} = vector.fma %pv, %v{0}, %a{0} : vector<16xf32>\n",
-                        j, kvType);
+    body +=
+        fmt::format("      %v{0} = vector.load %values[%kv, %s, %off{0}] : {1}, vector<16xf32>\n"
+                    "      %r{0} = vector.fma %pv, %v{0}, %a{0} : vector<16xf32>\n",
+                    j, kvType);
     yields += fmt::format("{}%r{}", j ? ", " : "", j);
     types += j ? ", vector<16xf32>" : "vector<16xf32>";
     stores += fmt::format("    %o{0} = arith.mulf %sums#{0}, %inverseV : vector<16xf32>\n"

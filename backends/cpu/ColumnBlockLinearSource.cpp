@@ -101,20 +101,19 @@ std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int r
   }
   for (int c = 0; c < 2; ++c) {
     if (bf16) {
-      loads += fmt::format(
-          "    %wv{0} = vector.load %w[%b{0}, %kp, %c0] : {1}, vector<32xi16>\n"
-          "    %wi{0} = vector.bitcast %wv{0} : vector<32xi16> to vector<16xi32>\n",
-          c, l.weightType);
+      loads +=
+          fmt::format("    %wv{0} = vector.load %w[%b{0}, %kp, %c0] : {1}, vector<32xi16>\n"
+                      "    %wi{0} = vector.bitcast %wv{0} : vector<32xi16> to vector<16xi32>\n",
+                      c, l.weightType);
       continue;
     }
-    loads += fmt::format(
-        "    %wv{0} = vector.load %w[%b{0}, %kp, %c0] : {1}, vector<32xi16>\n"
-        "    %wi{0} = vector.bitcast %wv{0} : vector<32xi16> to vector<16xi32>\n"
-        "    %wes{0} = arith.shli %wi{0}, %shift : vector<16xi32>\n"
-        "    %we{0} = arith.bitcast %wes{0} : vector<16xi32> to vector<16xf32>\n"
-        "    %wom{0} = arith.andi %wi{0}, %highHalf : vector<16xi32>\n"
-        "    %wo{0} = arith.bitcast %wom{0} : vector<16xi32> to vector<16xf32>\n",
-        c, l.weightType);
+    loads += fmt::format("    %wv{0} = vector.load %w[%b{0}, %kp, %c0] : {1}, vector<32xi16>\n"
+                         "    %wi{0} = vector.bitcast %wv{0} : vector<32xi16> to vector<16xi32>\n"
+                         "    %wes{0} = arith.shli %wi{0}, %shift : vector<16xi32>\n"
+                         "    %we{0} = arith.bitcast %wes{0} : vector<16xi32> to vector<16xf32>\n"
+                         "    %wom{0} = arith.andi %wi{0}, %highHalf : vector<16xi32>\n"
+                         "    %wo{0} = arith.bitcast %wom{0} : vector<16xi32> to vector<16xf32>\n",
+                         c, l.weightType);
     if (prefetch)
       loads += fmt::format("    %pfOff{0} = arith.muli %kp, %pairElems : index\n"
                            "    %pfAt{0}_ = arith.addi %base{0}, %pfOff{0} : index\n"
@@ -134,7 +133,8 @@ std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int r
   std::string results;
   for (int i = 0; i < 2 * rows; ++i)
     results += fmt::format("{}%acc#{}", i ? ", " : "", i);
-  return fmt::format(R"mlir(
+  return fmt::format(
+      R"mlir(
 func.func private @{name}_tile{rows}{suffix}(%x: {xType}, %w: {weightType}, %wflat: {flatType}, %t0: index, %b0: index, %b1: index) -> ({types}) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -150,15 +150,12 @@ func.func private @{name}_tile{rows}{suffix}(%x: {xType}, %w: {weightType}, %wfl
   return {results} : {types}
 }}
 )mlir",
-                     fmt::arg("name", kernel.name), fmt::arg("rows", rows),
-                     fmt::arg("suffix", bf16 ? "_bf16" : ""),
-                     fmt::arg("xType", bf16 ? l.pairType : l.xType),
-                     fmt::arg("weightType", l.weightType), fmt::arg("flatType", l.flatType),
-                     fmt::arg("types", types),
-                     fmt::arg("pairs", l.pairs), fmt::arg("setup", setup),
-                     fmt::arg("count", 2 * rows), fmt::arg("iterArgs", iterArgs),
-                     fmt::arg("loads", loads), fmt::arg("body", body), fmt::arg("yields", yields),
-                     fmt::arg("results", results));
+      fmt::arg("name", kernel.name), fmt::arg("rows", rows),
+      fmt::arg("suffix", bf16 ? "_bf16" : ""), fmt::arg("xType", bf16 ? l.pairType : l.xType),
+      fmt::arg("weightType", l.weightType), fmt::arg("flatType", l.flatType),
+      fmt::arg("types", types), fmt::arg("pairs", l.pairs), fmt::arg("setup", setup),
+      fmt::arg("count", 2 * rows), fmt::arg("iterArgs", iterArgs), fmt::arg("loads", loads),
+      fmt::arg("body", body), fmt::arg("yields", yields), fmt::arg("results", results));
 }
 
 /// @<name>_store(v, up, scale, t, column, y, res): 16 columns of row t from
@@ -202,11 +199,11 @@ std::string tileAndStore(const FusedLinearKernel &kernel, const Layout &l, int r
   std::string types;
   for (int i = 0; i < 2 * rows; ++i)
     types += i ? ", vector<16xf32>" : "vector<16xf32>";
-  std::string text = fmt::format(
-      "        %r{0}:{1} = func.call @{2}_tile{0}{3}({4}, %w, %wflat, %t, %bA, %bB) : "
-      "({5}, {6}, {7}, index, index, index) -> ({8})\n",
-      rows, 2 * rows, kernel.name, bf16 ? "_bf16" : "", x, bf16 ? l.pairType : l.xType,
-      l.weightType, l.flatType, types);
+  std::string text =
+      fmt::format("        %r{0}:{1} = func.call @{2}_tile{0}{3}({4}, %w, %wflat, %t, %bA, %bB) : "
+                  "({5}, {6}, {7}, index, index, index) -> ({8})\n",
+                  rows, 2 * rows, kernel.name, bf16 ? "_bf16" : "", x, bf16 ? l.pairType : l.xType,
+                  l.weightType, l.flatType, types);
   auto store = [&](const std::string &v, const std::string &up, const std::string &row,
                    const std::string &column) {
     return fmt::format("func.call @{0}_store({1}, {2}, %st{3}, %t{3}, {4}, %y, {5}) : "
@@ -281,14 +278,14 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
   source += frame.helpers;
   // SwiGLU: one output block per step, its gate and up blocks as the pair.
   // Plain: two output blocks per step (the second may be past the workgroup).
-  const std::string pairing =
-      kernel.swiglu ? fmt::format("      %cUpOffset = arith.constant {} : index\n"
-                                  "      %bB = arith.addi %bA, %cUpOffset : index\n"
-                                  "      %pairFull = arith.constant true\n",
-                                  l.outBlocks)
-                    : "      %bNext = arith.addi %bA, %c1 : index\n"
-                      "      %pairFull = arith.cmpi ult, %bNext, %bEnd : index\n"
-                      "      %bB = arith.select %pairFull, %bNext, %bA : index\n";
+  const std::string pairing = kernel.swiglu
+                                  ? fmt::format("      %cUpOffset = arith.constant {} : index\n"
+                                                "      %bB = arith.addi %bA, %cUpOffset : index\n"
+                                                "      %pairFull = arith.constant true\n",
+                                                l.outBlocks)
+                                  : "      %bNext = arith.addi %bA, %c1 : index\n"
+                                    "      %pairFull = arith.cmpi ult, %bNext, %bEnd : index\n"
+                                    "      %bB = arith.select %pairFull, %bNext, %bA : index\n";
   const auto rounding = roundedPairs(l, frame.dotInput);
   source += frame.opening;
   source += fmt::format(
@@ -318,9 +315,10 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
       fmt::arg("weightType", l.weightType), fmt::arg("flatType", l.flatType),
       fmt::arg("pairing", pairing), fmt::arg("step", kernel.swiglu ? "%c1" : "%cTwo"),
       fmt::arg("rounding", bf16 ? rounding.first : ""),
-      fmt::arg("prefillTile", tileAndStore(kernel, l, kPrefillRows, bf16, bf16 ? "%xp" : frame.dotInput,
-                                           frame.residualOperand)),
-      fmt::arg("rowTile", tileAndStore(kernel, l, 1, false, frame.dotInput, frame.residualOperand)));
+      fmt::arg("prefillTile", tileAndStore(kernel, l, kPrefillRows, bf16,
+                                           bf16 ? "%xp" : frame.dotInput, frame.residualOperand)),
+      fmt::arg("rowTile",
+               tileAndStore(kernel, l, 1, false, frame.dotInput, frame.residualOperand)));
   if (bf16)
     source += rounding.second;
   source += frame.closing;

@@ -171,9 +171,9 @@ CpuKernel cpuKernelFor(func::FuncOp kernel, std::optional<UnfoldedWeight> unfold
     std::optional<double> eps;
     if (auto attr = fused.getRmsNormEps())
       eps = attr->convertToDouble();
-    return fusedLinearKernel(describeFusedLinear(name, fused.getWeight(),
-                                                 bool(fused.getResidual()), eps,
-                                                 fused.getSwiglu(), fused.getResult(), unfolded),
+    return fusedLinearKernel(describeFusedLinear(name, fused.getWeight(), bool(fused.getResidual()),
+                                                 eps, fused.getSwiglu(), fused.getResult(),
+                                                 unfolded),
                              options);
   }
   if (auto linear = dyn_cast<LinearOp>(anchor); linear && !linear.getBias())

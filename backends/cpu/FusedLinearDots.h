@@ -31,7 +31,7 @@ std::string inverseRmsFunction(const FusedLinearKernel &kernel, const std::strin
 /// %scale[t] (the row's inverse RMS, or 1); after the loops the gain's
 /// dealloc and the return. The template adds its own weight view (of %wb).
 struct KernelFrame {
-  std::string helpers;         // private functions the frame calls
+  std::string helpers; // private functions the frame calls
   std::string opening, closing;
   std::string dotInput;        // %x or %xg
   std::string residualOperand; // %res, or %y for epilogues that take one anyway

@@ -135,7 +135,8 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
   }
   single += "      " + finishCall("%d", up, "%st", "%t");
   source += frame.opening;
-  source += fmt::format(R"mlir(  %cTile = arith.constant {tile} : index
+  source +=
+      fmt::format(R"mlir(  %cTile = arith.constant {tile} : index
   %cOut = arith.constant {out} : index
   %w = memref.view %wb[%c0][] : memref<?xi8> to {weightType}
   %nBegin = arith.muli %wgBegin, %cTile : index
@@ -167,10 +168,9 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
     }}
   }}
 )mlir",
-                        fmt::arg("tile", FusedLinearKernel::kColumnsPerWorkgroup),
-                        fmt::arg("out", kernel.outFeatures), fmt::arg("weightType", weightType),
-                        fmt::arg("tiled", tiled), fmt::arg("square", square),
-                        fmt::arg("single", single));
+                  fmt::arg("tile", FusedLinearKernel::kColumnsPerWorkgroup),
+                  fmt::arg("out", kernel.outFeatures), fmt::arg("weightType", weightType),
+                  fmt::arg("tiled", tiled), fmt::arg("square", square), fmt::arg("single", single));
   source += frame.closing;
   return source;
 }

@@ -156,10 +156,11 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
 )mlir",
       fmt::arg("name", kernel.name), fmt::arg("qkvType", qkvType), fmt::arg("gainType", gainType),
       fmt::arg("queryType", queryType), fmt::arg("cacheType", cacheType),
-      fmt::arg("scratchType", scratchType), fmt::arg("angleType", angleType), fmt::arg("d", d), fmt::arg("half", d / 2),
-      fmt::arg("dFloat", double(d)), fmt::arg("eps", kernel.eps), fmt::arg("theta", kernel.theta),
-      fmt::arg("exponentStep", -2.0 / double(d)), fmt::arg("queryHeads", kernel.queryHeads),
-      fmt::arg("kvHeads", kernel.kvHeads), fmt::arg("cacheRowBytes", d * 4),
+      fmt::arg("scratchType", scratchType), fmt::arg("angleType", angleType), fmt::arg("d", d),
+      fmt::arg("half", d / 2), fmt::arg("dFloat", double(d)), fmt::arg("eps", kernel.eps),
+      fmt::arg("theta", kernel.theta), fmt::arg("exponentStep", -2.0 / double(d)),
+      fmt::arg("queryHeads", kernel.queryHeads), fmt::arg("kvHeads", kernel.kvHeads),
+      fmt::arg("cacheRowBytes", d * 4),
       fmt::arg("gainLoad", widenedLoad(kernel.gains, "%g", "%gain", "%i", gainType)));
 }
 

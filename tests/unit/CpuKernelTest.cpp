@@ -29,8 +29,8 @@ struct LinearCase {
   int64_t in, out, rows;
   WeightStorage weight;
   bool norm, swiglu, residual;
-  bool prologueGain = false; // gain applied to x in the kernel, not folded into w
-  bool columnBlocks = false; // weight bound in runtime/WeightLayout.h's column blocks
+  bool prologueGain = false;    // gain applied to x in the kernel, not folded into w
+  bool columnBlocks = false;    // weight bound in runtime/WeightLayout.h's column blocks
   bool bf16Activations = false; // prefill tiles round x to bf16 (vdpbf16ps)
 };
 
@@ -154,21 +154,20 @@ bool hostHasAvx512Bf16() { return __builtin_cpu_supports("avx512bf16"); }
 TEST(FusedLinearKernel, Bf16ActivationsStayWithinTheirBound) {
   if (!hostHasAvx512Bf16())
     GTEST_SKIP() << "this CPU has no AVX512-BF16";
-  for (const LinearCase &c :
-       {LinearCase{"plain", 64, 64, 13, WeightStorage::BF16, false, false, false, false, true,
-                   true},
-        LinearCase{"norm_gain_swiglu", 128, 48, 12, WeightStorage::BF16, true, true, false, true,
-                   true, true},
-        LinearCase{"residual_0_6b_down", 3072, 1024, 7, WeightStorage::BF16, false, false, true,
-                   false, true, true}}) {
+  for (const LinearCase &c : {LinearCase{"plain", 64, 64, 13, WeightStorage::BF16, false, false,
+                                         false, false, true, true},
+                              LinearCase{"norm_gain_swiglu", 128, 48, 12, WeightStorage::BF16, true,
+                                         true, false, true, true, true},
+                              LinearCase{"residual_0_6b_down", 3072, 1024, 7, WeightStorage::BF16,
+                                         false, false, true, false, true, true}}) {
     const double error = relativeErrorOf(c, "host");
     EXPECT_LE(error, 1e-2) << c.label;
     EXPECT_GT(error, 1e-7) << c.label << ": the prefill tiles did not round the activations";
   }
   // Decode (one row) stays f32.
-  EXPECT_LE(relativeErrorOf({"decode", 256, 64, 1, WeightStorage::BF16, true, false, false, true,
-                             true, true},
-                            "host"),
+  EXPECT_LE(relativeErrorOf(
+                {"decode", 256, 64, 1, WeightStorage::BF16, true, false, false, true, true, true},
+                "host"),
             1e-5);
 }
 
@@ -220,8 +219,8 @@ INSTANTIATE_TEST_SUITE_P(
                    false, true},
         LinearCase{"blocks_all_epilogues", 64, 32, 8, WeightStorage::BF16, true, true, true, false,
                    true},
-        LinearCase{"blocks_qwen3_0_6b_mlp_prefill", 1024, 3072, 9, WeightStorage::BF16, true,
-                   true, false, true, true}),
+        LinearCase{"blocks_qwen3_0_6b_mlp_prefill", 1024, 3072, 9, WeightStorage::BF16, true, true,
+                   false, true, true}),
     caseName);
 
 /// Compiles one kernel's source for the host and returns its entry.

@@ -176,8 +176,7 @@ void printProfile(const PhaseProfile &phase) {
                     k.weightBytes && k.seconds > 0
                         ? fmt::format("{:.1f}", double(k.weightBytes) / k.seconds / 1e9)
                         : "-"});
-  fmt::print("\n{} of {} tokens, {:.2f} ms in kernels:\n", phase.phase, phase.tokens,
-             total * 1e3);
+  fmt::print("\n{} of {} tokens, {:.2f} ms in kernels:\n", phase.phase, phase.tokens, total * 1e3);
   printTable(rows);
 }
 
