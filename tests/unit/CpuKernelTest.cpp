@@ -317,9 +317,10 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
   EXPECT_EQ(vCache, expectedV) << "values are copied unchanged into the cache";
 }
 
-/// Runs an attention kernel of head_dim `d` (12: scalar path, 32 and 128: vector path).
-void checkAttention(int64_t d) {
-  const int64_t qHeads = 6, kvHeads = 2, rows = 3, visible = 7, capacity = 16;
+/// Runs an attention kernel of head_dim `d` (12: scalar path, 32 and 128:
+/// vector path) over `visible` positions (past 16: the softmax's vector loop).
+void checkAttention(int64_t d, int64_t visible = 7) {
+  const int64_t qHeads = 6, kvHeads = 2, rows = 3, capacity = 48;
   std::vector<int64_t> map = {0, 0, 0, 1, 1, 1};
   cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(double(d))};
   LoadedKernel loaded = compileForHost(cpu::attentionSource(kernel), "attn");
@@ -352,6 +353,8 @@ TEST(AttentionKernel, MatchesReferenceWithGroupedHeads) {
   checkAttention(12);
   checkAttention(32);
   checkAttention(128); // Qwen3's head_dim
+  checkAttention(128, 40);
+  checkAttention(12, 35);
 }
 
 } // namespace
