@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -30,6 +31,10 @@ CpuDriver::CpuDriver(const Artifact &artifact, const std::string &path, ThreadPo
     throw LoadError(fmt::format("{}: compiled for CPU features this machine lacks: {} (compile "
                                 "with --cpu=host on this machine, or a lower --cpu level)",
                                 path, fmt::join(missing, ", ")));
+  if (std::find(required.begin(), required.end(), "amx-tile") != required.end()) {
+    if (std::string refused = requestAmxState(); !refused.empty())
+      throw LoadError(path + ": compiled for AMX, but " + refused);
+  }
   const Artifact::Section *library = artifact.find("kernels.so");
   if (!library)
     throw LoadError(path + ": no kernels.so section");

@@ -1,5 +1,10 @@
 #include "runtime/CpuFeatures.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -27,6 +32,8 @@ const std::map<std::string, std::string> &cpuinfoNames() {
                                                            {"avx512vnni", "avx512_vnni"},
                                                            {"avx512fp16", "avx512_fp16"},
                                                            {"avxvnni", "avx_vnni"},
+                                                           {"amx-tile", "amx_tile"},
+                                                           {"amx-bf16", "amx_bf16"},
                                                            {"fma4", "fma4"},
                                                            {"xop", "xop"}};
   return names;
@@ -59,6 +66,19 @@ std::vector<std::string> missingCpuFeatures(const std::vector<std::string> &requ
       missing.push_back(feature);
   }
   return missing;
+}
+
+std::string requestAmxState() {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr int kArchRequestPermission = 0x1023; // ARCH_REQ_XCOMP_PERM
+  constexpr int kTileDataFeature = 18;           // XFEATURE_XTILEDATA
+  if (syscall(SYS_arch_prctl, kArchRequestPermission, kTileDataFeature) != 0)
+    return std::string("the kernel refused the AMX tile state (arch_prctl: ") +
+           std::strerror(errno) + ")";
+  return "";
+#else
+  return "AMX needs Linux on x86-64";
+#endif
 }
 
 } // namespace q3::runtime

@@ -11,4 +11,9 @@ namespace q3::runtime {
 /// does not know how to look up are not reported.
 std::vector<std::string> missingCpuFeatures(const std::vector<std::string> &required);
 
+/// Asks Linux for the AMX tile data state (arch_prctl ARCH_REQ_XCOMP_PERM),
+/// which a process must hold before any thread runs a tile instruction.
+/// Returns an empty string on success, else why it was refused.
+std::string requestAmxState();
+
 } // namespace q3::runtime

@@ -8,31 +8,24 @@
 // block. Prefill runs 6-row tiles (12 accumulators, each weight load serves six
 // rows), the remaining rows and decode run 1-row tiles that prefetch the
 // weight stream ahead. The epilogue (norm scale, SwiGLU, residual) works on
-// 16 columns at once. Workgroup w owns output blocks [4w, 4w + 4).
+// 16 columns at once. Workgroup w owns output blocks [4w, 4w + 4). With AMX
+// (kernel.prefillMatmul), prefills of 16 rows or more run on the tile unit
+// instead (AmxLinearSource.cpp).
 //
 // SwiGLU pairs gate block b with up block b + N/32 (the up half's rows follow
 // the gate half's); plain kernels pair neighbouring output blocks.
 //
 //===----------------------------------------------------------------------===//
+#include "backends/cpu/ColumnBlockLinear.h"
 #include "backends/cpu/FusedLinearDots.h"
 #include "backends/cpu/KernelSourceUtil.h"
 
 #include <fmt/format.h>
 
 namespace q3::cpu::detail {
-namespace {
 
-constexpr int64_t kBlock = 16;
-constexpr int64_t kPrefillRows = 6;
-
-struct Layout {
-  int64_t k, pairs, blocks, outBlocks;
-  std::string xType, yType, weightType, flatType;
-  std::string pairType; // bf16-rounded activations, (k, k+1) per i32
-};
-
-Layout layoutOf(const FusedLinearKernel &kernel) {
-  Layout l;
+ColumnBlockLayout columnBlockLayout(const FusedLinearKernel &kernel) {
+  ColumnBlockLayout l;
   l.k = kernel.inFeatures;
   l.pairs = l.k / 2;
   l.blocks = kernel.weightRows() / kBlock;
@@ -42,8 +35,17 @@ Layout layoutOf(const FusedLinearKernel &kernel) {
   l.weightType = fmt::format("memref<{}x{}x32xi16>", l.blocks, l.pairs);
   l.flatType = fmt::format("memref<{}xi16>", l.blocks * l.pairs * 32);
   l.pairType = fmt::format("memref<?x{}xi32>", l.pairs);
+  l.roundType = fmt::format("memref<?x{}xi16>", l.k);
   return l;
 }
+
+namespace {
+
+constexpr int64_t kPrefillRows = 6;
+/// Fewer rows stay on the f32 tiles: the tile unit pads to 32 rows, and
+/// decode must keep its f32 numerics.
+constexpr int64_t kAmxMinRows = 16;
+using Layout = ColumnBlockLayout;
 
 /// The multiply-adds of one k pair for row r into %q<r>_<c> from %a<r>_<c>:
 /// f32 FMAs on the widened weights %we<c>/%wo<c> and broadcast x[t, k],
@@ -158,10 +160,45 @@ func.func private @{name}_tile{rows}{suffix}(%x: {xType}, %w: {weightType}, %wfl
       fmt::arg("body", body), fmt::arg("yields", yields), fmt::arg("results", results));
 }
 
-/// @<name>_store(v, up, scale, t, column, y, res): 16 columns of row t from
-/// their accumulator(s): the norm scale, SwiGLU with the up accumulator, the
-/// residual.
-std::string storeFunction(const FusedLinearKernel &kernel, const Layout &l) {
+/// The calls that run one tile of `rows` rows from row %t against the block
+/// pair (%bA, %bB) and store it: SwiGLU stores gate*up into block %bA; plain
+/// kernels store both blocks (the second only when %pairFull).
+std::string tileAndStore(const FusedLinearKernel &kernel, const Layout &l, int rows, bool bf16,
+                         const std::string &x, const std::string &residual) {
+  std::string types;
+  for (int i = 0; i < 2 * rows; ++i)
+    types += i ? ", vector<16xf32>" : "vector<16xf32>";
+  std::string text =
+      fmt::format("        %r{0}:{1} = func.call @{2}_tile{0}{3}({4}, %w, %wflat, %t, %bA, %bB) : "
+                  "({5}, {6}, {7}, index, index, index) -> ({8})\n",
+                  rows, 2 * rows, kernel.name, bf16 ? "_bf16" : "", x, bf16 ? l.pairType : l.xType,
+                  l.weightType, l.flatType, types);
+  auto store = [&](const std::string &v, const std::string &up, const std::string &row,
+                   const std::string &column) {
+    return storeCall(kernel, l, v, up, "%st" + row, "%t" + row, column, residual);
+  };
+  for (int r = 0; r < rows; ++r) {
+    const std::string row = fmt::format("{}_{}", rows, r); // %t<row>: the row's index
+    text += fmt::format("        %c{0} = arith.constant {1} : index\n"
+                        "        %t{0} = arith.addi %t, %c{0} : index\n"
+                        "        %st{0} = memref.load %scale[%t{0}] : memref<?xf32>\n",
+                        row, r);
+    const std::string first = fmt::format("%r{}#{}", rows, 2 * r),
+                      second = fmt::format("%r{}#{}", rows, 2 * r + 1);
+    if (kernel.swiglu) {
+      text += "        " + store(first, second, row, "%colA") + "\n";
+    } else {
+      text += "        " + store(first, first, row, "%colA") + "\n";
+      text += fmt::format("        scf.if %pairFull {{\n          {}\n        }}\n",
+                          store(second, second, row, "%colB"));
+    }
+  }
+  return text;
+}
+
+} // namespace
+
+std::string storeFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l) {
   std::string body = "  %s = vector.broadcast %scale : f32 to vector<16xf32>\n"
                      "  %v0 = arith.mulf %v, %s : vector<16xf32>\n";
   std::string last = "%v0";
@@ -191,102 +228,109 @@ func.func private @{name}_store(%v: vector<16xf32>, %up: vector<16xf32>, %scale:
                      fmt::arg("body", body), fmt::arg("last", last));
 }
 
-/// The calls that run one tile of `rows` rows from row %t against the block
-/// pair (%bA, %bB) and store it: SwiGLU stores gate*up into block %bA; plain
-/// kernels store both blocks (the second only when %pairFull).
-std::string tileAndStore(const FusedLinearKernel &kernel, const Layout &l, int rows, bool bf16,
-                         const std::string &x, const std::string &residual) {
-  std::string types;
-  for (int i = 0; i < 2 * rows; ++i)
-    types += i ? ", vector<16xf32>" : "vector<16xf32>";
-  std::string text =
-      fmt::format("        %r{0}:{1} = func.call @{2}_tile{0}{3}({4}, %w, %wflat, %t, %bA, %bB) : "
-                  "({5}, {6}, {7}, index, index, index) -> ({8})\n",
-                  rows, 2 * rows, kernel.name, bf16 ? "_bf16" : "", x, bf16 ? l.pairType : l.xType,
-                  l.weightType, l.flatType, types);
-  auto store = [&](const std::string &v, const std::string &up, const std::string &row,
-                   const std::string &column) {
-    return fmt::format("func.call @{0}_store({1}, {2}, %st{3}, %t{3}, {4}, %y, {5}) : "
-                       "(vector<16xf32>, vector<16xf32>, f32, index, index, {6}, {6}) -> ()",
-                       kernel.name, v, up, row, column, residual, l.yType);
-  };
-  for (int r = 0; r < rows; ++r) {
-    const std::string row = fmt::format("{}_{}", rows, r); // %t<row>: the row's index
-    text += fmt::format("        %c{0} = arith.constant {1} : index\n"
-                        "        %t{0} = arith.addi %t, %c{0} : index\n"
-                        "        %st{0} = memref.load %scale[%t{0}] : memref<?xf32>\n",
-                        row, r);
-    const std::string first = fmt::format("%r{}#{}", rows, 2 * r),
-                      second = fmt::format("%r{}#{}", rows, 2 * r + 1);
-    if (kernel.swiglu) {
-      text += "        " + store(first, second, row, "%colA") + "\n";
-    } else {
-      text += "        " + store(first, first, row, "%colA") + "\n";
-      text += fmt::format("        scf.if %pairFull {{\n          {}\n        }}\n",
-                          store(second, second, row, "%colB"));
-    }
-  }
-  return text;
+std::string storeCall(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
+                      const std::string &v, const std::string &up, const std::string &scale,
+                      const std::string &row, const std::string &column,
+                      const std::string &residual) {
+  return fmt::format("func.call @{0}_store({1}, {2}, {3}, {4}, {5}, %y, {6}) : "
+                     "(vector<16xf32>, vector<16xf32>, f32, index, index, {7}, {7}) -> ()",
+                     kernel.name, v, up, scale, row, column, residual, l.yType);
 }
 
-} // namespace
-
-/// With bf16 activations: %xp[t, kp] = the (k, k+1) pair of `x`'s row t
-/// rounded to bf16 (to nearest even), for the rows of the prefill tiles;
-/// and the dealloc that ends it.
-std::pair<std::string, std::string> roundedPairs(const Layout &l, const std::string &x) {
-  return {fmt::format(R"mlir(  %xp = memref.alloc(%tiledRows) : {pairType}
-  %cPairsAll = arith.constant {pairs} : index
-  %bits16 = arith.constant 16 : i32
-  %roundBias = arith.constant 32767 : i32
-  %oneBit = arith.constant 1 : i32
-  scf.for %t = %c0 to %tiledRows step %c1 {{
-    scf.for %kp = %c0 to %cPairsAll step %c1 {{
-      %k0 = arith.addi %kp, %kp : index
-      %k1 = arith.addi %k0, %c1 : index
-      %e = memref.load {x}[%t, %k0] : {xType}
-      %o = memref.load {x}[%t, %k1] : {xType}
-      %eBits = arith.bitcast %e : f32 to i32
-      %oBits = arith.bitcast %o : f32 to i32
-      %eHigh = arith.shrui %eBits, %bits16 : i32
-      %oHigh = arith.shrui %oBits, %bits16 : i32
-      %eOdd = arith.andi %eHigh, %oneBit : i32
-      %oOdd = arith.andi %oHigh, %oneBit : i32
-      %eBias = arith.addi %roundBias, %eOdd : i32
-      %oBias = arith.addi %roundBias, %oOdd : i32
-      %eSum = arith.addi %eBits, %eBias : i32
-      %oSum = arith.addi %oBits, %oBias : i32
-      %eRounded = arith.shrui %eSum, %bits16 : i32
-      %oRounded = arith.shrui %oSum, %bits16 : i32
-      %oPlaced = arith.shli %oRounded, %bits16 : i32
-      %pair = arith.ori %eRounded, %oPlaced : i32
-      memref.store %pair, %xp[%t, %kp] : {pairType}
+RoundedActivations roundedActivations(const ColumnBlockLayout &l, const std::string &x,
+                                      const std::string &rows, const std::string &allocatedRows) {
+  const int64_t vectorEnd = l.k - l.k % kLanes;
+  RoundedActivations rounded;
+  rounded.opening = fmt::format(
+      R"mlir(  %xhRowBytes = arith.constant {rowBytes} : index
+  %xhBytes = arith.muli {allocatedRows}, %xhRowBytes : index
+  %xhRaw = memref.alloc(%xhBytes) {{alignment = 64 : i64}} : memref<?xi8>
+  %xh = memref.view %xhRaw[%c0][{allocatedRows}] : memref<?xi8> to {roundType}
+  %xp = memref.view %xhRaw[%c0][{allocatedRows}] : memref<?xi8> to {pairType}
+  %xhAtIndex = memref.extract_aligned_pointer_as_index %xhRaw : memref<?xi8> -> index
+  %xhAt = arith.index_cast %xhAtIndex : index to i64
+  %roundK = arith.constant {k} : index
+  %roundVectorEnd = arith.constant {vectorEnd} : index
+  %roundStep = arith.constant 16 : index
+  %bits16 = arith.constant dense<16> : vector<16xi32>
+  %roundBias = arith.constant dense<32767> : vector<16xi32>
+  %oneBit = arith.constant dense<1> : vector<16xi32>
+  %zeroHalves = arith.constant dense<0> : vector<16xi16>
+  %zeroHalf = arith.constant 0 : i16
+  scf.for %t = %c0 to {rows} step %c1 {{
+    scf.for %k = %c0 to %roundVectorEnd step %roundStep {{
+      %v = vector.load {x}[%t, %k] : {xType}, vector<16xf32>
+      %bits = arith.bitcast %v : vector<16xf32> to vector<16xi32>
+      %high = arith.shrui %bits, %bits16 : vector<16xi32>
+      %odd = arith.andi %high, %oneBit : vector<16xi32>
+      %bias = arith.addi %roundBias, %odd : vector<16xi32>
+      %sum = arith.addi %bits, %bias : vector<16xi32>
+      %rounded = arith.shrui %sum, %bits16 : vector<16xi32>
+      %halves = arith.trunci %rounded : vector<16xi32> to vector<16xi16>
+      vector.store %halves, %xh[%t, %k] : {roundType}, vector<16xi16>
+    }}
+    scf.for %k = %roundVectorEnd to %roundK step %c1 {{
+      %v = memref.load {x}[%t, %k] : {xType}
+      %vv = vector.broadcast %v : f32 to vector<16xf32>
+      %bits = arith.bitcast %vv : vector<16xf32> to vector<16xi32>
+      %high = arith.shrui %bits, %bits16 : vector<16xi32>
+      %odd = arith.andi %high, %oneBit : vector<16xi32>
+      %bias = arith.addi %roundBias, %odd : vector<16xi32>
+      %sum = arith.addi %bits, %bias : vector<16xi32>
+      %rounded = arith.shrui %sum, %bits16 : vector<16xi32>
+      %halves = arith.trunci %rounded : vector<16xi32> to vector<16xi16>
+      %half = vector.extractelement %halves[%c0 : index] : vector<16xi16>
+      memref.store %half, %xh[%t, %k] : {roundType}
+    }}
+  }}
+  scf.for %t = {rows} to {allocatedRows} step %c1 {{
+    scf.for %k = %c0 to %roundVectorEnd step %roundStep {{
+      vector.store %zeroHalves, %xh[%t, %k] : {roundType}, vector<16xi16>
+    }}
+    scf.for %k = %roundVectorEnd to %roundK step %c1 {{
+      memref.store %zeroHalf, %xh[%t, %k] : {roundType}
     }}
   }}
 )mlir",
-                      fmt::arg("pairType", l.pairType), fmt::arg("pairs", l.pairs),
-                      fmt::arg("x", x), fmt::arg("xType", l.xType)),
-          fmt::format("  memref.dealloc %xp : {}\n", l.pairType)};
+      fmt::arg("rowBytes", 2 * l.k), fmt::arg("allocatedRows", allocatedRows),
+      fmt::arg("roundType", l.roundType), fmt::arg("pairType", l.pairType), fmt::arg("k", l.k),
+      fmt::arg("vectorEnd", vectorEnd), fmt::arg("rows", rows), fmt::arg("x", x),
+      fmt::arg("xType", l.xType));
+  rounded.closing = "  memref.dealloc %xhRaw : memref<?xi8>\n";
+  return rounded;
+}
+
+std::string blockPairing(const FusedLinearKernel &kernel, const ColumnBlockLayout &l) {
+  if (kernel.swiglu)
+    return fmt::format("      %cUpOffset = arith.constant {} : index\n"
+                       "      %bB = arith.addi %bA, %cUpOffset : index\n"
+                       "      %pairFull = arith.constant true\n",
+                       l.outBlocks);
+  return "      %bNext = arith.addi %bA, %c1 : index\n"
+         "      %pairFull = arith.cmpi ult, %bNext, %bEnd : index\n"
+         "      %bB = arith.select %pairFull, %bNext, %bA : index\n";
 }
 
 std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
-  const Layout l = layoutOf(kernel);
-  const bool bf16 = kernel.bf16Activations;
+  const Layout l = columnBlockLayout(kernel);
+  const bool bf16 = kernel.prefillMatmul == PrefillMatmul::Avx512Bf16;
+  const bool amx = kernel.prefillMatmul == PrefillMatmul::Amx && kernel.amxFits();
   std::string source = tileFunction(kernel, l, kPrefillRows, bf16) +
                        tileFunction(kernel, l, 1, false) + storeFunction(kernel, l);
+  if (amx)
+    source += amxFunctions(kernel, l);
   const KernelFrame frame = kernelFrame(kernel, l.xType, l.yType);
   source += frame.helpers;
-  // SwiGLU: one output block per step, its gate and up blocks as the pair.
-  // Plain: two output blocks per step (the second may be past the workgroup).
-  const std::string pairing = kernel.swiglu
-                                  ? fmt::format("      %cUpOffset = arith.constant {} : index\n"
-                                                "      %bB = arith.addi %bA, %cUpOffset : index\n"
-                                                "      %pairFull = arith.constant true\n",
-                                                l.outBlocks)
-                                  : "      %bNext = arith.addi %bA, %c1 : index\n"
-                                    "      %pairFull = arith.cmpi ult, %bNext, %bEnd : index\n"
-                                    "      %bB = arith.select %pairFull, %bNext, %bA : index\n";
-  const auto rounding = roundedPairs(l, frame.dotInput);
+  const RoundedActivations rounding =
+      roundedActivations(l, frame.dotInput, "%tiledRows", "%tiledRows");
+  // With AMX, prefills of kAmxMinRows rows or more take the tile unit and
+  // the f32 loops below run only for shorter ones (decode).
+  const std::string amxOpening =
+      amx ? fmt::format("  %cAmxMinRows = arith.constant {} : index\n"
+                        "  %useAmx = arith.cmpi uge, %rows, %cAmxMinRows : index\n"
+                        "  scf.if %useAmx {{\n{}  }} else {{\n",
+                        kAmxMinRows, amxPrefill(kernel, l, frame.dotInput, frame.residualOperand))
+          : "";
   source += frame.opening;
   source += fmt::format(
       R"mlir(  %c16 = arith.constant 16 : index
@@ -299,7 +343,7 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
   %bBegin = arith.muli %wgBegin, %cBlocksPerGroup : index
   %bEndGroup = arith.muli %wgEnd, %cBlocksPerGroup : index
   %bEnd = arith.minui %bEndGroup, %cOutBlocks : index
-  %tiles = arith.divui %rows, %cTileRows : index
+{opening}  %tiles = arith.divui %rows, %cTileRows : index
   %tiledRows = arith.muli %tiles, %cTileRows : index
 {rounding}  scf.for %bA = %bBegin to %bEnd step {step} {{
 {pairing}      %colA = arith.muli %bA, %c16 : index
@@ -309,18 +353,19 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
       scf.for %t = %tiledRows to %rows step %c1 {{
 {rowTile}      }}
   }}
-)mlir",
+{closing})mlir",
       fmt::arg("blocksPerGroup", FusedLinearKernel::kColumnsPerWorkgroup / kBlock),
       fmt::arg("outBlocks", l.outBlocks), fmt::arg("tileRows", kPrefillRows),
       fmt::arg("weightType", l.weightType), fmt::arg("flatType", l.flatType),
-      fmt::arg("pairing", pairing), fmt::arg("step", kernel.swiglu ? "%c1" : "%cTwo"),
-      fmt::arg("rounding", bf16 ? rounding.first : ""),
+      fmt::arg("pairing", blockPairing(kernel, l)),
+      fmt::arg("step", kernel.swiglu ? "%c1" : "%cTwo"),
+      fmt::arg("rounding", bf16 ? rounding.opening : ""),
       fmt::arg("prefillTile", tileAndStore(kernel, l, kPrefillRows, bf16,
                                            bf16 ? "%xp" : frame.dotInput, frame.residualOperand)),
-      fmt::arg("rowTile",
-               tileAndStore(kernel, l, 1, false, frame.dotInput, frame.residualOperand)));
+      fmt::arg("rowTile", tileAndStore(kernel, l, 1, false, frame.dotInput, frame.residualOperand)),
+      fmt::arg("opening", amx ? amxOpening : ""), fmt::arg("closing", amx ? "  }\n" : ""));
   if (bf16)
-    source += rounding.second;
+    source += rounding.closing;
   source += frame.closing;
   return source;
 }

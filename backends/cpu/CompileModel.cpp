@@ -131,8 +131,8 @@ std::set<std::string> kernelsWithPrologueGain(func::FuncOp forward) {
 struct CpuKernel {
   std::string source;
   json grid;
-  bool columnBlocks = false;    // reads its weight (operand 1) as column blocks
-  bool bf16Activations = false; // prefill tiles round the activations to bf16
+  bool columnBlocks = false; // reads its weight (operand 1) as column blocks
+  std::optional<PrefillMatmul> prefillMatmul = std::nullopt; // when not f32 on the prefill path
 };
 
 FusedLinearKernel describeFusedLinear(const std::string &name, Value weight, bool residual,
@@ -154,17 +154,23 @@ FusedLinearKernel describeFusedLinear(const std::string &name, Value weight, boo
   return kernel;
 }
 
-CpuKernel fusedLinearKernel(FusedLinearKernel kernel, const CpuCompileOptions &options) {
-  kernel.bf16Activations = options.bf16Activations && kernel.columnBlocks;
+CpuKernel fusedLinearKernel(FusedLinearKernel kernel, PrefillMatmul prefillMatmul) {
+  if (kernel.columnBlocks)
+    kernel.prefillMatmul = prefillMatmul;
+  if (kernel.prefillMatmul == PrefillMatmul::Amx && !kernel.amxFits())
+    kernel.prefillMatmul = PrefillMatmul::F32;
+  std::optional<PrefillMatmul> recorded;
+  if (kernel.prefillMatmul != PrefillMatmul::F32)
+    recorded = kernel.prefillMatmul;
   return {fusedLinearSource(kernel),
           {{"kind", "fixed"}, {"count", kernel.workgroups()}},
           kernel.columnBlocks,
-          kernel.bf16Activations};
+          recorded};
 }
 
 /// `unfolded` describes the kernel's weight when it reads it unfolded.
 CpuKernel cpuKernelFor(func::FuncOp kernel, std::optional<UnfoldedWeight> unfolded,
-                       const CpuCompileOptions &options) {
+                       PrefillMatmul prefillMatmul) {
   const std::string name = kernel.getSymName().str();
   Operation *anchor = anchorOf(kernel);
   if (auto fused = dyn_cast<FusedLinearOp>(anchor)) {
@@ -174,12 +180,12 @@ CpuKernel cpuKernelFor(func::FuncOp kernel, std::optional<UnfoldedWeight> unfold
     return fusedLinearKernel(describeFusedLinear(name, fused.getWeight(), bool(fused.getResidual()),
                                                  eps, fused.getSwiglu(), fused.getResult(),
                                                  unfolded),
-                             options);
+                             prefillMatmul);
   }
   if (auto linear = dyn_cast<LinearOp>(anchor); linear && !linear.getBias())
     return fusedLinearKernel(describeFusedLinear(name, linear.getWeight(), false, std::nullopt,
                                                  false, linear.getResult(), std::nullopt),
-                             options);
+                             prefillMatmul);
   if (auto embedding = dyn_cast<EmbeddingOp>(anchor)) {
     auto table = shapeOf(embedding.getTable());
     EmbeddingKernel cpu{name, table[0], table[1], storageOf(embedding.getTable())};
@@ -423,13 +429,49 @@ json bufferPlanJson(ModuleOp module) {
 
 } // namespace
 
+const char *prefillMatmulName(PrefillMatmul matmul) {
+  switch (matmul) {
+  case PrefillMatmul::F32:
+    return "f32";
+  case PrefillMatmul::Avx512Bf16:
+    return "avx512bf16";
+  case PrefillMatmul::Amx:
+    return "amx";
+  }
+  return "?";
+}
+
+std::optional<PrefillMatmul> parsePrefillMatmul(const std::string &name) {
+  for (PrefillMatmul matmul : {PrefillMatmul::F32, PrefillMatmul::Avx512Bf16, PrefillMatmul::Amx})
+    if (name == prefillMatmulName(matmul))
+      return matmul;
+  return std::nullopt;
+}
+
+PrefillMatmul resolvePrefillMatmul(const CpuTarget &target,
+                                   std::optional<PrefillMatmul> requested) {
+  auto has = [&](const char *feature) {
+    return std::find(target.requiredFeatures.begin(), target.requiredFeatures.end(), feature) !=
+           target.requiredFeatures.end();
+  };
+  const bool amx = has("amx-tile") && has("amx-bf16");
+  if (!requested)
+    return amx ? PrefillMatmul::Amx : PrefillMatmul::F32;
+  auto refuse = [&](const char *what) {
+    return std::invalid_argument(std::string("--prefill-matmul=") + prefillMatmulName(*requested) +
+                                 " needs " + what + ", which --cpu=" + target.name +
+                                 " does not have (use --cpu=host on a CPU that has it)");
+  };
+  if (*requested == PrefillMatmul::Avx512Bf16 && !has("avx512bf16"))
+    throw refuse("AVX512-BF16");
+  if (*requested == PrefillMatmul::Amx && !amx)
+    throw refuse("AMX-BF16");
+  return *requested;
+}
+
 CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target,
                             const CpuCompileOptions &options) {
-  if (options.bf16Activations &&
-      std::find(target.requiredFeatures.begin(), target.requiredFeatures.end(), "avx512bf16") ==
-          target.requiredFeatures.end())
-    throw std::invalid_argument("--bf16-activations needs AVX512-BF16, which --cpu=" + target.name +
-                                " does not have (use --cpu=host on a CPU that has it)");
+  const PrefillMatmul prefillMatmul = resolvePrefillMatmul(target, options.prefillMatmul);
   auto forward = module.lookupSymbol<func::FuncOp>(kEntryPoint);
   if (!forward || forward.getBody().front().getOps<DispatchOp>().empty())
     throw std::runtime_error("compiling for the CPU needs the dispatch stage (--emit=dispatch)");
@@ -447,15 +489,17 @@ CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target,
     std::optional<UnfoldedWeight> unfolded;
     if (prologueGain.count(name))
       unfolded = unfold(exampleDispatch.at(name).getOperand(1));
-    CpuKernel cpu = cpuKernelFor(kernel, unfolded, options);
+    CpuKernel cpu = cpuKernelFor(kernel, unfolded, prefillMatmul);
     compiled.kernelSource += cpu.source;
     json entry = {{"name", name}, {"grid", cpu.grid}};
     if (cpu.columnBlocks) {
       entry["weight_layout"] = "column_blocks";
       columnBlocks.insert(name);
     }
-    if (cpu.bf16Activations)
+    if (cpu.prefillMatmul) {
       entry["prefill_activations"] = "bf16";
+      entry["prefill_matmul"] = prefillMatmulName(*cpu.prefillMatmul);
+    }
     kernels.push_back(entry);
   });
   compiled.sharedObject = linkSharedObject(compileKernelsToObject(compiled.kernelSource, target));
@@ -472,7 +516,8 @@ CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target,
       {"target",
        {{"cpu", target.name},
         {"llvm_cpu", target.llvmCpu},
-        {"required_features", target.requiredFeatures}}},
+        {"required_features", target.requiredFeatures},
+        {"prefill_matmul", prefillMatmulName(prefillMatmul)}}},
       {"config", configJson(module)},
       {"kernels", kernels},
       {"weights", weights},

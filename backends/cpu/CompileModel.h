@@ -2,12 +2,14 @@
 #pragma once
 
 #include "backends/cpu/CpuTarget.h"
+#include "backends/cpu/KernelSource.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,10 +23,20 @@ struct CompiledModel {
 
 /// Code generation choices beyond the target.
 struct CpuCompileOptions {
-  /// Prefill products round activations to bf16 and use vdpbf16ps
-  /// (FusedLinearKernel::bf16Activations); needs AVX512-BF16.
-  bool bf16Activations = false;
+  /// How prefill multiplies bf16 weights (FusedLinearKernel::prefillMatmul);
+  /// unset: the fastest the target has (resolvePrefillMatmul).
+  std::optional<PrefillMatmul> prefillMatmul;
 };
+
+/// `requested`, checked against the target's features (std::invalid_argument
+/// naming the missing one), or without a request: Amx where the target has
+/// AMX-BF16, else F32. (Avx512Bf16 is not chosen by itself: on Sapphire
+/// Rapids it measured slower than F32, and it is unmeasured on Zen 4.)
+PrefillMatmul resolvePrefillMatmul(const CpuTarget &target, std::optional<PrefillMatmul> requested);
+
+/// "f32", "avx512bf16", "amx": the spelling of the command line and manifest.
+const char *prefillMatmulName(PrefillMatmul matmul);
+std::optional<PrefillMatmul> parsePrefillMatmul(const std::string &name);
 
 /// Generates and compiles the kernel of every q3.kernel function of `module`
 /// (which must be at the dispatch stage: form-dispatches and plan-buffers

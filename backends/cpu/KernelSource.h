@@ -18,6 +18,9 @@ namespace q3::cpu {
 
 enum class WeightStorage { F32, F16, BF16 };
 
+/// The instructions of the prefill products (FusedLinearKernel::prefillMatmul).
+enum class PrefillMatmul { F32, Avx512Bf16, Amx };
+
 /// The shape of one q3.fused_linear kernel (q3.linear is the plain case).
 struct FusedLinearKernel {
   std::string name;        // symbol suffix: q3_kernel_<name>
@@ -36,12 +39,17 @@ struct FusedLinearKernel {
   /// and decode loops then run as 6 x 32 and 1 x 32 register tiles without
   /// horizontal sums. See columnBlocksFit().
   bool columnBlocks = false;
-  /// Prefill tiles (6 rows) round the activations to bf16 and multiply with
-  /// vdpbf16ps (AVX512-BF16): twice the multiply-adds per instruction where
-  /// the CPU runs it at the FMA rate, at bf16 precision for the activations
-  /// as Hugging Face's bf16 inference has. Needs columnBlocks; decode and
-  /// leftover rows stay f32. Off unless asked for (q3c compile --bf16-activations).
-  bool bf16Activations = false;
+  /// How prefill (rows > 1) multiplies a column-block weight. F32: 6-row
+  /// register tiles of f32 FMAs on the exactly widened weights. The others
+  /// round the activations to bf16 (as Hugging Face's bf16 inference does) and
+  /// multiply bf16 pairs with f32 accumulation: Avx512Bf16 with vdpbf16ps in
+  /// the same 6-row tiles (twice the multiply-adds per instruction); Amx with
+  /// the tile unit of AMX-BF16 on 32 x 32 output tiles, for 16 rows or more
+  /// (needs inFeatures % 32 == 0, see amxFits()). Decode and the rows the
+  /// tiles leave stay f32 either way.
+  PrefillMatmul prefillMatmul = PrefillMatmul::F32;
+  bool amxFits() const { return columnBlocks && inFeatures % kAmxDepth == 0; }
+  static constexpr int64_t kAmxDepth = 32; // k per AMX step: 16 rows of 64 bytes
   static constexpr int64_t kColumnsPerWorkgroup = 64;
   bool columnBlocksFit() const {
     return weight == WeightStorage::BF16 && outFeatures % 16 == 0 && inFeatures % 2 == 0;

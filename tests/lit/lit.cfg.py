@@ -21,7 +21,7 @@ python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.wh
 config.substitutions.append(("%python", python))
 config.environment["PATH"] = os.pathsep.join([config.llvm_tools_dir, config.environment.get("PATH", "")])
 
-# CPU features of this machine that some tests need (REQUIRES: avx512bf16).
+# CPU features of this machine that some tests need (REQUIRES: avx512bf16, amx).
 try:
     with open("/proc/cpuinfo") as cpuinfo:
         flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
@@ -29,3 +29,5 @@ except OSError:
     flags = []
 if "avx512_bf16" in flags:
     config.available_features.add("avx512bf16")
+if "amx_bf16" in flags and "amx_tile" in flags:
+    config.available_features.add("amx")

@@ -8,6 +8,7 @@
 #include "backends/cpu/CompileKernels.h"
 #include "backends/cpu/KernelSource.h"
 #include "backends/reference/Kernels.h"
+#include "runtime/CpuFeatures.h"
 #include "runtime/DType.h"
 #include "runtime/KernelABI.h"
 #include "runtime/SharedLibrary.h"
@@ -29,10 +30,28 @@ struct LinearCase {
   int64_t in, out, rows;
   WeightStorage weight;
   bool norm, swiglu, residual;
-  bool prologueGain = false;    // gain applied to x in the kernel, not folded into w
-  bool columnBlocks = false;    // weight bound in runtime/WeightLayout.h's column blocks
-  bool bf16Activations = false; // prefill tiles round x to bf16 (vdpbf16ps)
+  bool prologueGain = false; // gain applied to x in the kernel, not folded into w
+  bool columnBlocks = false; // weight bound in runtime/WeightLayout.h's column blocks
+  cpu::PrefillMatmul matmul = cpu::PrefillMatmul::F32; // with column blocks
 };
+
+/// The rows whose activations the kernel rounds to bf16: the 6-row tiles of
+/// vdpbf16ps, or every row of an AMX prefill (16 rows or more).
+int64_t roundedRows(const LinearCase &c) {
+  if (c.matmul == cpu::PrefillMatmul::Avx512Bf16)
+    return c.rows - c.rows % 6;
+  if (c.matmul == cpu::PrefillMatmul::Amx && c.rows >= 16)
+    return c.rows;
+  return 0;
+}
+
+float roundedToBf16(float value) {
+  uint16_t half;
+  runtime::convertFromF32(runtime::DType::BF16, &value, &half, 1);
+  float widened;
+  runtime::convertToF32(runtime::DType::BF16, &half, &widened, 1);
+  return widened;
+}
 
 void PrintTo(const LinearCase &c, std::ostream *os) { *os << c.label; }
 
@@ -59,8 +78,11 @@ std::vector<float> randomValues(size_t count, std::mt19937 &rng, float scale = 1
 }
 
 /// Compiles `c` for `cpu`, runs it in two workgroup ranges, and compares with
-/// the reference; returns max |actual - expected| / max |expected|.
-double relativeErrorOf(const LinearCase &c, const std::string &cpu) {
+/// the reference; returns max |actual - expected| / max |expected|. With
+/// `sameRounding` the reference rounds the activations where the kernel does
+/// (after the gain, before the norm's scale), so only the order of the f32
+/// sums differs.
+double relativeErrorOf(const LinearCase &c, const std::string &cpu, bool sameRounding = false) {
   FusedLinearKernel kernel;
   kernel.name = "case";
   kernel.inFeatures = c.in;
@@ -73,7 +95,7 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu) {
   if (c.prologueGain)
     kernel.prologueGain = WeightStorage::BF16;
   kernel.columnBlocks = c.columnBlocks;
-  kernel.bf16Activations = c.bf16Activations;
+  kernel.prefillMatmul = c.matmul;
 
   std::vector<uint8_t> library = cpu::linkSharedObject(
       cpu::compileKernelsToObject(cpu::fusedLinearSource(kernel), cpu::resolveCpuTarget(cpu)));
@@ -109,8 +131,33 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu) {
       referenceWeights[i] *= gain[i % c.in];
 
   const double eps = 1e-6;
-  reference::fusedLinear(x.data(), referenceWeights.data(), c.residual ? residual.data() : nullptr,
-                         expected.data(), c.rows, c.in, c.out, c.norm ? &eps : nullptr, c.swiglu);
+  if (sameRounding) {
+    // The kernel computes (round(x * gain) . w) * s with s the row's inverse
+    // RMS: the reference gets round(x * gain) * s, the unfolded weight and no
+    // norm of its own.
+    std::vector<float> roundedX = x;
+    for (int64_t t = 0; t < roundedRows(c); ++t) {
+      float *row = roundedX.data() + t * c.in;
+      double squares = 0.0;
+      for (int64_t k = 0; k < c.in; ++k)
+        squares += double(row[k]) * row[k];
+      const float scale = c.norm ? float(1.0 / std::sqrt(squares / double(c.in) + eps)) : 1.0f;
+      for (int64_t k = 0; k < c.in; ++k)
+        row[k] = roundedToBf16(c.prologueGain ? row[k] * gain[k] : row[k]) * scale;
+    }
+    std::vector<float> unroundedExpected(expected.size());
+    reference::fusedLinear(x.data(), referenceWeights.data(),
+                           c.residual ? residual.data() : nullptr, unroundedExpected.data(), c.rows,
+                           c.in, c.out, c.norm ? &eps : nullptr, c.swiglu);
+    reference::fusedLinear(roundedX.data(), weights.data(), c.residual ? residual.data() : nullptr,
+                           expected.data(), roundedRows(c), c.in, c.out, nullptr, c.swiglu);
+    const int64_t done = roundedRows(c) * c.out;
+    std::copy(unroundedExpected.begin() + done, unroundedExpected.end(), expected.begin() + done);
+  } else {
+    reference::fusedLinear(x.data(), referenceWeights.data(),
+                           c.residual ? residual.data() : nullptr, expected.data(), c.rows, c.in,
+                           c.out, c.norm ? &eps : nullptr, c.swiglu);
+  }
 
   std::vector<void *> buffers = {x.data(), stored.data()};
   std::vector<int64_t> bytes = {int64_t(x.size() * 4), int64_t(stored.size())};
@@ -148,27 +195,57 @@ TEST_P(FusedLinearKernelTest, MatchesReference) {
 
 bool hostHasAvx512Bf16() { return __builtin_cpu_supports("avx512bf16"); }
 
-// bf16 activations: the 6-row tiles round x (after the gain) to bf16, whose
-// relative error is at most 2^-9; over K products of mixed signs the result
-// stays within 1% of the largest output. Leftover rows stay exact.
-TEST(FusedLinearKernel, Bf16ActivationsStayWithinTheirBound) {
-  if (!hostHasAvx512Bf16())
-    GTEST_SKIP() << "this CPU has no AVX512-BF16";
-  for (const LinearCase &c : {LinearCase{"plain", 64, 64, 13, WeightStorage::BF16, false, false,
-                                         false, false, true, true},
-                              LinearCase{"norm_gain_swiglu", 128, 48, 12, WeightStorage::BF16, true,
-                                         true, false, true, true, true},
-                              LinearCase{"residual_0_6b_down", 3072, 1024, 7, WeightStorage::BF16,
-                                         false, false, true, false, true, true}}) {
+bool hostHasAmxBf16() { return __builtin_cpu_supports("amx-bf16"); }
+
+using cpu::PrefillMatmul;
+
+/// Cases whose prefill rows take the bf16 products of `matmul`: ragged and
+/// Qwen3-0.6B depths, every epilogue, the prologue gain, a pair of output
+/// blocks cut short, 16..40 rows (AMX pads to 32).
+std::vector<LinearCase> bf16PrefillCases(PrefillMatmul matmul) {
+  const WeightStorage bf16 = WeightStorage::BF16;
+  return {
+      LinearCase{"plain", 64, 80, 13, bf16, false, false, false, false, true, matmul},
+      LinearCase{"norm_gain_swiglu", 128, 48, 17, bf16, true, true, false, true, true, matmul},
+      LinearCase{"norm_residual", 96, 64, 32, bf16, true, false, true, false, true, matmul},
+      LinearCase{"qwen3_0_6b_down", 3072, 1024, 40, bf16, false, false, true, false, true, matmul},
+      LinearCase{"qwen3_0_6b_qkv", 1024, 4096, 19, bf16, true, false, false, true, true, matmul}};
+}
+
+// The bf16 products round x (after the gain) to bf16, whose relative error is
+// at most 2^-9: against the reference that rounds the same rows they agree to
+// f32 summation order; against the exact reference they stay within 1% of
+// the largest output (over K products of mixed signs) and do differ.
+void expectBf16Prefill(PrefillMatmul matmul) {
+  for (const LinearCase &c : bf16PrefillCases(matmul)) {
+    EXPECT_LE(relativeErrorOf(c, "host", true), 1e-5) << c.label;
     const double error = relativeErrorOf(c, "host");
     EXPECT_LE(error, 1e-2) << c.label;
-    EXPECT_GT(error, 1e-7) << c.label << ": the prefill tiles did not round the activations";
+    if (roundedRows(c) > 0) {
+      EXPECT_GT(error, 1e-7) << c.label << ": the prefill did not round the activations";
+    }
   }
-  // Decode (one row) stays f32.
-  EXPECT_LE(relativeErrorOf(
-                {"decode", 256, 64, 1, WeightStorage::BF16, true, false, false, true, true, true},
-                "host"),
-            1e-5);
+  // Decode (one row), the rows the 6-row tiles leave and prefills shorter
+  // than AMX's 16 rows stay f32.
+  for (int64_t rows : {1, 5, 15})
+    EXPECT_LE(relativeErrorOf({"short", 256, 64, rows, WeightStorage::BF16, true, false, false,
+                               true, true, matmul},
+                              "host", true),
+              1e-5)
+        << rows << " rows";
+}
+
+TEST(FusedLinearKernel, Avx512Bf16PrefillRoundsOnlyTheActivations) {
+  if (!hostHasAvx512Bf16())
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  expectBf16Prefill(PrefillMatmul::Avx512Bf16);
+}
+
+TEST(FusedLinearKernel, AmxPrefillRoundsOnlyTheActivations) {
+  if (!hostHasAmxBf16())
+    GTEST_SKIP() << "this CPU has no AMX-BF16";
+  ASSERT_EQ(runtime::requestAmxState(), "");
+  expectBf16Prefill(PrefillMatmul::Amx);
 }
 
 // The same source compiles for every supported CPU level and stays correct

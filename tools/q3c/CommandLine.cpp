@@ -69,11 +69,12 @@ cl::opt<std::string> compileTarget("target", cl::sub(compileCommand), cl::init("
 cl::opt<std::string> compileCpu("cpu", cl::sub(compileCommand), cl::init("host"),
                                 cl::desc("CPU: host, x86-64-v2, x86-64-v3 or x86-64-v4"),
                                 cl::cat(q3Category));
-cl::opt<bool> compileBf16Activations(
-    "bf16-activations", cl::sub(compileCommand), cl::init(false),
-    cl::desc("Prefill matrix products round activations to bf16 and use vdpbf16ps (needs "
-             "AVX512-BF16; logits then differ from f32 by up to ~1%)"),
-    cl::cat(q3Category));
+cl::opt<std::string> compilePrefillMatmul(
+    "prefill-matmul", cl::sub(compileCommand), cl::init("auto"),
+    cl::desc("Prefill products on bf16 weights: auto (amx where the CPU has AMX-BF16, else "
+             "f32), f32, avx512bf16 (vdpbf16ps) or amx. The bf16 ones round activations to "
+             "bf16: logits then differ from f32 by up to ~1%"),
+    cl::value_desc("auto|f32|avx512bf16|amx"), cl::cat(q3Category));
 cl::opt<std::string> compileOutput("o", cl::sub(compileCommand), cl::Required,
                                    cl::desc("The artifact to write"), cl::value_desc("file.q3"),
                                    cl::cat(q3Category));

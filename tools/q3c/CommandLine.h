@@ -34,7 +34,7 @@ extern llvm::cl::opt<std::string> randomOutput;
 extern llvm::cl::opt<std::string> compileModel;
 extern llvm::cl::opt<std::string> compileTarget;
 extern llvm::cl::opt<std::string> compileCpu;
-extern llvm::cl::opt<bool> compileBf16Activations;
+extern llvm::cl::opt<std::string> compilePrefillMatmul;
 extern llvm::cl::opt<std::string> compileOutput;
 
 // Pipeline flags shared by dump, eval and compile.

@@ -35,15 +35,21 @@ int runCompile() {
   auto module = ir::buildQwen3Graph(context, config);
   runPipelineFromFlags(*module);
   cpu::CpuCompileOptions options;
-  options.bf16Activations = compileBf16Activations;
+  if (compilePrefillMatmul != "auto") {
+    options.prefillMatmul = cpu::parsePrefillMatmul(compilePrefillMatmul);
+    if (!options.prefillMatmul)
+      throw std::invalid_argument("--prefill-matmul: expected auto, f32, avx512bf16 or amx, got '" +
+                                  compilePrefillMatmul + "'");
+  }
   cpu::CompiledModel compiled = cpu::compileForCpu(*module, target, options);
   cpu::writeCpuArtifact(compileOutput, compiled);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   llvm::outs() << "compiled " << compiled.manifest["kernels"].size() << " kernels, "
                << compiled.manifest["schedule"].size() << " dispatches for " << target.name << " ("
-               << target.llvmCpu << ") in " << llvm::format("%.2f", seconds) << " s -> "
-               << compileOutput << "\n";
+               << target.llvmCpu << ", prefill "
+               << compiled.manifest["target"]["prefill_matmul"].get<std::string>() << ") in "
+               << llvm::format("%.2f", seconds) << " s -> " << compileOutput << "\n";
   return 0;
 }
 

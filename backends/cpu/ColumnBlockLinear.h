@@ -1,0 +1,63 @@
+//===- ColumnBlockLinear.h - pieces of fused_linear on column blocks ------===//
+//
+// What the column-block fused_linear (ColumnBlockLinearSource.cpp) shares
+// with its AMX prefill (AmxLinearSource.cpp): the weight's view, the epilogue
+// that stores 16 columns, and the activations rounded to bf16.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "backends/cpu/KernelSource.h"
+
+#include <string>
+
+namespace q3::cpu::detail {
+
+/// Output columns of one weight block ([N/16][K/2][16][2]).
+inline constexpr int64_t kBlock = 16;
+
+struct ColumnBlockLayout {
+  int64_t k, pairs, blocks, outBlocks;
+  std::string xType, yType, weightType, flatType;
+  std::string pairType;  // bf16-rounded activations, (k, k+1) per i32
+  std::string roundType; // the same, one i16 per k
+};
+ColumnBlockLayout columnBlockLayout(const FusedLinearKernel &kernel);
+
+/// @<name>_store(v, up, scale, t, column, y, res): 16 columns of row t from
+/// their accumulator(s): the norm scale, SwiGLU with the up accumulator, the
+/// residual.
+std::string storeFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l);
+
+/// The call of @<name>_store for accumulator `v` (and `up`), row scale
+/// `scale`, row `row` and first column `column`.
+std::string storeCall(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
+                      const std::string &v, const std::string &up, const std::string &scale,
+                      const std::string &row, const std::string &column,
+                      const std::string &residual);
+
+/// Rows [0, `rows`) of `x` rounded to bf16 (to nearest even) into a heap
+/// buffer of `allocatedRows` rows (the rows past `rows` are zero): its views
+/// %xh (roundType, one i16 per k) and %xp (pairType), and the address %xhAt
+/// (i64). `closing` frees it.
+struct RoundedActivations {
+  std::string opening, closing;
+};
+RoundedActivations roundedActivations(const ColumnBlockLayout &l, const std::string &x,
+                                      const std::string &rows, const std::string &allocatedRows);
+
+/// The pairing of output blocks that a step of the block loop (%bA) handles:
+/// sets %bB and %pairFull. SwiGLU pairs gate block b with up block b + N/32;
+/// plain kernels pair neighbouring blocks (the second may be past %bEnd).
+std::string blockPairing(const FusedLinearKernel &kernel, const ColumnBlockLayout &l);
+
+/// The private functions of the AMX prefill (AmxLinearSource.cpp).
+std::string amxFunctions(const FusedLinearKernel &kernel, const ColumnBlockLayout &l);
+
+/// The AMX prefill of all %rows rows (kernel.amxFits()): rounds them to bf16,
+/// then for each block pair of the workgroups runs 32 x 32 tiles and their
+/// epilogue. Expects the kernel frame's values and %w, %bBegin, %bEnd.
+std::string amxPrefill(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
+                       const std::string &x, const std::string &residual);
+
+} // namespace q3::cpu::detail
