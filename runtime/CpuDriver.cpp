@@ -35,16 +35,34 @@ CpuDriver::CpuDriver(const Artifact &artifact, const std::string &path, ThreadPo
     if (std::string refused = requestAmxState(); !refused.empty())
       throw LoadError(path + ": compiled for AMX, but " + refused);
   }
+  readChunking(artifact, path);
   const Artifact::Section *library = artifact.find("kernels.so");
   if (!library)
     throw LoadError(path + ": no kernels.so section");
   library_ = SharedLibrary::loadFromMemory(path + ":kernels.so", library->data, library->size);
 }
 
+void CpuDriver::readChunking(const Artifact &artifact, const std::string &path) {
+  for (const auto &kernel : artifact.manifest().at("kernels")) {
+    const std::string name = kernel.at("name").get<std::string>();
+    auto chunks = kernel.find("chunks_per_thread");
+    if (chunks == kernel.end())
+      continue;
+    if (!chunks->is_number_integer() || *chunks < 1 || *chunks > kMaxChunksPerThread)
+      throw LoadError(fmt::format("{}: manifest: kernel {}: chunks_per_thread: expected an "
+                                  "integer from 1 to {}, found {}",
+                                  path, name, kMaxChunksPerThread, chunks->dump()));
+    chunksPerThread_[name] = chunks->get<int>();
+  }
+}
+
 int64_t CpuDriver::kernel(const std::string &name) {
   auto [it, inserted] = kernelIds_.try_emplace(name, int64_t(kernels_.size()));
-  if (inserted)
+  if (inserted) {
     kernels_.push_back(reinterpret_cast<KernelEntry>(library_->symbol(kKernelSymbolPrefix + name)));
+    auto chunks = chunksPerThread_.find(name);
+    kernelChunks_.push_back(chunks == chunksPerThread_.end() ? 1 : chunks->second);
+  }
   return it->second;
 }
 
@@ -87,9 +105,12 @@ void CpuDriver::dispatch(int64_t kernel, const std::vector<BufferRange> &buffers
     pointers_.push_back(at(range));
     bytes_.push_back(range.bytes);
   }
-  pool_.parallelFor(workgroups, [&](int64_t begin, int64_t end) {
-    entry(pointers_.data(), bytes_.data(), scalars.data(), begin, end);
-  });
+  pool_.parallelFor(
+      workgroups,
+      [&](int64_t begin, int64_t end) {
+        entry(pointers_.data(), bytes_.data(), scalars.data(), begin, end);
+      },
+      kernelChunks_.at(size_t(kernel)));
 }
 
 } // namespace q3::runtime

@@ -65,8 +65,11 @@ void ThreadPool::spinThenWait(std::condition_variable &cv, std::atomic<int> &sle
 }
 
 void ThreadPool::runChunk(int index) {
-  int64_t begin = count_ * index / size_;
-  int64_t end = count_ * (index + 1) / size_;
+  // Read before the chunk counts as finished: after that the caller may
+  // already be setting up the next loop.
+  const int chunks = chunks_;
+  int64_t begin = count_ * index / chunks;
+  int64_t end = count_ * (index + 1) / chunks;
   if (begin < end) {
     try {
       (*body_)(begin, end);
@@ -76,23 +79,33 @@ void ThreadPool::runChunk(int index) {
         firstError_ = std::current_exception();
     }
   }
-  if (finishedChunks_.fetch_add(1) == size_ - 1 && sleepingCaller_.load() > 0) {
+  if (finishedChunks_.fetch_add(1) == chunks - 1 && sleepingCaller_.load() > 0) {
     // Taking the mutex orders this notify after the caller's wait begins.
     { std::lock_guard<std::mutex> lock(sleepMutex_); }
     loopFinished_.notify_one();
   }
 }
 
+int ThreadPool::claimChunk() {
+  uint64_t word = claims_.load();
+  for (;;) {
+    const uint64_t next = word & 0xFFFFFFFFu, chunks = word >> 32;
+    if (next >= chunks)
+      return -1;
+    if (claims_.compare_exchange_weak(word, word + 1))
+      return int(next);
+  }
+}
+
 void ThreadPool::runUnclaimedChunks() {
-  for (int index = nextChunk_.fetch_add(1); index < size_; index = nextChunk_.fetch_add(1))
+  for (int index = claimChunk(); index >= 0; index = claimChunk())
     runChunk(index);
 }
 
 void ThreadPool::workerLoop() {
   uint64_t seen = 0;
   for (;;) {
-    spinThenWait(workAvailable_, sleepingWorkers_,
-                 [&] { return generation_.load() != seen; });
+    spinThenWait(workAvailable_, sleepingWorkers_, [&] { return generation_.load() != seen; });
     seen = generation_.load();
     if (stopping_.load())
       return;
@@ -102,8 +115,8 @@ void ThreadPool::workerLoop() {
   }
 }
 
-void ThreadPool::parallelFor(int64_t count,
-                             const std::function<void(int64_t, int64_t)> &body) {
+void ThreadPool::parallelFor(int64_t count, const std::function<void(int64_t, int64_t)> &body,
+                             int chunksPerThread) {
   if (count <= 0)
     return;
   if (size_ == 1 || count == 1) { // nothing to share: skip waking anyone
@@ -112,9 +125,11 @@ void ThreadPool::parallelFor(int64_t count,
   }
   body_ = &body;
   count_ = count;
+  chunks_ = int(std::min<int64_t>(count, int64_t(size_) * std::max(1, chunksPerThread)));
   firstError_ = nullptr;
   finishedChunks_.store(0);
-  nextChunk_.store(1); // from here on chunks can be claimed (seq_cst publishes body_)
+  // From here on chunks can be claimed (seq_cst publishes body_ and the rest).
+  claims_.store(uint64_t(chunks_) << 32 | 1);
   generation_.fetch_add(1);
   if (sleepingWorkers_.load() > 0) {
     { std::lock_guard<std::mutex> lock(sleepMutex_); }
@@ -122,7 +137,7 @@ void ThreadPool::parallelFor(int64_t count,
   }
   runChunk(0);
   runUnclaimedChunks();
-  spinThenWait(loopFinished_, sleepingCaller_, [&] { return finishedChunks_.load() == size_; });
+  spinThenWait(loopFinished_, sleepingCaller_, [&] { return finishedChunks_.load() == chunks_; });
   body_ = nullptr;
   if (firstError_)
     std::rethrow_exception(firstError_);

@@ -133,6 +133,7 @@ struct CpuKernel {
   json grid;
   bool columnBlocks = false; // reads its weight (operand 1) as column blocks
   std::optional<PrefillMatmul> prefillMatmul = std::nullopt; // when not f32 on the prefill path
+  int chunksPerThread = 1; // the runtime's split of a dispatch (docs/artifact.md)
 };
 
 FusedLinearKernel describeFusedLinear(const std::string &name, Value weight, bool residual,
@@ -208,7 +209,15 @@ CpuKernel cpuKernelFor(func::FuncOp kernel, std::optional<UnfoldedWeight> unfold
                         query[2], {},       attention.getScale().convertToDouble()};
     for (int64_t h = 0; h < cpu.queryHeads; ++h)
       cpu.kvHeadMap.push_back(attention.kvHeadFor(h));
-    return {attentionSource(cpu), {{"kind", "rows_times"}, {"factor", cpu.queryHeads}}};
+    // Row t of a causal prefill reads t + 1 positions, so equal halves of the
+    // rows are unequal work: chunks claimed as threads come free even it out
+    // (pp128 on 0.6B: attention 58-62 -> 44-50 ms on two threads).
+    constexpr int kCausalChunksPerThread = 8;
+    return {attentionSource(cpu),
+            {{"kind", "rows_times"}, {"factor", cpu.queryHeads}},
+            false,
+            std::nullopt,
+            kCausalChunksPerThread};
   }
   throw std::runtime_error("no CPU kernel for '" + anchor->getName().getStringRef().str() +
                            "' (kernel @" + name +
@@ -496,6 +505,8 @@ CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target,
       entry["weight_layout"] = "column_blocks";
       columnBlocks.insert(name);
     }
+    if (cpu.chunksPerThread != 1)
+      entry["chunks_per_thread"] = cpu.chunksPerThread;
     if (cpu.prefillMatmul) {
       entry["prefill_activations"] = "bf16";
       entry["prefill_matmul"] = prefillMatmulName(*cpu.prefillMatmul);

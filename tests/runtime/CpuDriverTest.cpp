@@ -22,13 +22,17 @@ std::vector<uint8_t> cpuArtifact(const nlohmann::json &manifest) {
 }
 
 nlohmann::json cpuManifest() {
-  return {{"format", "q3c-cpu"}, {"target", {{"required_features", nlohmann::json::array()}}}};
+  return {{"format", "q3c-cpu"},
+          {"target", {{"required_features", nlohmann::json::array()}}},
+          {"kernels", nlohmann::json::array()}};
 }
 
 // What the scheduler does with a driver: memory in, one dispatch split over
-// the threads, memory out.
+// the threads (in 4 chunks each, as the manifest asks), memory out.
 TEST(CpuDriver, RunsADispatchOverAllWorkgroups) {
-  std::vector<uint8_t> image = cpuArtifact(cpuManifest());
+  nlohmann::json manifest = cpuManifest();
+  manifest["kernels"] = {{{"name", "scale"}, {"chunks_per_thread", 4}}};
+  std::vector<uint8_t> image = cpuArtifact(manifest);
   auto artifact = Artifact::parse(kFile, image.data(), image.size());
   ThreadPool pool(2);
   std::unique_ptr<Driver> driver = createDriver(*artifact, kFile, pool);
@@ -76,6 +80,14 @@ TEST(CpuDriver, RefusesOtherFormatsAndMissingCpuFeatures) {
   image = cpuArtifact(future);
   artifact = Artifact::parse(kFile, image.data(), image.size());
   EXPECT_LOAD_ERROR(createDriver(*artifact, kFile, pool), "lacks: fma4");
+
+  nlohmann::json chunks = cpuManifest();
+  chunks["kernels"] = {{{"name", "scale"}, {"chunks_per_thread", 65}}};
+  image = cpuArtifact(chunks);
+  artifact = Artifact::parse(kFile, image.data(), image.size());
+  EXPECT_LOAD_ERROR(createDriver(*artifact, kFile, pool),
+                    "test.q3: manifest: kernel scale: chunks_per_thread: expected an integer "
+                    "from 1 to 64, found 65");
 }
 
 } // namespace

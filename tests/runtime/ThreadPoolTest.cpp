@@ -15,13 +15,16 @@ namespace q3::runtime {
 namespace {
 
 // Runs parallelFor and returns how many times each index was visited.
-std::vector<int> visitCounts(ThreadPool &pool, int64_t count) {
+std::vector<int> visitCounts(ThreadPool &pool, int64_t count, int chunksPerThread = 1) {
   std::vector<std::atomic<int>> visits(static_cast<size_t>(count));
-  pool.parallelFor(count, [&](int64_t begin, int64_t end) {
-    EXPECT_LT(begin, end);
-    for (int64_t i = begin; i < end; ++i)
-      visits[size_t(i)].fetch_add(1);
-  });
+  pool.parallelFor(
+      count,
+      [&](int64_t begin, int64_t end) {
+        EXPECT_LT(begin, end);
+        for (int64_t i = begin; i < end; ++i)
+          visits[size_t(i)].fetch_add(1);
+      },
+      chunksPerThread);
   std::vector<int> result;
   for (auto &v : visits)
     result.push_back(v.load());
@@ -66,6 +69,40 @@ TEST(ThreadPool, ChunksAreContiguousAndDeterministic) {
   std::vector<std::pair<int64_t, int64_t>> expected{{0, 2}, {2, 5}, {5, 7}, {7, 10}};
   for (int i = 0; i < 20; ++i)
     EXPECT_EQ(chunks(), expected);
+}
+
+TEST(ThreadPool, SeveralChunksPerThread) {
+  ThreadPool pool(2);
+  std::mutex mutex;
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  pool.parallelFor(
+      10,
+      [&](int64_t begin, int64_t end) {
+        std::lock_guard<std::mutex> lock(mutex);
+        seen.emplace_back(begin, end);
+      },
+      3);
+  std::sort(seen.begin(), seen.end());
+  std::vector<std::pair<int64_t, int64_t>> expected{{0, 1}, {1, 3}, {3, 5},
+                                                    {5, 6}, {6, 8}, {8, 10}};
+  EXPECT_EQ(seen, expected);
+  // Any chunk count, more chunks than indices, and loops that alternate
+  // chunk counts (a thread still claiming in one loop must not take a chunk
+  // of the next twice).
+  for (int chunks : {1, 2, 5, 8, 64})
+    for (int64_t count : {1, 3, 16, 100, 1001})
+      EXPECT_EQ(visitCounts(pool, count, chunks), std::vector<int>(size_t(count), 1))
+          << chunks << " chunks per thread, count " << count;
+  std::vector<int64_t> data(97, 0);
+  for (int call = 0; call < 20000; ++call)
+    pool.parallelFor(
+        int64_t(data.size()),
+        [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i)
+            data[size_t(i)] += 1;
+        },
+        call % 3 == 0 ? 1 : 8);
+  EXPECT_EQ(data, std::vector<int64_t>(97, 20000));
 }
 
 TEST(ThreadPool, OneThreadRunsInline) {
