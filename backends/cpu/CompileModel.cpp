@@ -22,6 +22,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <algorithm>
 #include <map>
@@ -464,8 +465,16 @@ PrefillMatmul resolvePrefillMatmul(const CpuTarget &target,
            target.requiredFeatures.end();
   };
   const bool amx = has("amx-tile") && has("amx-bf16");
-  if (!requested)
-    return amx ? PrefillMatmul::Amx : PrefillMatmul::F32;
+  if (!requested) {
+    if (amx)
+      return PrefillMatmul::Amx;
+    // AMD Zen 4 splits a 512-bit FMA into two 256-bit halves but issues
+    // vdpbf16ps, twice the multiply-adds, as fast (AMD's and uops.info's
+    // tables; llama.cpp's BF16 path uses it there). Not measured by us.
+    if (has("avx512bf16") && llvm::StringRef(target.llvmCpu).startswith("znver"))
+      return PrefillMatmul::Avx512Bf16;
+    return PrefillMatmul::F32;
+  }
   auto refuse = [&](const char *what) {
     return std::invalid_argument(std::string("--prefill-matmul=") + prefillMatmulName(*requested) +
                                  " needs " + what + ", which --cpu=" + target.name +

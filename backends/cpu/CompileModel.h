@@ -30,8 +30,10 @@ struct CpuCompileOptions {
 
 /// `requested`, checked against the target's features (std::invalid_argument
 /// naming the missing one), or without a request: Amx where the target has
-/// AMX-BF16, else F32. (Avx512Bf16 is not chosen by itself: on Sapphire
-/// Rapids it measured slower than F32, and it is unmeasured on Zen 4.)
+/// AMX-BF16; Avx512Bf16 on AMD Zen (znver*) CPUs with AVX512-BF16, whose
+/// vdpbf16ps does twice the work of their 512-bit FMA per cycle (from
+/// instruction tables; not measured here); else F32 (on Sapphire Rapids
+/// without AMX, vdpbf16ps measured slower than F32).
 PrefillMatmul resolvePrefillMatmul(const CpuTarget &target, std::optional<PrefillMatmul> requested);
 
 /// "f32", "avx512bf16", "amx": the spelling of the command line and manifest.

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/CompileKernels.h"
+#include "backends/cpu/CompileModel.h"
 #include "backends/cpu/KernelSource.h"
 #include "backends/reference/Kernels.h"
 #include "runtime/CpuFeatures.h"
@@ -246,6 +247,30 @@ TEST(FusedLinearKernel, AmxPrefillRoundsOnlyTheActivations) {
     GTEST_SKIP() << "this CPU has no AMX-BF16";
   ASSERT_EQ(runtime::requestAmxState(), "");
   expectBf16Prefill(PrefillMatmul::Amx);
+}
+
+// Without --prefill-matmul the target decides; a request the target cannot
+// carry out is refused naming what is missing.
+TEST(PrefillMatmul, AutoChoosesByTargetAndRequestsAreChecked) {
+  auto target = [](const std::string &llvmCpu, std::vector<std::string> features) {
+    return cpu::CpuTarget{"host", llvmCpu, "", std::move(features)};
+  };
+  const cpu::CpuTarget sapphireRapids =
+      target("sapphirerapids", {"avx512f", "avx512bf16", "amx-tile", "amx-bf16"});
+  const cpu::CpuTarget zen4 = target("znver4", {"avx512f", "avx512bf16"});
+  const cpu::CpuTarget cooperLake = target("cooperlake", {"avx512f", "avx512bf16"});
+  const cpu::CpuTarget v4 = cpu::resolveCpuTarget("x86-64-v4");
+  EXPECT_EQ(cpu::resolvePrefillMatmul(sapphireRapids, std::nullopt), PrefillMatmul::Amx);
+  EXPECT_EQ(cpu::resolvePrefillMatmul(zen4, std::nullopt), PrefillMatmul::Avx512Bf16);
+  EXPECT_EQ(cpu::resolvePrefillMatmul(cooperLake, std::nullopt), PrefillMatmul::F32);
+  EXPECT_EQ(cpu::resolvePrefillMatmul(v4, std::nullopt), PrefillMatmul::F32);
+  EXPECT_EQ(cpu::resolvePrefillMatmul(sapphireRapids, PrefillMatmul::F32), PrefillMatmul::F32);
+  EXPECT_EQ(cpu::resolvePrefillMatmul(zen4, PrefillMatmul::Avx512Bf16), PrefillMatmul::Avx512Bf16);
+  EXPECT_THROW(cpu::resolvePrefillMatmul(zen4, PrefillMatmul::Amx), std::invalid_argument);
+  EXPECT_THROW(cpu::resolvePrefillMatmul(v4, PrefillMatmul::Avx512Bf16), std::invalid_argument);
+  for (PrefillMatmul matmul : {PrefillMatmul::F32, PrefillMatmul::Avx512Bf16, PrefillMatmul::Amx})
+    EXPECT_EQ(cpu::parsePrefillMatmul(cpu::prefillMatmulName(matmul)), matmul);
+  EXPECT_EQ(cpu::parsePrefillMatmul("auto"), std::nullopt);
 }
 
 // The same source compiles for every supported CPU level and stays correct
