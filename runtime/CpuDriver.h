@@ -42,7 +42,7 @@ private:
   };
   uint8_t *at(const BufferRange &range);
   /// The kernels' chunks_per_thread (manifest; 1 when absent): how finely a
-  /// dispatch is split for the pool's threads to claim.
+  /// prefill dispatch is split for the pool's threads to claim.
   void readChunking(const Artifact &artifact, const std::string &path);
   static constexpr int kMaxChunksPerThread = 64;
 
