@@ -3,10 +3,29 @@
 #include "backends/cpu/KernelSourceUtil.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <vector>
 
 namespace q3::cpu {
 
 using namespace detail;
+
+namespace {
+
+/// theta^(i * -2/D) for i < D/2, as the kernel computed them at run time
+/// (math.powf on f64 is libm's pow); printed with 17 digits, which
+/// round-trip an f64 exactly.
+std::vector<std::string> ropeFrequencies(const QKNormRopeCacheKernel &kernel) {
+  const double exponentStep = -2.0 / double(kernel.headDim);
+  std::vector<std::string> frequencies;
+  for (int64_t i = 0; i < kernel.headDim / 2; ++i)
+    frequencies.push_back(fmt::format("{:.17e}", std::pow(kernel.theta, double(i) * exponentStep)));
+  return frequencies;
+}
+
+} // namespace
 
 std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel) {
   const int64_t d = kernel.headDim, width = (kernel.queryHeads + 2 * kernel.kvHeads) * d;
@@ -19,6 +38,10 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel) {
   const std::string angleType = fmt::format("memref<{}xf64>", d / 2);
   return fmt::format(
       R"mlir(
+// theta^(-2i/D), the rotary frequencies, in f64: computed by the compiler
+// with the same libm pow the kernel called per row before.
+memref.global "private" constant @{name}_frequencies : {angleType} = dense<[{frequencies}]>
+
 // cos and sin of the rotate-half RoPE angles of position `pos`, in f64 as the
 // reference computes them. Every head of a row shares them: computed once per
 // row, not per head (libm's pow/cos/sin dominated this kernel before).
@@ -26,15 +49,11 @@ func.func private @{name}_angles(%pos: index, %cosTable: {angleType}, %sinTable:
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %cHalf = arith.constant {half} : index
-  %theta = arith.constant {theta:e} : f64
-  %exponentStep = arith.constant {exponentStep:e} : f64
+  %frequencies = memref.get_global @{name}_frequencies : {angleType}
   %pos64 = arith.index_cast %pos : index to i64
   %posF = arith.sitofp %pos64 : i64 to f64
   scf.for %i = %c0 to %cHalf step %c1 {{
-    %i64 = arith.index_cast %i : index to i64
-    %iF = arith.sitofp %i64 : i64 to f64
-    %exponent = arith.mulf %iF, %exponentStep : f64
-    %frequency = math.powf %theta, %exponent : f64
+    %frequency = memref.load %frequencies[%i] : {angleType}
     %angle = arith.mulf %posF, %frequency : f64
     %cos = math.cos %angle : f64
     %sin = math.sin %angle : f64
@@ -158,7 +177,7 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
       fmt::arg("queryType", queryType), fmt::arg("cacheType", cacheType),
       fmt::arg("scratchType", scratchType), fmt::arg("angleType", angleType), fmt::arg("d", d),
       fmt::arg("half", d / 2), fmt::arg("dFloat", double(d)), fmt::arg("eps", kernel.eps),
-      fmt::arg("theta", kernel.theta), fmt::arg("exponentStep", -2.0 / double(d)),
+      fmt::arg("frequencies", fmt::join(ropeFrequencies(kernel), ", ")),
       fmt::arg("queryHeads", kernel.queryHeads), fmt::arg("kvHeads", kernel.kvHeads),
       fmt::arg("cacheRowBytes", d * 4),
       fmt::arg("gainLoad", widenedLoad(kernel.gains, "%g", "%gain", "%i", gainType)));
