@@ -215,7 +215,7 @@ CpuKernel cpuKernelFor(func::FuncOp kernel, std::optional<UnfoldedWeight> unfold
     // (pp128 on 0.6B: attention 58-62 -> 44-50 ms on two threads).
     constexpr int kCausalChunksPerThread = 8;
     return {attentionSource(cpu),
-            {{"kind", "rows_times"}, {"factor", cpu.queryHeads}},
+            {{"kind", "rows_times"}, {"factor", cpu.workgroupsPerRow()}},
             false,
             std::nullopt,
             kCausalChunksPerThread};

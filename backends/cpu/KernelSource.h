@@ -89,12 +89,17 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel);
 
 /// q3.attention over one layer's cached keys and values ([kvHeads][capacity][headDim];
 /// each KV head's positions are contiguous, so the scores stream them).
-/// Grid: rows x query heads.
+/// Grid: rows x workgroupsPerRow(); a workgroup handles headsPerWorkgroup()
+/// query heads that share one KV head, so each key and value load serves them all.
 struct AttentionKernel {
   std::string name;
   int64_t queryHeads = 0, kvHeads = 0, headDim = 0;
   std::vector<int64_t> kvHeadMap; // query head -> KV head
   double scale = 1.0;
+  /// 2 when head_dim is a multiple of 16 and query heads 2i and 2i + 1
+  /// always share their KV head (Qwen3's GQA with an even ratio), else 1.
+  int64_t headsPerWorkgroup() const;
+  int64_t workgroupsPerRow() const { return queryHeads / headsPerWorkgroup(); }
 };
 /// `@q3k_<name>(query, keys, values, out, rows, visible, capacity, wgBegin, wgEnd)`.
 std::string attentionSource(const AttentionKernel &kernel);

@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -420,10 +421,12 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
 }
 
 /// Runs an attention kernel of head_dim `d` (12: scalar path, 32 and 128:
-/// vector path) over `visible` positions (past 16: the softmax's vector loop).
-void checkAttention(int64_t d, int64_t visible = 7) {
-  const int64_t qHeads = 6, kvHeads = 2, rows = 3, capacity = 48;
-  std::vector<int64_t> map = {0, 0, 0, 1, 1, 1};
+/// vector path) over `visible` positions (past 16: the softmax's vector
+/// loop; odd: the score loop's single position) with `map` from query heads
+/// to KV heads.
+void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {0, 0, 0, 1, 1, 1}) {
+  const int64_t qHeads = int64_t(map.size()), rows = 3, capacity = 48;
+  const int64_t kvHeads = *std::max_element(map.begin(), map.end()) + 1;
   cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(double(d))};
   LoadedKernel loaded = compileForHost(cpu::attentionSource(kernel), "attn");
   std::mt19937 rng(3);
@@ -445,10 +448,15 @@ void checkAttention(int64_t d, int64_t visible = 7) {
   const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(keyCache.size() * 4),
                            int64_t(valueCache.size() * 4), int64_t(out.size() * 4)};
   const int64_t scalars[] = {rows, visible, capacity};
-  loaded.entry(buffers, bytes, scalars, 0, rows * qHeads);
+  // Two calls over disjoint workgroup ranges, as two threads would run it.
+  const int64_t workgroups = rows * kernel.workgroupsPerRow(), split = workgroups / 2 + 1;
+  loaded.entry(buffers, bytes, scalars, 0, split);
+  loaded.entry(buffers, bytes, scalars, split, workgroups);
   reference::causalAttention(q.data(), keys.data(), values.data(), expected.data(), rows, visible,
                              qHeads, kvHeads, d, 1.0 / std::sqrt(double(d)), map);
-  EXPECT_LE(maxRelativeDiff(out, expected), 1e-5) << "head_dim " << d;
+  EXPECT_LE(maxRelativeDiff(out, expected), 1e-5)
+      << "head_dim " << d << ", " << visible << " positions, " << kernel.headsPerWorkgroup()
+      << " heads per workgroup";
 }
 
 TEST(AttentionKernel, MatchesReferenceWithGroupedHeads) {
@@ -457,6 +465,21 @@ TEST(AttentionKernel, MatchesReferenceWithGroupedHeads) {
   checkAttention(128); // Qwen3's head_dim
   checkAttention(128, 40);
   checkAttention(12, 35);
+}
+
+// Query heads 2i and 2i + 1 on one KV head run in one workgroup; other maps
+// (MHA, odd groups, or pairs split across KV heads) one head per workgroup.
+TEST(AttentionKernel, PairsQueryHeadsThatShareAKvHead) {
+  const std::vector<int64_t> gqa2 = {0, 0, 1, 1}, mqa = {0, 0, 0, 0, 0, 0}, mha = {0, 1, 2},
+                             oddGroups = {0, 0, 0, 1, 1, 1}, custom = {1, 1, 0, 0};
+  for (int64_t visible : {3, 8, 33})
+    for (const auto &map : {gqa2, mqa, mha, oddGroups, custom})
+      checkAttention(32, visible, map);
+  EXPECT_EQ((cpu::AttentionKernel{"a", 4, 2, 128, gqa2, 1.0}.headsPerWorkgroup()), 2);
+  EXPECT_EQ((cpu::AttentionKernel{"a", 6, 1, 128, mqa, 1.0}.headsPerWorkgroup()), 2);
+  EXPECT_EQ((cpu::AttentionKernel{"a", 3, 3, 128, mha, 1.0}.headsPerWorkgroup()), 1);
+  EXPECT_EQ((cpu::AttentionKernel{"a", 6, 2, 128, oddGroups, 1.0}.headsPerWorkgroup()), 1);
+  EXPECT_EQ((cpu::AttentionKernel{"a", 4, 2, 24, gqa2, 1.0}.headsPerWorkgroup()), 1);
 }
 
 } // namespace
