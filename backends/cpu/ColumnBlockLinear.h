@@ -39,12 +39,13 @@ std::string storeCall(const FusedLinearKernel &kernel, const ColumnBlockLayout &
 /// Rows [0, `rows`) of `x` rounded to bf16 (to nearest even) into a heap
 /// buffer of `allocatedRows` rows (the rows past `rows` are zero): its views
 /// %xh (roundType, one i16 per k) and %xp (pairType), and the address %xhAt
-/// (i64). `closing` frees it.
+/// (i64). `closing` frees it; `helpers` is the private function it calls.
 struct RoundedActivations {
-  std::string opening, closing;
+  std::string helpers, opening, closing;
 };
-RoundedActivations roundedActivations(const ColumnBlockLayout &l, const std::string &x,
-                                      const std::string &rows, const std::string &allocatedRows);
+RoundedActivations roundedActivations(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
+                                      const std::string &x, const std::string &rows,
+                                      const std::string &allocatedRows);
 
 /// The pairing of output blocks that a step of the block loop (%bA) handles:
 /// sets %bB and %pairFull. SwiGLU pairs gate block b with up block b + N/32;

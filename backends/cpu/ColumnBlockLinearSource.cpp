@@ -237,8 +237,9 @@ std::string storeCall(const FusedLinearKernel &kernel, const ColumnBlockLayout &
                      kernel.name, v, up, scale, row, column, residual, l.yType);
 }
 
-RoundedActivations roundedActivations(const ColumnBlockLayout &l, const std::string &x,
-                                      const std::string &rows, const std::string &allocatedRows) {
+RoundedActivations roundedActivations(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
+                                      const std::string &x, const std::string &rows,
+                                      const std::string &allocatedRows) {
   const int64_t vectorEnd = l.k - l.k % kLanes;
   RoundedActivations rounded;
   rounded.opening = fmt::format(
@@ -252,33 +253,18 @@ RoundedActivations roundedActivations(const ColumnBlockLayout &l, const std::str
   %roundK = arith.constant {k} : index
   %roundVectorEnd = arith.constant {vectorEnd} : index
   %roundStep = arith.constant 16 : index
-  %bits16 = arith.constant dense<16> : vector<16xi32>
-  %roundBias = arith.constant dense<32767> : vector<16xi32>
-  %oneBit = arith.constant dense<1> : vector<16xi32>
   %zeroHalves = arith.constant dense<0> : vector<16xi16>
   %zeroHalf = arith.constant 0 : i16
   scf.for %t = %c0 to {rows} step %c1 {{
     scf.for %k = %c0 to %roundVectorEnd step %roundStep {{
       %v = vector.load {x}[%t, %k] : {xType}, vector<16xf32>
-      %bits = arith.bitcast %v : vector<16xf32> to vector<16xi32>
-      %high = arith.shrui %bits, %bits16 : vector<16xi32>
-      %odd = arith.andi %high, %oneBit : vector<16xi32>
-      %bias = arith.addi %roundBias, %odd : vector<16xi32>
-      %sum = arith.addi %bits, %bias : vector<16xi32>
-      %rounded = arith.shrui %sum, %bits16 : vector<16xi32>
-      %halves = arith.trunci %rounded : vector<16xi32> to vector<16xi16>
+      %halves = func.call @{name}_round_bf16(%v) : (vector<16xf32>) -> vector<16xi16>
       vector.store %halves, %xh[%t, %k] : {roundType}, vector<16xi16>
     }}
     scf.for %k = %roundVectorEnd to %roundK step %c1 {{
       %v = memref.load {x}[%t, %k] : {xType}
       %vv = vector.broadcast %v : f32 to vector<16xf32>
-      %bits = arith.bitcast %vv : vector<16xf32> to vector<16xi32>
-      %high = arith.shrui %bits, %bits16 : vector<16xi32>
-      %odd = arith.andi %high, %oneBit : vector<16xi32>
-      %bias = arith.addi %roundBias, %odd : vector<16xi32>
-      %sum = arith.addi %bits, %bias : vector<16xi32>
-      %rounded = arith.shrui %sum, %bits16 : vector<16xi32>
-      %halves = arith.trunci %rounded : vector<16xi32> to vector<16xi16>
+      %halves = func.call @{name}_round_bf16(%vv) : (vector<16xf32>) -> vector<16xi16>
       %half = vector.extractelement %halves[%c0 : index] : vector<16xi16>
       memref.store %half, %xh[%t, %k] : {roundType}
     }}
@@ -295,7 +281,24 @@ RoundedActivations roundedActivations(const ColumnBlockLayout &l, const std::str
       fmt::arg("rowBytes", 2 * l.k), fmt::arg("allocatedRows", allocatedRows),
       fmt::arg("roundType", l.roundType), fmt::arg("pairType", l.pairType), fmt::arg("k", l.k),
       fmt::arg("vectorEnd", vectorEnd), fmt::arg("rows", rows), fmt::arg("x", x),
-      fmt::arg("xType", l.xType));
+      fmt::arg("xType", l.xType), fmt::arg("name", kernel.name));
+  rounded.helpers = fmt::format(R"mlir(
+// f32 -> bf16 bits, rounded to nearest even.
+func.func private @{}_round_bf16(%v: vector<16xf32>) -> vector<16xi16> {{
+  %bits16 = arith.constant dense<16> : vector<16xi32>
+  %roundBias = arith.constant dense<32767> : vector<16xi32>
+  %oneBit = arith.constant dense<1> : vector<16xi32>
+  %bits = arith.bitcast %v : vector<16xf32> to vector<16xi32>
+  %high = arith.shrui %bits, %bits16 : vector<16xi32>
+  %odd = arith.andi %high, %oneBit : vector<16xi32>
+  %bias = arith.addi %roundBias, %odd : vector<16xi32>
+  %sum = arith.addi %bits, %bias : vector<16xi32>
+  %rounded = arith.shrui %sum, %bits16 : vector<16xi32>
+  %halves = arith.trunci %rounded : vector<16xi32> to vector<16xi16>
+  return %halves : vector<16xi16>
+}}
+)mlir",
+                                kernel.name);
   rounded.closing = "  memref.dealloc %xhRaw : memref<?xi8>\n";
   return rounded;
 }
@@ -322,7 +325,9 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
   const KernelFrame frame = kernelFrame(kernel, l.xType, l.yType);
   source += frame.helpers;
   const RoundedActivations rounding =
-      roundedActivations(l, frame.dotInput, "%tiledRows", "%tiledRows");
+      roundedActivations(kernel, l, frame.dotInput, "%tiledRows", "%tiledRows");
+  if (bf16 || amx)
+    source += rounding.helpers;
   // With AMX, prefills of kAmxMinRows rows or more take the tile unit and
   // the f32 loops below run only for shorter ones (decode).
   const std::string amxOpening =
