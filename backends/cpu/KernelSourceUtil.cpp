@@ -38,26 +38,32 @@ std::string widenedLoad(WeightStorage storage, const std::string &result, const 
   return "";
 }
 
+std::string vectorWidenedLoad(WeightStorage storage, const std::string &result,
+                              const std::string &memref, const std::string &indices,
+                              const std::string &type) {
+  const std::string at = memref + "[" + indices + "]";
+  switch (storage) {
+  case WeightStorage::F32:
+    return fmt::format("{} = vector.load {} : {}, vector<16xf32>", result, at, type);
+  case WeightStorage::F16:
+    return fmt::format("{0}_h = vector.load {1} : {2}, vector<16xf16>\n"
+                       "    {0} = arith.extf {0}_h : vector<16xf16> to vector<16xf32>",
+                       result, at, type);
+  case WeightStorage::BF16:
+    return fmt::format("{0}_h = vector.load {1} : {2}, vector<16xi16>\n"
+                       "    {0}_i = arith.extui {0}_h : vector<16xi16> to vector<16xi32>\n"
+                       "    {0}_c = arith.constant dense<16> : vector<16xi32>\n"
+                       "    {0}_s = arith.shli {0}_i, {0}_c : vector<16xi32>\n"
+                       "    {0} = arith.bitcast {0}_s : vector<16xi32> to vector<16xf32>",
+                       result, at, type);
+  }
+  return "";
+}
+
 std::string vectorWeightLoad(const FusedLinearKernel &kernel, const std::string &weightType,
                              const std::string &suffix, const std::string &column,
                              const std::string &row) {
-  const std::string at = "%w[" + row + ", " + column + "]";
-  switch (kernel.weight) {
-  case WeightStorage::F32:
-    return fmt::format("%wf{0} = vector.load {1} : {2}, vector<16xf32>", suffix, at, weightType);
-  case WeightStorage::F16:
-    return fmt::format("%wh{0} = vector.load {1} : {2}, vector<16xf16>\n"
-                       "    %wf{0} = arith.extf %wh{0} : vector<16xf16> to vector<16xf32>",
-                       suffix, at, weightType);
-  case WeightStorage::BF16:
-    return fmt::format("%wh{0} = vector.load {1} : {2}, vector<16xi16>\n"
-                       "    %wi{0} = arith.extui %wh{0} : vector<16xi16> to vector<16xi32>\n"
-                       "    %shift{0} = arith.constant dense<16> : vector<16xi32>\n"
-                       "    %ws{0} = arith.shli %wi{0}, %shift{0} : vector<16xi32>\n"
-                       "    %wf{0} = arith.bitcast %ws{0} : vector<16xi32> to vector<16xf32>",
-                       suffix, at, weightType);
-  }
-  return "";
+  return vectorWidenedLoad(kernel.weight, "%wf" + suffix, "%w", row + ", " + column, weightType);
 }
 
 std::string scalarWeightLoad(const FusedLinearKernel &kernel, const std::string &weightType,

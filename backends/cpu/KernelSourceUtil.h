@@ -25,6 +25,11 @@ const char *storageType(WeightStorage storage);
 std::string widenedLoad(WeightStorage storage, const std::string &result, const std::string &memref,
                         const std::string &indices, const std::string &type);
 
+/// Loads `memref[indices]` .. +16 (stored as `storage`) into a vector<16xf32> `result`.
+std::string vectorWidenedLoad(WeightStorage storage, const std::string &result,
+                              const std::string &memref, const std::string &indices,
+                              const std::string &type);
+
 /// Loads weights [row, column .. column + 16) as vector<16xf32> into %wf<suffix>.
 std::string vectorWeightLoad(const FusedLinearKernel &kernel, const std::string &weightType,
                              const std::string &suffix = "", const std::string &column = "%k",

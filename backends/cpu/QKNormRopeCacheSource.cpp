@@ -36,6 +36,25 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel) {
   const std::string cacheType = fmt::format("memref<?x{}xf32>", d);
   const std::string scratchType = fmt::format("memref<{}xf32>", d);
   const std::string angleType = fmt::format("memref<{}xf64>", d / 2);
+  // 16 lanes when both halves of a head are whole vectors (head_dim 128:
+  // every real Qwen3); else one element at a time. The arithmetic is the
+  // same either way, the RoPE in f64.
+  const bool vectors = (d / 2) % kLanes == 0;
+  const int64_t lanes = vectors ? kLanes : 1;
+  const std::string f32Type = vectors ? "vector<16xf32>" : "f32";
+  const std::string f64Type = vectors ? "vector<16xf64>" : "f64";
+  auto load = [&](const std::string &memref, const std::string &indices, const std::string &type,
+                  const std::string &element) {
+    return vectors ? fmt::format("vector.load {}[{}] : {}, vector<16x{}>", memref, indices, type,
+                                 element)
+                   : fmt::format("memref.load {}[{}] : {}", memref, indices, type);
+  };
+  auto store = [&](const std::string &value, const std::string &memref, const std::string &indices,
+                   const std::string &type, const std::string &element) {
+    return vectors ? fmt::format("vector.store {}, {}[{}] : {}, vector<16x{}>", value, memref,
+                                 indices, type, element)
+                   : fmt::format("memref.store {}, {}[{}] : {}", value, memref, indices, type);
+  };
   return fmt::format(
       R"mlir(
 // theta^(-2i/D), the rotary frequencies, in f64: computed by the compiler
@@ -64,52 +83,54 @@ func.func private @{name}_angles(%pos: index, %cosTable: {angleType}, %sinTable:
 }}
 
 // One head vector qkv[t, offset .. offset + D): RMSNorm with `gain`, then
-// rotate-half RoPE with the row's angle table, into %out.
+// rotate-half RoPE with the row's angle table, into %out; {lanes} lanes at a time.
 func.func private @{name}_head(%qkv: {qkvType}, %t: index, %offset: index, %gain: {gainType}, %cosTable: {angleType}, %sinTable: {angleType}, %out: {scratchType}) {{
   %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
+  %cLanes = arith.constant {lanes} : index
   %cD = arith.constant {d} : index
   %cHalf = arith.constant {half} : index
-  %zero = arith.constant 0.0 : f32
+  %zeros = arith.constant {zeros}
   %one = arith.constant 1.0 : f32
   %count = arith.constant {dFloat:e} : f32
   %eps = arith.constant {eps:e} : f32
-  %squares = scf.for %i = %c0 to %cD step %c1 iter_args(%a = %zero) -> (f32) {{
+  {squaresLoop} = scf.for %i = %c0 to %cD step %cLanes iter_args(%a = %zeros) -> ({f32Type}) {{
     %at = arith.addi %offset, %i : index
-    %v = memref.load %qkv[%t, %at] : {qkvType}
-    %r = math.fma %v, %v, %a : f32
-    scf.yield %r : f32
+    %v = {loadQkv}
+    %r = math.fma %v, %v, %a : {f32Type}
+    scf.yield %r : {f32Type}
   }}
+  {sumSquares}
   %mean = arith.divf %squares, %count : f32
   %shifted = arith.addf %mean, %eps : f32
   %root = math.sqrt %shifted : f32
   %inverse = arith.divf %one, %root : f32
-  scf.for %i = %c0 to %cD step %c1 {{
+  {inverseLanes}
+  scf.for %i = %c0 to %cD step %cLanes {{
     %at = arith.addi %offset, %i : index
-    %v = memref.load %qkv[%t, %at] : {qkvType}
-    %n = arith.mulf %v, %inverse : f32
-      {gainLoad}
-    %scaled = arith.mulf %n, %g : f32
-    memref.store %scaled, %out[%i] : {scratchType}
+    %v = {loadQkv}
+    %n = arith.mulf %v, {inverseLanesName} : {f32Type}
+    {gainLoad}
+    %scaled = arith.mulf %n, %g : {f32Type}
+    {storeScaled}
   }}
-  scf.for %i = %c0 to %cHalf step %c1 {{
-    %cos = memref.load %cosTable[%i] : {angleType}
-    %sin = memref.load %sinTable[%i] : {angleType}
+  scf.for %i = %c0 to %cHalf step %cLanes {{
+    %cos = {loadCos}
+    %sin = {loadSin}
     %j = arith.addi %i, %cHalf : index
-    %a32 = memref.load %out[%i] : {scratchType}
-    %b32 = memref.load %out[%j] : {scratchType}
-    %a = arith.extf %a32 : f32 to f64
-    %b = arith.extf %b32 : f32 to f64
-    %ac = arith.mulf %a, %cos : f64
-    %bs = arith.mulf %b, %sin : f64
-    %bc = arith.mulf %b, %cos : f64
-    %as = arith.mulf %a, %sin : f64
-    %ra = arith.subf %ac, %bs : f64
-    %rb = arith.addf %bc, %as : f64
-    %ra32 = arith.truncf %ra : f64 to f32
-    %rb32 = arith.truncf %rb : f64 to f32
-    memref.store %ra32, %out[%i] : {scratchType}
-    memref.store %rb32, %out[%j] : {scratchType}
+    %a32 = {loadA}
+    %b32 = {loadB}
+    %a = arith.extf %a32 : {f32Type} to {f64Type}
+    %b = arith.extf %b32 : {f32Type} to {f64Type}
+    %ac = arith.mulf %a, %cos : {f64Type}
+    %bs = arith.mulf %b, %sin : {f64Type}
+    %bc = arith.mulf %b, %cos : {f64Type}
+    %as = arith.mulf %a, %sin : {f64Type}
+    %ra = arith.subf %ac, %bs : {f64Type}
+    %rb = arith.addf %bc, %as : {f64Type}
+    %ra32 = arith.truncf %ra : {f64Type} to {f32Type}
+    %rb32 = arith.truncf %rb : {f64Type} to {f32Type}
+    {storeA}
+    {storeB}
   }}
   return
 }}
@@ -122,6 +143,7 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
   %cKVHeads = arith.constant {kvHeads} : index
   %cRowBytes = arith.constant {cacheRowBytes} : index
   %cKVHeadsAgain = arith.constant {kvHeads} : index
+  %cLanes = arith.constant {lanes} : index
   %qkv = memref.view %qkvb[%c0][%rows] : memref<?xi8> to {qkvType}
   %qGain = memref.view %qgb[%c0][] : memref<?xi8> to {gainType}
   %kGain = memref.view %kgb[%c0][] : memref<?xi8> to {gainType}
@@ -145,9 +167,9 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
     }}
     %qOffset = arith.muli %h, %cD : index
     func.call @{name}_head(%qkv, %t, %qOffset, %qGain, %cosTable, %sinTable, %scratch) : ({qkvType}, index, index, {gainType}, {angleType}, {angleType}, {scratchType}) -> ()
-    scf.for %i = %c0 to %cD step %c1 {{
-      %v = memref.load %scratch[%i] : {scratchType}
-      memref.store %v, %query[%t, %h, %i] : {queryType}
+    scf.for %i = %c0 to %cD step %cLanes {{
+      %v = {loadScratch}
+      {storeQuery}
     }}
     %isKV = arith.cmpi ult, %h, %cKVHeads : index
     scf.if %isKV {{
@@ -160,12 +182,12 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
       %vHeadBase = arith.addi %cQueryHeads, %cKVHeads : index
       %vHead = arith.addi %vHeadBase, %h : index
       %vOffset = arith.muli %vHead, %cD : index
-      scf.for %i = %c0 to %cD step %c1 {{
-        %k = memref.load %scratch[%i] : {scratchType}
-        memref.store %k, %kCache[%row, %i] : {cacheType}
+      scf.for %i = %c0 to %cD step %cLanes {{
+        %k = {loadScratch}
+        {storeKey}
         %at = arith.addi %vOffset, %i : index
-        %v = memref.load %qkv[%t, %at] : {qkvType}
-        memref.store %v, %vCache[%row, %i] : {cacheType}
+        %v = {loadQkv}
+        {storeValue}
       }}
     }}
     scf.yield %pos : index
@@ -180,7 +202,29 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
       fmt::arg("frequencies", fmt::join(ropeFrequencies(kernel), ", ")),
       fmt::arg("queryHeads", kernel.queryHeads), fmt::arg("kvHeads", kernel.kvHeads),
       fmt::arg("cacheRowBytes", d * 4),
-      fmt::arg("gainLoad", widenedLoad(kernel.gains, "%g", "%gain", "%i", gainType)));
+      fmt::arg("gainLoad", vectors ? vectorWidenedLoad(kernel.gains, "%g", "%gain", "%i", gainType)
+                                   : widenedLoad(kernel.gains, "%g", "%gain", "%i", gainType)),
+      fmt::arg("lanes", lanes), fmt::arg("f32Type", f32Type), fmt::arg("f64Type", f64Type),
+      fmt::arg("zeros", vectors ? "dense<0.0> : vector<16xf32>" : "0.0 : f32"),
+      fmt::arg("squaresLoop", vectors ? "%squaresV" : "%squares"),
+      fmt::arg("sumSquares",
+               vectors ? "%squares = vector.reduction <add>, %squaresV : vector<16xf32> into f32"
+                       : ""),
+      fmt::arg("inverseLanes",
+               vectors ? "%inverseV = vector.broadcast %inverse : f32 to vector<16xf32>" : ""),
+      fmt::arg("inverseLanesName", vectors ? "%inverseV" : "%inverse"),
+      fmt::arg("loadQkv", load("%qkv", "%t, %at", qkvType, "f32")),
+      fmt::arg("storeScaled", store("%scaled", "%out", "%i", scratchType, "f32")),
+      fmt::arg("loadCos", load("%cosTable", "%i", angleType, "f64")),
+      fmt::arg("loadSin", load("%sinTable", "%i", angleType, "f64")),
+      fmt::arg("loadA", load("%out", "%i", scratchType, "f32")),
+      fmt::arg("loadB", load("%out", "%j", scratchType, "f32")),
+      fmt::arg("storeA", store("%ra32", "%out", "%i", scratchType, "f32")),
+      fmt::arg("storeB", store("%rb32", "%out", "%j", scratchType, "f32")),
+      fmt::arg("loadScratch", load("%scratch", "%i", scratchType, "f32")),
+      fmt::arg("storeQuery", store("%v", "%query", "%t, %h, %i", queryType, "f32")),
+      fmt::arg("storeKey", store("%k", "%kCache", "%row, %i", cacheType, "f32")),
+      fmt::arg("storeValue", store("%v", "%vCache", "%row, %i", cacheType, "f32")));
 }
 
 } // namespace q3::cpu

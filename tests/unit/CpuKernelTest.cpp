@@ -372,25 +372,32 @@ TEST(EmbeddingKernel, CopiesWidenedRows) {
       ASSERT_EQ(out[t * 24 + k], table[tokens[t] * 24 + k]) << t << "," << k;
 }
 
-TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
-  const int64_t qHeads = 4, kvHeads = 2, d = 8, rows = 3, layers = 3, capacity = 16;
+/// The q/k-norm + RoPE + cache kernel of head_dim `d` (8: one element at a
+/// time; 32 and 128: 16 lanes) with gains stored as `gains`.
+void checkQKNormRope(int64_t d, WeightStorage gains) {
+  SCOPED_TRACE(::testing::Message() << "head_dim " << d);
+  const int64_t qHeads = 4, kvHeads = 2, rows = 3, layers = 3, capacity = 16;
   const int64_t layer = 1, startPos = 5;
-  cpu::QKNormRopeCacheKernel kernel{"qkrope", qHeads, kvHeads, d, WeightStorage::F32, 1e-6, 1e4};
+  cpu::QKNormRopeCacheKernel kernel{"qkrope", qHeads, kvHeads, d, gains, 1e-6, 1e4};
   LoadedKernel loaded = compileForHost(cpu::qkNormRopeCacheSource(kernel), "qkrope");
   std::mt19937 rng(2);
   const int64_t width = (qHeads + 2 * kvHeads) * d;
   std::vector<float> qkv = randomValues(rows * width, rng, 2.0f);
   std::vector<float> qGain = randomValues(d, rng), kGain = randomValues(d, rng);
+  // Gains as stored, and their exact widening for the reference.
+  const runtime::DType gainType = runtimeType(gains);
+  std::vector<uint8_t> qGainStored(d * runtime::dtypeSize(gainType)), kGainStored = qGainStored;
+  runtime::convertFromF32(gainType, qGain.data(), qGainStored.data(), d);
+  runtime::convertFromF32(gainType, kGain.data(), kGainStored.data(), d);
+  runtime::convertToF32(gainType, qGainStored.data(), qGain.data(), d);
+  runtime::convertToF32(gainType, kGainStored.data(), kGain.data(), d);
   std::vector<float> kCache(layers * capacity * kvHeads * d, 0.0f), vCache = kCache;
   std::vector<float> query(rows * qHeads * d, NAN);
-  void *buffers[] = {qkv.data(),    qGain.data(),  kGain.data(),
-                     kCache.data(), vCache.data(), query.data()};
-  const int64_t bytes[] = {int64_t(qkv.size() * 4),
-                           d * 4,
-                           d * 4,
-                           int64_t(kCache.size() * 4),
-                           int64_t(vCache.size() * 4),
-                           int64_t(query.size() * 4)};
+  void *buffers[] = {qkv.data(),    qGainStored.data(), kGainStored.data(),
+                     kCache.data(), vCache.data(),      query.data()};
+  const int64_t bytes[] = {int64_t(qkv.size() * 4),     int64_t(qGainStored.size()),
+                           int64_t(kGainStored.size()), int64_t(kCache.size() * 4),
+                           int64_t(vCache.size() * 4),  int64_t(query.size() * 4)};
   const int64_t scalars[] = {rows, startPos + rows, capacity, layer, startPos};
   loaded.entry(buffers, bytes, scalars, 0, rows * qHeads);
 
@@ -418,6 +425,13 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
     }
   EXPECT_LE(maxRelativeDiff(kCache, expectedK), 1e-6) << "keys, or rows outside the step touched";
   EXPECT_EQ(vCache, expectedV) << "values are copied unchanged into the cache";
+}
+
+TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
+  checkQKNormRope(8, WeightStorage::F32);
+  checkQKNormRope(32, WeightStorage::F32);
+  checkQKNormRope(128, WeightStorage::BF16); // Qwen3's head_dim and gain dtype
+  checkQKNormRope(128, WeightStorage::F16);
 }
 
 /// Runs an attention kernel of head_dim `d` (12: scalar path, 32 and 128:
