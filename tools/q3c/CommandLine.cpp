@@ -71,9 +71,10 @@ cl::opt<std::string> compileCpu("cpu", cl::sub(compileCommand), cl::init("host")
                                 cl::cat(q3Category));
 cl::opt<std::string> compilePrefillMatmul(
     "prefill-matmul", cl::sub(compileCommand), cl::init("auto"),
-    cl::desc("Prefill products on bf16 weights: auto (amx where the CPU has AMX-BF16, else "
-             "f32), f32, avx512bf16 (vdpbf16ps) or amx. The bf16 ones round activations to "
-             "bf16: logits then differ from f32 by up to ~1%"),
+    cl::desc("Prefill products on bf16 weights: auto (amx where the CPU has AMX-BF16, "
+             "avx512bf16 on AMD Zen with AVX512-BF16, else f32), f32, avx512bf16 (vdpbf16ps) "
+             "or amx. The bf16 ones round activations to bf16: logits then differ from f32 by "
+             "up to ~1%"),
     cl::value_desc("auto|f32|avx512bf16|amx"), cl::cat(q3Category));
 cl::opt<std::string> compileOutput("o", cl::sub(compileCommand), cl::Required,
                                    cl::desc("The artifact to write"), cl::value_desc("file.q3"),
