@@ -89,17 +89,21 @@ std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int r
     setup += fmt::format("  %cRow{0} = arith.constant {0} : index\n"
                          "  %t{0} = arith.addi %t0, %cRow{0} : index\n",
                          r);
+  // Decode prefetches each block's stream ahead. Near a block's end the
+  // stream continues in the block the loop takes next: b + 1 for SwiGLU
+  // (gate and up blocks each advance by one), b + 2 for plain kernels (whose
+  // pairs are b, b + 1): so the prefetch skips the neighbour's block there.
   const bool prefetch = rows == 1;
   if (prefetch) {
     setup += fmt::format("  %pairElems = arith.constant 32 : index\n"
                          "  %ahead = arith.constant {} : index\n"
                          "  %lastElem = arith.constant {} : index\n"
-                         "  %blockElems = arith.constant {} : index\n",
-                         kWeightPrefetchBytes / 2, l.blocks * l.pairs * 32 - 1, l.pairs * 32);
+                         "  %blockElems = arith.constant {} : index\n"
+                         "  %skipElems = arith.constant {} : index\n",
+                         kWeightPrefetchBytes / 2, l.blocks * l.pairs * 32 - 1, l.pairs * 32,
+                         kernel.swiglu ? 0 : l.pairs * 32);
     for (int c = 0; c < 2; ++c)
-      setup += fmt::format("  %base{0}_ = arith.muli %b{0}, %blockElems : index\n"
-                           "  %base{0} = arith.addi %base{0}_, %ahead : index\n",
-                           c);
+      setup += fmt::format("  %base{0} = arith.muli %b{0}, %blockElems : index\n", c);
   }
   for (int c = 0; c < 2; ++c) {
     if (bf16) {
@@ -118,7 +122,11 @@ std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int r
                          c, l.weightType);
     if (prefetch)
       loads += fmt::format("    %pfOff{0} = arith.muli %kp, %pairElems : index\n"
-                           "    %pfAt{0}_ = arith.addi %base{0}, %pfOff{0} : index\n"
+                           "    %pfRel{0} = arith.addi %pfOff{0}, %ahead : index\n"
+                           "    %pfPast{0} = arith.cmpi uge, %pfRel{0}, %blockElems : index\n"
+                           "    %pfSkip{0} = arith.select %pfPast{0}, %skipElems, %c0 : index\n"
+                           "    %pfIn{0} = arith.addi %pfRel{0}, %pfSkip{0} : index\n"
+                           "    %pfAt{0}_ = arith.addi %base{0}, %pfIn{0} : index\n"
                            "    %pfAt{0} = arith.minui %pfAt{0}_, %lastElem : index\n"
                            "    memref.prefetch %wflat[%pfAt{0}], read, locality<2>, data : {1}\n",
                            c, l.flatType);
