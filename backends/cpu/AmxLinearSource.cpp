@@ -21,8 +21,9 @@
 #include "backends/cpu/ColumnBlockLinear.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
-#include <algorithm>
+#include <vector>
 
 namespace q3::cpu::detail {
 namespace {
@@ -30,16 +31,17 @@ namespace {
 constexpr int64_t kAmxTileRows = 32; // output rows per tile pair
 constexpr int64_t kTileBytes = 64;   // bytes of one tile row
 
-/// `llvm.inline_asm` that has side effects and clobbers memory.
-std::string tileAsm(const std::string &instructions, const std::string &operands,
-                    const std::string &types) {
-  std::string constraints;
-  for (size_t i = 0, n = types.empty() ? 0 : std::count(types.begin(), types.end(), ',') + 1; i < n;
-       ++i)
+/// `llvm.inline_asm` that has side effects and clobbers memory, on i64
+/// `operands` (addresses and strides) passed in registers as $0, $1, ...
+std::string tileAsm(const std::string &instructions, const std::vector<std::string> &operands) {
+  std::string constraints, types;
+  for (size_t i = 0; i < operands.size(); ++i) {
     constraints += "r,";
+    types += i ? ", i64" : "i64";
+  }
   return fmt::format("llvm.inline_asm has_side_effects asm_dialect = att \"{}\", "
                      "\"{}~{{memory}}\" {} : ({}) -> ()\n",
-                     instructions, constraints, operands, types);
+                     instructions, constraints, fmt::join(operands, ", "), types);
 }
 
 /// @<name>_amx_tile(xh, w, out, t0, bA, bB, wflat, nA, nB, pass, passes):
@@ -139,11 +141,10 @@ func.func private @{name}_amx_tile(%xh: i64, %w: i64, %out: i64, %t0: index, %bA
       fmt::arg("outHalf", 16 * 2 * kTileBytes),
       fmt::arg("zero", tileAsm("tilezero %tmm0\\0Atilezero %tmm1\\0Atilezero %tmm2\\0Atilezero "
                                "%tmm3",
-                               "", "")),
-      fmt::arg("multiply", tileAsm(loadAndMultiply, "%pa0, %pa1, %pb0, %pb1, %rowBytes, %tileBytes",
-                                   "i64, i64, i64, i64, i64, i64")),
-      fmt::arg("store", tileAsm(storeAll, "%out, %o01, %o10, %o11, %outRowBytes",
-                                "i64, i64, i64, i64, i64")));
+                               {})),
+      fmt::arg("multiply", tileAsm(loadAndMultiply,
+                                   {"%pa0", "%pa1", "%pb0", "%pb1", "%rowBytes", "%tileBytes"})),
+      fmt::arg("store", tileAsm(storeAll, {"%out", "%o01", "%o10", "%o11", "%outRowBytes"})));
 }
 
 /// @<name>_amx_configure(cfg): palette 1, tiles 0-7 of 16 rows x 64 bytes,
@@ -179,7 +180,7 @@ func.func private @{name}_amx_configure(%cfg: memref<64xi8>) {{
 }}
 )mlir",
       fmt::arg("name", kernel.name), fmt::arg("tileBytes", kTileBytes),
-      fmt::arg("load", tileAsm("ldtilecfg ($0)", "%ati", "i64")));
+      fmt::arg("load", tileAsm("ldtilecfg ($0)", {"%ati"})));
 }
 
 } // namespace
@@ -244,7 +245,7 @@ std::string amxPrefill(const FusedLinearKernel &kernel, const ColumnBlockLayout 
       fmt::arg("round", rounded.opening), fmt::arg("name", kernel.name),
       fmt::arg("step", kernel.swiglu ? "%c1" : "%cTwo"),
       fmt::arg("pairing", blockPairing(kernel, l)), fmt::arg("epilogue", epilogue),
-      fmt::arg("release", tileAsm("tilerelease", "", "")), fmt::arg("free", rounded.closing));
+      fmt::arg("release", tileAsm("tilerelease", {})), fmt::arg("free", rounded.closing));
 }
 
 } // namespace q3::cpu::detail

@@ -133,7 +133,7 @@ struct CpuKernel {
   std::string source;
   json grid;
   bool columnBlocks = false; // reads its weight (operand 1) as column blocks
-  std::optional<PrefillMatmul> prefillMatmul = std::nullopt; // when not f32 on the prefill path
+  PrefillMatmul prefillMatmul = PrefillMatmul::F32;
   int chunksPerThread = 1; // the runtime's split of a dispatch (docs/artifact.md)
 };
 
@@ -161,13 +161,10 @@ CpuKernel fusedLinearKernel(FusedLinearKernel kernel, PrefillMatmul prefillMatmu
     kernel.prefillMatmul = prefillMatmul;
   if (kernel.prefillMatmul == PrefillMatmul::Amx && !kernel.amxFits())
     kernel.prefillMatmul = PrefillMatmul::F32;
-  std::optional<PrefillMatmul> recorded;
-  if (kernel.prefillMatmul != PrefillMatmul::F32)
-    recorded = kernel.prefillMatmul;
   return {fusedLinearSource(kernel),
           {{"kind", "fixed"}, {"count", kernel.workgroups()}},
           kernel.columnBlocks,
-          recorded};
+          kernel.prefillMatmul};
 }
 
 /// `unfolded` describes the kernel's weight when it reads it unfolded.
@@ -217,7 +214,7 @@ CpuKernel cpuKernelFor(func::FuncOp kernel, std::optional<UnfoldedWeight> unfold
     return {attentionSource(cpu),
             {{"kind", "rows_times"}, {"factor", cpu.workgroupsPerRow()}},
             false,
-            std::nullopt,
+            PrefillMatmul::F32,
             kCausalChunksPerThread};
   }
   throw std::runtime_error("no CPU kernel for '" + anchor->getName().getStringRef().str() +
@@ -516,9 +513,9 @@ CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target,
     }
     if (cpu.chunksPerThread != 1)
       entry["chunks_per_thread"] = cpu.chunksPerThread;
-    if (cpu.prefillMatmul) {
+    if (cpu.prefillMatmul != PrefillMatmul::F32) {
       entry["prefill_activations"] = "bf16";
-      entry["prefill_matmul"] = prefillMatmulName(*cpu.prefillMatmul);
+      entry["prefill_matmul"] = prefillMatmulName(cpu.prefillMatmul);
     }
     kernels.push_back(entry);
   });
