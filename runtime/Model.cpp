@@ -20,6 +20,10 @@
 
 #include <fmt/format.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -119,7 +123,9 @@ struct Model::State {
   void bindWeights(const std::string &weightsPath);
   void packColumnBlocksOf(const WeightData &source, const nlohmann::json &entry,
                           WeightData &packed);
+  void foldGainInto(const WeightData &matrix, const WeightData &gain, WeightData &folded);
   void dropMappedPages(const WeightData &copied);
+  void releaseIntermediate(WeightData &weight);
   void materialize(const nlohmann::json &entry, const BoundWeights &bound);
   void buildSchedule();
   /// Runs one dispatch over rows [firstRow, rows) of the activation buffers
@@ -145,11 +151,42 @@ void Model::State::packColumnBlocksOf(const WeightData &source, const nlohmann::
   dropMappedPages(source);
 }
 
+void Model::State::foldGainInto(const WeightData &matrix, const WeightData &gain,
+                                WeightData &folded) {
+  const std::vector<float> gains = widen(gain);
+  const int64_t columns = int64_t(gains.size());
+  if (columns == 0 || matrix.elements % columns != 0 || folded.elements != matrix.elements)
+    throw ManifestError(fmt::format("fold_gain: a gain of {} does not divide a matrix of {}",
+                                    columns, matrix.elements));
+  // Row by row, so the f32 copy of a 151936-row lm_head never exists at once.
+  const size_t inSize = dtypeSize(matrix.dtype), outSize = dtypeSize(folded.dtype);
+  folded.owned.resize(size_t(folded.elements) * outSize);
+  pool->parallelFor(matrix.elements / columns, [&](int64_t begin, int64_t end) {
+    std::vector<float> row(static_cast<size_t>(columns));
+    for (int64_t r = begin; r < end; ++r) {
+      convertToF32(matrix.dtype, matrix.data + size_t(r * columns) * inSize, row.data(),
+                   row.size());
+      for (size_t c = 0; c < row.size(); ++c)
+        row[c] *= gains[c];
+      convertFromF32(folded.dtype, row.data(), folded.owned.data() + size_t(r * columns) * outSize,
+                     row.size());
+    }
+  });
+  dropMappedPages(matrix);
+}
+
 void Model::State::dropMappedPages(const WeightData &copied) {
   // Copying touched every page; the kernels read the copy. Safe even if the
   // tensor is read again (the embedding's gather): the pages fault back in.
   if (copied.owned.empty() && copied.data)
     checkpoint->dropPages(copied.data, size_t(copied.elements) * dtypeSize(copied.dtype));
+}
+
+void Model::State::releaseIntermediate(WeightData &weight) {
+  if (weight.owned.empty())
+    dropMappedPages(weight);
+  std::vector<uint8_t>().swap(weight.owned);
+  weight.data = nullptr;
 }
 
 void Model::State::materialize(const nlohmann::json &entry, const BoundWeights &bound) {
@@ -171,10 +208,7 @@ void Model::State::materialize(const nlohmann::json &entry, const BoundWeights &
       store(readAsF32(*tensor));
   } else if (kind == "fold_gain") {
     auto inputs = entry.at("inputs").get<std::vector<int64_t>>();
-    std::vector<float> w = widen(weights.at(inputs.at(0))), gain = widen(weights.at(inputs.at(1)));
-    for (size_t i = 0; i < w.size(); ++i)
-      w[i] *= gain[i % gain.size()];
-    store(w);
+    foldGainInto(weights.at(inputs.at(0)), weights.at(inputs.at(1)), weight);
   } else if (kind == "concat_rows") {
     for (int64_t input : entry.at("inputs").get<std::vector<int64_t>>()) {
       const WeightData &part = weights.at(input);
@@ -216,11 +250,24 @@ void Model::State::bindWeights(const std::string &weightsPath) {
     if (needed[i] && entries[i].contains("inputs"))
       for (int64_t input : entries[i].at("inputs").get<std::vector<int64_t>>())
         needed.at(size_t(input)) = true;
+  // An input that no dispatch reads is released right after its last
+  // consumer: the folded, concatenated and packed copies of every layer would
+  // otherwise all be resident at once, twice the model.
+  std::vector<size_t> lastUse(entries.size(), 0);
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (needed[i] && entries[i].contains("inputs"))
+      for (int64_t input : entries[i].at("inputs").get<std::vector<int64_t>>())
+        lastUse.at(size_t(input)) = i;
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (needed[i])
-      materialize(entries[i], bound);
-    else
+    if (!needed[i]) {
       weights.emplace_back();
+      continue;
+    }
+    materialize(entries[i], bound);
+    if (entries[i].contains("inputs"))
+      for (int64_t input : entries[i].at("inputs").get<std::vector<int64_t>>())
+        if (lastUse[size_t(input)] == i && !read[size_t(input)])
+          releaseIntermediate(weights[size_t(input)]);
   }
   // Weights that only fed a transform are not needed any more; the rest go
   // to the driver.
@@ -234,6 +281,11 @@ void Model::State::bindWeights(const std::string &weightsPath) {
     std::vector<uint8_t>().swap(w.owned);
     w.data = nullptr;
   }
+#if defined(__GLIBC__)
+  // The released intermediates below malloc's mmap threshold left holes in
+  // the heap that glibc keeps; hand their pages back (~120 MB for 0.6B).
+  malloc_trim(0);
+#endif
 }
 
 void Model::State::buildSchedule() {
