@@ -90,33 +90,32 @@ uint64_t sumLines(const uint8_t *data, int64_t lines) {
 }
 #endif
 
-struct FreeDeleter {
-  void operator()(uint8_t *p) const { std::free(p); }
-};
-
 } // namespace
 
-BandwidthResult measureReadBandwidth(ThreadPool &pool, int64_t bytes, int repetitions) {
-  if (bytes < 1 || repetitions < 1)
-    throw std::invalid_argument("measureReadBandwidth: bytes and repetitions must be >= 1");
-  int64_t lines = std::max<int64_t>(1, bytes / kLine);
-  std::unique_ptr<uint8_t, FreeDeleter> buffer(
-      static_cast<uint8_t *>(std::aligned_alloc(size_t(kLine), size_t(lines * kLine))));
-  if (!buffer)
+ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool &pool, int64_t bytes)
+    : pool_(pool), bytes_(bytes), lines_(std::max<int64_t>(1, bytes / kLine)), data_(nullptr) {
+  if (bytes < 1)
+    throw std::invalid_argument("ReadBandwidthProbe: bytes must be >= 1");
+  data_ = static_cast<uint8_t *>(std::aligned_alloc(size_t(kLine), size_t(lines_ * kLine)));
+  if (!data_)
     throw std::bad_alloc();
-  uint8_t *data = buffer.get();
-
   // Same split as the timed loop, so each thread faults in exactly what it reads.
-  pool.parallelFor(lines, [&](int64_t begin, int64_t end) {
-    std::memset(data + begin * kLine, 1, size_t((end - begin) * kLine));
+  pool_.parallelFor(lines_, [&](int64_t begin, int64_t end) {
+    std::memset(data_ + begin * kLine, 1, size_t((end - begin) * kLine));
   });
+}
 
+ReadBandwidthProbe::~ReadBandwidthProbe() { std::free(data_); }
+
+BandwidthResult ReadBandwidthProbe::measure(int repetitions) {
+  if (repetitions < 1)
+    throw std::invalid_argument("ReadBandwidthProbe: repetitions must be >= 1");
   std::atomic<uint64_t> checksum{0};
   double bestSeconds = 0;
   for (int rep = 0; rep < repetitions; ++rep) {
     auto start = std::chrono::steady_clock::now();
-    pool.parallelFor(lines, [&](int64_t begin, int64_t end) {
-      checksum.fetch_add(sumLines(data + begin * kLine, end - begin), std::memory_order_relaxed);
+    pool_.parallelFor(lines_, [&](int64_t begin, int64_t end) {
+      checksum.fetch_add(sumLines(data_ + begin * kLine, end - begin), std::memory_order_relaxed);
     });
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -128,7 +127,13 @@ BandwidthResult measureReadBandwidth(ThreadPool &pool, int64_t bytes, int repeti
   asm volatile("" : : "r"(sum) : "memory");
 
   bestSeconds = std::max(bestSeconds, 1e-9); // a tiny buffer may time as zero
-  return BandwidthResult{double(lines * kLine) / bestSeconds / 1e9, bytes, pool.size()};
+  return BandwidthResult{double(lines_ * kLine) / bestSeconds / 1e9, bytes_, pool_.size()};
+}
+
+BandwidthResult measureReadBandwidth(ThreadPool &pool, int64_t bytes, int repetitions) {
+  if (bytes < 1 || repetitions < 1)
+    throw std::invalid_argument("measureReadBandwidth: bytes and repetitions must be >= 1");
+  return ReadBandwidthProbe(pool, bytes).measure(repetitions);
 }
 
 } // namespace q3::runtime

@@ -22,4 +22,23 @@ struct BandwidthResult {
 BandwidthResult measureReadBandwidth(ThreadPool &pool, int64_t bytes = int64_t(1) << 30,
                                      int repetitions = 5);
 
+// The same measurement on a buffer that is allocated and touched once, so it
+// can be repeated between other timed work (q3run bench reads it between its
+// repetitions) without paying for the page faults again.
+class ReadBandwidthProbe {
+public:
+  ReadBandwidthProbe(ThreadPool &pool, int64_t bytes); // bytes < 1: std::invalid_argument
+  ~ReadBandwidthProbe();
+  ReadBandwidthProbe(const ReadBandwidthProbe &) = delete;
+  ReadBandwidthProbe &operator=(const ReadBandwidthProbe &) = delete;
+
+  BandwidthResult measure(int repetitions); // repetitions < 1: std::invalid_argument
+  int64_t bytes() const { return bytes_; }
+
+private:
+  ThreadPool &pool_;
+  int64_t bytes_, lines_;
+  uint8_t *data_;
+};
+
 } // namespace q3::runtime

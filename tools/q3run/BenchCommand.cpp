@@ -34,7 +34,8 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kBandwidthBytes = int64_t(1) << 30;
-constexpr int kBandwidthRepetitions = 5;
+/// Reads of the bandwidth buffer per probe; a probe reports the best.
+constexpr int kProbeReads = 3;
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -46,8 +47,8 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-// The process's peak resident set since the last resetPeakRss(): VmHWM of
-// /proc/self/status, else getrusage's ru_maxrss (which cannot be reset).
+// The process's peak resident set: VmHWM of /proc/self/status, else
+// getrusage's ru_maxrss.
 int64_t peakRssBytes() {
   std::ifstream status("/proc/self/status");
   for (std::string line; std::getline(status, line);)
@@ -57,14 +58,6 @@ int64_t peakRssBytes() {
   if (getrusage(RUSAGE_SELF, &usage) != 0)
     return -1;
   return int64_t(usage.ru_maxrss) * 1024; // Linux reports kilobytes
-}
-
-// Sets VmHWM back to the current resident set ("5" to clear_refs, Linux 4.0+).
-bool resetPeakRss() {
-  std::ofstream clearRefs("/proc/self/clear_refs");
-  clearRefs << "5";
-  clearRefs.flush();
-  return bool(clearRefs);
 }
 
 // "1.19 GB" (1 GB = 1e9 bytes, as bandwidth is counted).
@@ -217,6 +210,39 @@ std::vector<PhaseProfile> profilePhases(runtime::Model &model, const std::vector
   return phases;
 }
 
+/// The timed repetitions and the read bandwidth probed between them.
+struct TimedRuns {
+  std::vector<double> prefillRates, decodeRates; // tokens/s, one per repetition
+  std::vector<double> bandwidths;                // GB/s: before each decode run, and after the last
+};
+
+// Each decode run is bracketed by bandwidth probes: the shared machine's
+// bandwidth drifts by tens of percent within seconds, so the floor is sampled
+// when the decode runs are, not only before or after them all.
+TimedRuns runRepetitions(runtime::Model &model, runtime::ReadBandwidthProbe &probe,
+                         const std::vector<int32_t> &prompt,
+                         const std::vector<int32_t> &decodeTokens, int64_t repetitions) {
+  TimedRuns runs;
+  for (int64_t r = 0; r < repetitions; ++r) {
+    model.reset();
+    if (!prompt.empty()) {
+      const Clock::time_point start = Clock::now();
+      model.forward(prompt, runtime::Model::Logits::Last);
+      runs.prefillRates.push_back(double(prompt.size()) / secondsSince(start));
+    }
+    runs.bandwidths.push_back(probe.measure(kProbeReads).gigabytesPerSecond);
+    if (!decodeTokens.empty()) {
+      const Clock::time_point start = Clock::now();
+      for (int32_t id : decodeTokens)
+        model.forward({id}, runtime::Model::Logits::Last);
+      runs.decodeRates.push_back(double(decodeTokens.size()) / secondsSince(start));
+    }
+  }
+  runs.bandwidths.push_back(probe.measure(kProbeReads).gigabytesPerSecond);
+  model.reset();
+  return runs;
+}
+
 } // namespace
 
 int benchCommand(const std::vector<std::string> &args) {
@@ -263,20 +289,6 @@ int benchCommand(const std::vector<std::string> &args) {
   if (common.context > 0)
     checkContext(common.context);
 
-  // The bandwidth is measured before the model is loaded and again after the
-  // runs, and the better of the two is the floor: the machines are shared, and
-  // a neighbour reading memory during one measurement would lower the floor and
-  // inflate the fraction. The first measurement's buffer must not count in the
-  // model's peak RSS, so it is taken only when the peak can be reset.
-  std::vector<runtime::BandwidthResult> bandwidths;
-  {
-    runtime::ThreadPool pool(int(common.threads));
-    runtime::BandwidthResult before =
-        runtime::measureReadBandwidth(pool, kBandwidthBytes, kBandwidthRepetitions);
-    if (resetPeakRss())
-      bandwidths.push_back(before);
-  }
-
   const Clock::time_point loadStart = Clock::now();
   std::unique_ptr<runtime::Model> model = loadModel(common);
   const double loadSeconds = secondsSince(loadStart);
@@ -300,45 +312,35 @@ int benchCommand(const std::vector<std::string> &args) {
   if (generatedTokens > 0)
     model->forward({decodeTokens.front()}, runtime::Model::Logits::Last);
 
-  std::vector<double> prefillRates, decodeRates;
-  for (int64_t r = 0; r < repetitions; ++r) {
-    model->reset();
-    if (promptTokens > 0) {
-      const Clock::time_point start = Clock::now();
-      model->forward(prompt, runtime::Model::Logits::Last);
-      prefillRates.push_back(double(promptTokens) / secondsSince(start));
-    }
-    if (generatedTokens > 0) {
-      const Clock::time_point start = Clock::now();
-      for (int32_t id : decodeTokens)
-        model->forward({id}, runtime::Model::Logits::Last);
-      decodeRates.push_back(double(generatedTokens) / secondsSince(start));
-    }
+  // The load's and warm-up's peak, before the bandwidth buffer exists; the
+  // runs' peak less that buffer, which stays resident through them.
+  const int64_t loadPeakRss = peakRssBytes();
+  TimedRuns runs;
+  int64_t peakRss = loadPeakRss;
+  {
+    runtime::ReadBandwidthProbe probe(model->pool(), kBandwidthBytes);
+    runs = runRepetitions(*model, probe, prompt, decodeTokens, repetitions);
+    if (loadPeakRss >= 0)
+      peakRss = std::max(loadPeakRss, peakRssBytes() - probe.bytes());
   }
-  model->reset();
   std::vector<PhaseProfile> phases;
   if (profile)
     phases = profilePhases(*model, prompt, decodeTokens);
-  // Before the bandwidth buffer (1 GiB) is allocated: the model's own peak.
-  const int64_t peakRss = peakRssBytes();
-  bandwidths.push_back(
-      runtime::measureReadBandwidth(model->pool(), kBandwidthBytes, kBandwidthRepetitions));
-  const runtime::BandwidthResult bandwidth =
-      *std::max_element(bandwidths.begin(), bandwidths.end(), [](const auto &a, const auto &b) {
-        return a.gigabytesPerSecond < b.gigabytesPerSecond;
-      });
-  std::vector<double> bandwidthRuns;
-  for (const runtime::BandwidthResult &b : bandwidths)
-    bandwidthRuns.push_back(b.gigabytesPerSecond);
 
-  std::optional<double> prefillRate, decodeRate, decodeGBs, fraction;
-  if (!prefillRates.empty())
-    prefillRate = median(prefillRates);
+  // The floor is the median probe, as decode's rate is the median run; the
+  // best probe is reported beside it (a best read against a median run
+  // measures the neighbours' quietest moment as much as the kernels).
+  const double bandwidth = median(runs.bandwidths);
+  const double bestBandwidth = *std::max_element(runs.bandwidths.begin(), runs.bandwidths.end());
+  std::optional<double> prefillRate, decodeRate, decodeGBs, fraction, fractionOfBest;
+  if (!runs.prefillRates.empty())
+    prefillRate = median(runs.prefillRates);
   const int64_t bytesPerToken = model->decodeBytesPerToken();
-  if (!decodeRates.empty()) {
-    decodeRate = median(decodeRates);
+  if (!runs.decodeRates.empty()) {
+    decodeRate = median(runs.decodeRates);
     decodeGBs = double(bytesPerToken) * *decodeRate / 1e9;
-    fraction = *decodeGBs / bandwidth.gigabytesPerSecond;
+    fraction = *decodeGBs / bandwidth;
+    fractionOfBest = *decodeGBs / bestBandwidth;
   }
   const std::string name = describeModel(model->manifest(), model->weightBytes());
 
@@ -353,17 +355,19 @@ int benchCommand(const std::vector<std::string> &args) {
         {"seed", seed},
         {"load_seconds", loadSeconds},
         {"prefill_tok_s", orNull(prefillRate)},
-        {"prefill_tok_s_runs", prefillRates},
+        {"prefill_tok_s_runs", runs.prefillRates},
         {"decode_tok_s", orNull(decodeRate)},
-        {"decode_tok_s_runs", decodeRates},
+        {"decode_tok_s_runs", runs.decodeRates},
         {"decode_bytes_per_token", bytesPerToken},
         {"weight_bytes", model->weightBytes()},
         {"decode_gb_s", orNull(decodeGBs)},
-        {"measured_bandwidth_gb_s", bandwidth.gigabytesPerSecond},
-        {"bandwidth_gb_s_runs", bandwidthRuns},
-        {"bandwidth_buffer_bytes", bandwidth.bytes},
-        {"bandwidth_repetitions", kBandwidthRepetitions},
+        {"measured_bandwidth_gb_s", bandwidth},
+        {"best_bandwidth_gb_s", bestBandwidth},
+        {"bandwidth_gb_s_runs", runs.bandwidths},
+        {"bandwidth_buffer_bytes", kBandwidthBytes},
+        {"bandwidth_repetitions", kProbeReads},
         {"fraction_of_bandwidth", orNull(fraction)},
+        {"fraction_of_best_bandwidth", orNull(fractionOfBest)},
         {"peak_rss_bytes", peakRss},
     };
     if (profile) {
@@ -386,11 +390,13 @@ int benchCommand(const std::vector<std::string> &args) {
                     fmt::format("{:.2f}", *decodeRate), formatBytes(double(bytesPerToken)),
                     fmt::format("{:.1f}", *decodeGBs), fmt::format("{:.0f}%", *fraction * 100)});
   printTable(rows);
-  fmt::print("machine read bandwidth: {:.1f} GB/s (STREAM-like, best of {} reads {}: {:.1f} "
-             "GB/s); load {:.2f} s; peak RSS {}\n",
-             bandwidth.gigabytesPerSecond, kBandwidthRepetitions,
-             bandwidthRuns.size() > 1 ? "before and after the runs" : "after the runs",
-             fmt::join(bandwidthRuns, ", "), loadSeconds,
+  fmt::print("machine read bandwidth: {:.1f} GB/s (STREAM-like, median of {} probes around the "
+             "decode runs, each the best of {} reads: {:.1f} GB/s)\n",
+             bandwidth, runs.bandwidths.size(), kProbeReads, fmt::join(runs.bandwidths, ", "));
+  if (fractionOfBest)
+    fmt::print("against the best probe, {:.1f} GB/s, decode runs at {:.0f}%\n", bestBandwidth,
+               *fractionOfBest * 100);
+  fmt::print("load {:.2f} s; peak RSS {}\n", loadSeconds,
              peakRss >= 0 ? formatBytes(double(peakRss)) : std::string("unknown"));
   fmt::print("medians of {} repetitions after one warm-up; decode GB/s = bytes/token x t/s\n",
              repetitions);
