@@ -45,14 +45,18 @@ CpuDriver::CpuDriver(const Artifact &artifact, const std::string &path, ThreadPo
 void CpuDriver::readChunking(const Artifact &artifact, const std::string &path) {
   for (const auto &kernel : artifact.manifest().at("kernels")) {
     const std::string name = kernel.at("name").get<std::string>();
-    auto chunks = kernel.find("chunks_per_thread");
-    if (chunks == kernel.end())
-      continue;
-    if (!chunks->is_number_integer() || *chunks < 1 || *chunks > kMaxChunksPerThread)
-      throw LoadError(fmt::format("{}: manifest: kernel {}: chunks_per_thread: expected an "
-                                  "integer from 1 to {}, found {}",
-                                  path, name, kMaxChunksPerThread, chunks->dump()));
-    chunksPerThread_[name] = chunks->get<int>();
+    Chunking &chunking = chunking_[name];
+    for (auto [key, value] : {std::pair{"chunks_per_thread", &chunking.prefill},
+                              std::pair{"decode_chunks_per_thread", &chunking.decode}}) {
+      auto chunks = kernel.find(key);
+      if (chunks == kernel.end())
+        continue;
+      if (!chunks->is_number_integer() || *chunks < 1 || *chunks > kMaxChunksPerThread)
+        throw LoadError(fmt::format("{}: manifest: kernel {}: {}: expected an integer from 1 to "
+                                    "{}, found {}",
+                                    path, name, key, kMaxChunksPerThread, chunks->dump()));
+      *value = chunks->get<int>();
+    }
   }
 }
 
@@ -60,8 +64,8 @@ int64_t CpuDriver::kernel(const std::string &name) {
   auto [it, inserted] = kernelIds_.try_emplace(name, int64_t(kernels_.size()));
   if (inserted) {
     kernels_.push_back(reinterpret_cast<KernelEntry>(library_->symbol(kKernelSymbolPrefix + name)));
-    auto chunks = chunksPerThread_.find(name);
-    kernelChunks_.push_back(chunks == chunksPerThread_.end() ? 1 : chunks->second);
+    auto chunking = chunking_.find(name);
+    kernelChunks_.push_back(chunking == chunking_.end() ? Chunking{} : chunking->second);
   }
   return it->second;
 }
@@ -110,10 +114,9 @@ void CpuDriver::dispatch(int64_t kernel, const std::vector<BufferRange> &buffers
       [&](int64_t begin, int64_t end) {
         entry(pointers_.data(), bytes_.data(), scalars.data(), begin, end);
       },
-      // Decode dispatches (one row) keep one chunk per thread: their work is
-      // even, and finer chunks measured slower (decode attention 30-38 ->
-      // 53-58 ms for 16 tokens of 0.6B with 8 chunks).
-      scalars.at(0) > 1 ? kernelChunks_.at(size_t(kernel)) : 1);
+      // Scalar 0 is the dispatch's row count (runtime/KernelABI.h).
+      scalars.at(0) > 1 ? kernelChunks_.at(size_t(kernel)).prefill
+                        : kernelChunks_.at(size_t(kernel)).decode);
 }
 
 } // namespace q3::runtime

@@ -41,8 +41,12 @@ private:
     std::unique_ptr<uint8_t, Free> owned; // null for wrapped host memory
   };
   uint8_t *at(const BufferRange &range);
-  /// The kernels' chunks_per_thread (manifest; 1 when absent): how finely a
-  /// prefill dispatch is split for the pool's threads to claim.
+  /// How finely a dispatch is split for the pool's threads to claim: the
+  /// manifest's chunks_per_thread (dispatches of several rows) and
+  /// decode_chunks_per_thread (one row), 1 when absent.
+  struct Chunking {
+    int prefill = 1, decode = 1;
+  };
   void readChunking(const Artifact &artifact, const std::string &path);
   static constexpr int kMaxChunksPerThread = 64;
 
@@ -50,8 +54,8 @@ private:
   std::unique_ptr<SharedLibrary> library_;
   std::vector<KernelEntry> kernels_;
   std::map<std::string, int64_t> kernelIds_;
-  std::map<std::string, int> chunksPerThread_;
-  std::vector<int> kernelChunks_; // by kernel id
+  std::map<std::string, Chunking> chunking_;
+  std::vector<Chunking> kernelChunks_; // by kernel id
   std::vector<Memory> memory_;
   // Reused by every dispatch: no allocation on the decode path.
   std::vector<void *> pointers_;

@@ -29,9 +29,10 @@ ThreadPool::ThreadPool(int threads) {
   if (threads == 0)
     threads = std::max(1, int(std::thread::hardware_concurrency()));
   size_ = threads;
+  ranges_ = std::make_unique<ChunkRange[]>(size_t(threads));
   workers_.reserve(size_t(threads - 1));
-  for (int i = 1; i < threads; ++i)
-    workers_.emplace_back([this] { workerLoop(); });
+  for (int slot = 1; slot < threads; ++slot)
+    workers_.emplace_back([this, slot] { workerLoop(slot); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -86,23 +87,49 @@ void ThreadPool::runChunk(int index) {
   }
 }
 
-int ThreadPool::claimChunk() {
-  uint64_t word = claims_.load();
+static constexpr uint64_t kLow = 0xFFFFFFFFu;
+
+int ThreadPool::claimOwnChunk(int slot) {
+  std::atomic<uint64_t> &range = ranges_[size_t(slot)].word;
+  uint64_t word = range.load();
   for (;;) {
-    const uint64_t next = word & 0xFFFFFFFFu, chunks = word >> 32;
-    if (next >= chunks)
+    const uint64_t next = word & kLow, end = word >> 32;
+    if (next >= end)
       return -1;
-    if (claims_.compare_exchange_weak(word, word + 1))
+    if (range.compare_exchange_weak(word, word + 1))
       return int(next);
   }
 }
 
-void ThreadPool::runUnclaimedChunks() {
-  for (int index = claimChunk(); index >= 0; index = claimChunk())
+int ThreadPool::stealChunk() {
+  for (;;) {
+    int victim = -1;
+    uint64_t most = 0, word = 0;
+    for (int slot = 0; slot < size_; ++slot) {
+      const uint64_t w = ranges_[size_t(slot)].word.load();
+      const uint64_t next = w & kLow, end = w >> 32;
+      if (end > next && end - next > most) {
+        most = end - next;
+        victim = slot;
+        word = w;
+      }
+    }
+    if (victim < 0)
+      return -1;
+    const uint64_t end = word >> 32;
+    if (ranges_[size_t(victim)].word.compare_exchange_strong(word, (end - 1) << 32 | (word & kLow)))
+      return int(end - 1);
+  }
+}
+
+void ThreadPool::runUnclaimedChunks(int slot) {
+  for (int index = claimOwnChunk(slot); index >= 0; index = claimOwnChunk(slot))
+    runChunk(index);
+  for (int index = stealChunk(); index >= 0; index = stealChunk())
     runChunk(index);
 }
 
-void ThreadPool::workerLoop() {
+void ThreadPool::workerLoop(int slot) {
   uint64_t seen = 0;
   for (;;) {
     spinThenWait(workAvailable_, sleepingWorkers_, [&] { return generation_.load() != seen; });
@@ -111,7 +138,7 @@ void ThreadPool::workerLoop() {
       return;
     // A worker that wakes late finds every chunk claimed (or claims one of a
     // later loop, which the caller is then still waiting for): both are safe.
-    runUnclaimedChunks();
+    runUnclaimedChunks(slot);
   }
 }
 
@@ -129,14 +156,22 @@ void ThreadPool::parallelFor(int64_t count, const std::function<void(int64_t, in
   firstError_ = nullptr;
   finishedChunks_.store(0);
   // From here on chunks can be claimed (seq_cst publishes body_ and the rest).
-  claims_.store(uint64_t(chunks_) << 32 | 1);
+  // The ranges of the previous loop are all exhausted, so a worker still in
+  // it claims nothing until they are reset, and then claims for this loop.
+  // Chunk 0 is the caller's before anyone can claim it (with fewer chunks
+  // than threads it may fall in another slot's range).
+  for (int slot = 0; slot < size_; ++slot) {
+    const uint64_t first = uint64_t(chunks_) * uint64_t(slot) / uint64_t(size_);
+    const uint64_t end = uint64_t(chunks_) * uint64_t(slot + 1) / uint64_t(size_);
+    ranges_[size_t(slot)].word.store(end << 32 | std::max<uint64_t>(first, 1));
+  }
   generation_.fetch_add(1);
   if (sleepingWorkers_.load() > 0) {
     { std::lock_guard<std::mutex> lock(sleepMutex_); }
     workAvailable_.notify_all();
   }
   runChunk(0);
-  runUnclaimedChunks();
+  runUnclaimedChunks(0);
   spinThenWait(loopFinished_, sleepingCaller_, [&] { return finishedChunks_.load() == chunks_; });
   body_ = nullptr;
   if (firstError_)

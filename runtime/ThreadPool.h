@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -28,21 +29,26 @@ public:
   // Runs body(begin, end) over [0, count) split into n = size() *
   // chunksPerThread contiguous chunks, chunk i being [count*i/n,
   // count*(i+1)/n), so the split depends only on count, size() and
-  // chunksPerThread. The caller takes the first chunk, then every thread
-  // claims the next unclaimed one: a worker the OS has not scheduled delays
-  // nothing, and with several chunks per thread a thread slowed down takes
-  // fewer. Empty chunks are skipped. Returns when every chunk is done; the
-  // first exception a chunk throws is rethrown here. Not reentrant: one call
-  // at a time, and body must not call parallelFor on the same pool.
+  // chunksPerThread. Thread t (the caller is 0) owns chunks [n*t/size(),
+  // n*(t+1)/size()) and runs them in order, so it streams one contiguous
+  // range; a thread whose own chunks are all claimed takes the last unclaimed
+  // chunk of the thread with the most left. So a thread the OS has not
+  // scheduled delays nothing, and with several chunks per thread a slower
+  // thread does less. Empty chunks are skipped. Returns when every chunk is
+  // done; the first exception a chunk throws is rethrown here. Not reentrant:
+  // one call at a time, and body must not call parallelFor on the same pool.
   void parallelFor(int64_t count, const std::function<void(int64_t begin, int64_t end)> &body,
                    int chunksPerThread = 1);
 
 private:
-  void workerLoop();
-  // Claims and runs chunks of the current loop until none are left.
-  void runUnclaimedChunks();
-  // The index of an unclaimed chunk of the current loop, or -1.
-  int claimChunk();
+  void workerLoop(int slot);
+  // Claims and runs chunks of the current loop until none are left: first
+  // the slot's own, then the others' from their ends.
+  void runUnclaimedChunks(int slot);
+  // The next chunk of `slot`'s own range, or -1 when it is exhausted.
+  int claimOwnChunk(int slot);
+  // The last unclaimed chunk of the slot with the most left, or -1.
+  int stealChunk();
   // Runs one chunk, records its exception, and counts it finished.
   void runChunk(int index);
   // Spins briefly, then sleeps on `cv` until `ready()` holds.
@@ -58,11 +64,14 @@ private:
   int chunks_ = 0;
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stopping_{false};
-  // The next chunk to claim (low 32 bits) and the loop's chunk count (high 32
-  // bits) in one word, so a claim is one compare-and-swap against the current
-  // loop: a thread that read the word during an earlier loop cannot claim a
-  // chunk of this one that another thread also claims.
-  std::atomic<uint64_t> claims_{0};
+  // Per thread, the unclaimed part of its chunks: the next (low 32 bits) and
+  // the end (high 32 bits) in one word, so the owner's claim from the front
+  // and a thief's from the back are each one compare-and-swap and never take
+  // the same chunk. One cache line each: owners claim without contention.
+  struct alignas(64) ChunkRange {
+    std::atomic<uint64_t> word{0};
+  };
+  std::unique_ptr<ChunkRange[]> ranges_;
   std::atomic<int> finishedChunks_{0}; // the loop is done when this reaches chunks_
 
   std::mutex errorMutex_;

@@ -134,7 +134,8 @@ struct CpuKernel {
   json grid;
   bool columnBlocks = false; // reads its weight (operand 1) as column blocks
   PrefillMatmul prefillMatmul = PrefillMatmul::F32;
-  int chunksPerThread = 1; // the runtime's split of a dispatch (docs/artifact.md)
+  int chunksPerThread = 1;       // the runtime's split of a prefill dispatch (docs/artifact.md)
+  int decodeChunksPerThread = 1; // and of a one-row dispatch
 };
 
 FusedLinearKernel describeFusedLinear(const std::string &name, Value weight, bool residual,
@@ -161,10 +162,17 @@ CpuKernel fusedLinearKernel(FusedLinearKernel kernel, PrefillMatmul prefillMatmu
     kernel.prefillMatmul = prefillMatmul;
   if (kernel.prefillMatmul == PrefillMatmul::Amx && !kernel.amxFits())
     kernel.prefillMatmul = PrefillMatmul::F32;
+  // Decode splits each thread's contiguous share of the weight into 16
+  // chunks, so a thread that falls behind (a shared vCPU) hands its last ones
+  // to the others. Measured on 0.6B over 128 tokens: threads idle 2.8-3.7% of
+  // the time instead of 3.1-6.5%; the decode rate moved less than the noise.
+  constexpr int kDecodeChunksPerThread = 16;
   return {fusedLinearSource(kernel),
           {{"kind", "fixed"}, {"count", kernel.workgroups()}},
           kernel.columnBlocks,
-          kernel.prefillMatmul};
+          kernel.prefillMatmul,
+          1,
+          kDecodeChunksPerThread};
 }
 
 /// `unfolded` describes the kernel's weight when it reads it unfolded.
@@ -513,6 +521,8 @@ CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target,
     }
     if (cpu.chunksPerThread != 1)
       entry["chunks_per_thread"] = cpu.chunksPerThread;
+    if (cpu.decodeChunksPerThread != 1)
+      entry["decode_chunks_per_thread"] = cpu.decodeChunksPerThread;
     if (cpu.prefillMatmul != PrefillMatmul::F32) {
       entry["prefill_activations"] = "bf16";
       entry["prefill_matmul"] = prefillMatmulName(cpu.prefillMatmul);

@@ -28,10 +28,12 @@ nlohmann::json cpuManifest() {
 }
 
 // What the scheduler does with a driver: memory in, one dispatch split over
-// the threads (in 4 chunks each, as the manifest asks), memory out.
+// the threads (in 4 chunks each, as the manifest asks; a one-row dispatch in
+// 16), memory out.
 TEST(CpuDriver, RunsADispatchOverAllWorkgroups) {
   nlohmann::json manifest = cpuManifest();
-  manifest["kernels"] = {{{"name", "scale"}, {"chunks_per_thread", 4}}};
+  manifest["kernels"] = {
+      {{"name", "scale"}, {"chunks_per_thread", 4}, {"decode_chunks_per_thread", 16}}};
   std::vector<uint8_t> image = cpuArtifact(manifest);
   auto artifact = Artifact::parse(kFile, image.data(), image.size());
   ThreadPool pool(2);
@@ -41,12 +43,15 @@ TEST(CpuDriver, RunsADispatchOverAllWorkgroups) {
   for (int64_t i = 0; i < n; ++i)
     input[i] = float(i);
   const int64_t in = driver->wrapHost(input.data(), n * 4), out = driver->allocate(n * 4);
-  driver->dispatch(driver->kernel("scale"), {{in, 0, n * 4}, {out, 0, n * 4}}, {n, n, n, 3}, n);
-  driver->finish();
-  std::vector<float> result(n, -1.0f);
-  driver->read({out, 0, n * 4}, result.data());
-  for (int64_t i = 0; i < n; ++i)
-    ASSERT_EQ(result[i], 3.0f * float(i)) << "workgroup " << i;
+  for (int64_t rows : {n, int64_t(1)}) {
+    driver->dispatch(driver->kernel("scale"), {{in, 0, n * 4}, {out, 0, n * 4}},
+                     {rows, n, n, 3 + rows}, n);
+    driver->finish();
+    std::vector<float> result(n, -1.0f);
+    driver->read({out, 0, n * 4}, result.data());
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(result[i], float(3 + rows) * float(i)) << rows << " rows, workgroup " << i;
+  }
 }
 
 TEST(CpuDriver, WritesAndReadsRangesAndRefusesRangesOutsideABuffer) {
@@ -88,6 +93,14 @@ TEST(CpuDriver, RefusesOtherFormatsAndMissingCpuFeatures) {
   EXPECT_LOAD_ERROR(createDriver(*artifact, kFile, pool),
                     "test.q3: manifest: kernel scale: chunks_per_thread: expected an integer "
                     "from 1 to 64, found 65");
+
+  nlohmann::json decodeChunks = cpuManifest();
+  decodeChunks["kernels"] = {{{"name", "scale"}, {"decode_chunks_per_thread", "16"}}};
+  image = cpuArtifact(decodeChunks);
+  artifact = Artifact::parse(kFile, image.data(), image.size());
+  EXPECT_LOAD_ERROR(createDriver(*artifact, kFile, pool),
+                    "test.q3: manifest: kernel scale: decode_chunks_per_thread: expected an "
+                    "integer from 1 to 64, found \"16\"");
 }
 
 } // namespace

@@ -118,6 +118,60 @@ TEST(ThreadPool, OneThreadRunsInline) {
   EXPECT_EQ(calls, 1);
 }
 
+// A thread that runs out of its own chunks takes the others' from their ends:
+// the caller's chunks are slow here, so the worker runs more than its half.
+TEST(ThreadPool, IdleThreadsTakeChunksOfASlowOne) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::mutex mutex;
+  std::vector<int64_t> byWorker, byCaller;
+  pool.parallelFor(
+      16,
+      [&](int64_t begin, int64_t) {
+        const bool onCaller = std::this_thread::get_id() == caller;
+        if (onCaller)
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::lock_guard<std::mutex> lock(mutex);
+        (onCaller ? byCaller : byWorker).push_back(begin);
+      },
+      8);
+  EXPECT_EQ(byCaller.size() + byWorker.size(), 16u);
+  EXPECT_GT(byWorker.size(), 8u);
+  // The caller works through its own range from the front, in order; the
+  // worker took what it took of it from the back.
+  ASSERT_FALSE(byCaller.empty());
+  for (size_t i = 0; i < byCaller.size(); ++i)
+    EXPECT_EQ(byCaller[i], int64_t(i));
+}
+
+// Each thread runs its own contiguous range of chunks first, in order.
+TEST(ThreadPool, ThreadsStartWithTheirOwnRange) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::mutex mutex;
+  std::vector<int64_t> byWorker;
+  std::atomic<bool> workerStarted{false};
+  pool.parallelFor(
+      8,
+      [&](int64_t begin, int64_t) {
+        if (std::this_thread::get_id() == caller) {
+          // Hold the caller in chunk 0 until the worker has begun, so the
+          // worker's first claim is of its own range, not a steal.
+          while (begin == 0 && !workerStarted.load())
+            std::this_thread::yield();
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          return;
+        }
+        workerStarted.store(true);
+        std::lock_guard<std::mutex> lock(mutex);
+        byWorker.push_back(begin);
+      },
+      4);
+  ASSERT_GE(byWorker.size(), 4u);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(byWorker[i], int64_t(4 + i)); // chunks 4..7 are the worker's
+}
+
 // Later chunks go to whichever thread claims them first, the caller included.
 TEST(ThreadPool, CallerRunsTheFirstChunk) {
   ThreadPool pool(2);
