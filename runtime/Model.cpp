@@ -145,9 +145,18 @@ void Model::State::packColumnBlocksOf(const WeightData &source, const nlohmann::
   const auto *from =
       reinterpret_cast<const uint16_t *>(source.owned.empty() ? source.data : source.owned.data());
   auto *to = reinterpret_cast<uint16_t *>(packed.owned.data());
-  pool->parallelFor(shape[0] / kColumnBlockRows, [&](int64_t begin, int64_t end) {
-    packColumnBlocks(from, to, shape[1], begin, end);
-  });
+  // In 16 chunks per thread, each dropping the mapped pages it has read: the
+  // tied lm_head's 311 MB are otherwise resident twice until the end.
+  const int64_t blockElements = kColumnBlockRows * shape[1];
+  pool->parallelFor(
+      shape[0] / kColumnBlockRows,
+      [&](int64_t begin, int64_t end) {
+        packColumnBlocks(from, to, shape[1], begin, end);
+        if (source.owned.empty())
+          checkpoint->dropPages(source.data + begin * blockElements * 2,
+                                size_t((end - begin) * blockElements * 2));
+      },
+      16);
   dropMappedPages(source);
 }
 
