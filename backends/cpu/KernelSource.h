@@ -89,8 +89,9 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel);
 
 /// q3.attention over one layer's cached keys and values ([kvHeads][capacity][headDim];
 /// each KV head's positions are contiguous, so the scores stream them).
-/// Grid: rows x workgroupsPerRow(); a workgroup handles headsPerWorkgroup()
-/// query heads that share one KV head, so each key and value load serves them all.
+/// Grid: rows x workgroupsPerRow(), head-major (workgroup g is row g % rows of
+/// head group g / rows); a workgroup handles headsPerWorkgroup() query heads
+/// that share one KV head, so each key and value load serves them all.
 struct AttentionKernel {
   std::string name;
   int64_t queryHeads = 0, kvHeads = 0, headDim = 0;
