@@ -1,20 +1,22 @@
 //===- AttentionSource.cpp - the attention kernel templates ---------------===//
 //
-// Causal attention of one row over the cached positions of its KV head.
+// Causal attention of rows over the cached positions of their KV head.
 //
 // With head_dim a multiple of 16 (every real Qwen3) a workgroup takes P query
-// heads that share a KV head (P = 2 for Qwen3's GQA): every key and value row
-// is loaded once for all P. The scores run two positions at a time, so 2P
-// dot products are independent FMA chains instead of one chain per position
-// waiting on FMA latency; the softmax exponentials run 16 positions at a
-// time; the value sum keeps P x head_dim/16 accumulators. Other head sizes
-// take a scalar template, one query head per workgroup.
+// heads that share a KV head (P = 2 for Qwen3's GQA), and a prefill takes the
+// rows in pairs (the even row's workgroup runs both): every key and value row
+// is loaded once for all 2P query vectors. The scores run two positions at a
+// time, so 4P dot products are independent FMA chains instead of one chain
+// per position waiting on FMA latency; the softmax exponentials run 16
+// positions at a time; the value sums run in column groups of at most 16
+// accumulators. A last odd row and decode run alone (@<name>_rows1); decode
+// also prefetches each value row while it scores the key. Other head sizes
+// take a scalar template, one query head and one row per workgroup.
 //
 // Workgroup g is row g % rows of head group g / rows: head-major, so the
 // consecutive workgroups a thread runs share their keys and values, which
 // stay in L2 from one row to the next (prefill attention -40% at 512 rows).
 //
-//===----------------------------------------------------------------------===//
 #include "backends/cpu/KernelSource.h"
 #include "backends/cpu/KernelSourceUtil.h"
 
@@ -115,174 +117,312 @@ std::string vectorTypes(int count) {
   return listOf(count, [](int) { return std::string("vector<16xf32>"); });
 }
 
-/// The scores of `positions` positions from %s (at %s<j>) against the P
-/// query heads, into %scores<p> and the running maxima %m<p> -> %max<p>_<j>.
-/// Accumulator chains: one per (head, position).
-std::string scoreStep(int heads, int positions, const AttentionTypes &types,
-                      const std::string &suffix, bool prefetchValues = false) {
-  std::string text, body, reductions;
-  for (int j = 0; j < positions; ++j) {
-    if (j > 0)
-      text += fmt::format("      %cAt{0}{1} = arith.constant {0} : index\n"
-                          "      %s{0}{1} = arith.addi %s, %cAt{0}{1} : index\n",
-                          j, suffix);
-    const std::string position = j ? fmt::format("%s{}{}", j, suffix) : "%s";
-    body += fmt::format("        %k{0} = vector.load %keys[%kv, {1}, %i] : {2}, vector<16xf32>\n",
-                        j, position, types.kv);
-    // Decode: the value sum reads this position's value row after the
-    // softmax; fetched now, while the keys stream, it is in L2 by then
-    // (decode attention -15%). Prefill rows find the rows cached already.
-    if (prefetchValues)
-      body += fmt::format(
-          "        memref.prefetch %values[%kv, {}, %i], read, locality<2>, data : {}\n", position,
-          types.kv);
-  }
-  for (int p = 0; p < heads; ++p) {
-    body += fmt::format("        %qv{0} = vector.load %q[%t, %h{0}, %i] : {1}, vector<16xf32>\n", p,
-                        types.query);
-    std::string last = fmt::format("%m{}", p);
-    for (int j = 0; j < positions; ++j) {
-      const int chain = p * positions + j;
-      body += fmt::format("        %r{0} = vector.fma %qv{1}, %k{2}, %a{0} : vector<16xf32>\n",
-                          chain, p, j);
-      reductions += fmt::format(
-          "      %dot{0} = vector.reduction <add>, %dots#{0} : vector<16xf32> into f32\n"
-          "      %score{0} = arith.mulf %dot{0}, %scale : f32\n"
-          "      memref.store %score{0}, %scores{1}[{2}] : memref<?xf32>\n"
-          "      %max{1}_{3} = arith.maxf {4}, %score{0} : f32\n",
-          chain, p, j ? fmt::format("%s{}{}", j, suffix) : "%s", j, last);
-      last = fmt::format("%max{}_{}", p, j);
-    }
-  }
-  const int chains = heads * positions;
-  text += fmt::format(
-      R"mlir(      %dots:{chains} = scf.for %i = %c0 to %cD step %c16 iter_args({iterArgs}) -> ({types}) {{
-{body}        scf.yield {yields} : {types}
-      }}
-{reductions}      scf.yield {maxima} : {maxTypes}
-)mlir",
-      fmt::arg("chains", chains),
-      fmt::arg("iterArgs", listOf(chains, [](int c) { return fmt::format("%a{} = %zeroV", c); })),
-      fmt::arg("types", vectorTypes(chains)), fmt::arg("body", body),
-      fmt::arg("yields", listOf(chains, [](int c) { return fmt::format("%r{}", c); })),
-      fmt::arg("reductions", reductions),
-      fmt::arg("maxima",
-               listOf(heads, [&](int p) { return fmt::format("%max{}_{}", p, positions - 1); })),
-      fmt::arg("maxTypes", listOf(heads, [](int) { return std::string("f32"); })));
-  return text;
+/// A query vector of a block: row `row` of the block (%t<row>) and head
+/// `head` of the workgroup (%h<head>). Its scores go to %scores<k>.
+struct Slot {
+  int k, row, head;
+};
+
+std::vector<Slot> slotsOf(int rows, int heads, int firstRow = 0) {
+  std::vector<Slot> slots;
+  for (int r = firstRow; r < rows; ++r)
+    for (int p = 0; p < heads; ++p)
+      slots.push_back({r * heads + p, r, p});
+  return slots;
 }
 
-std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes &types) {
-  const int heads = int(kernel.headsPerWorkgroup());
-  const int64_t columns = kernel.headDim / kLanes;
-  auto perHead = [&](auto item) {
-    std::string text;
-    for (int p = 0; p < heads; ++p)
-      text += item(p);
-    return text;
-  };
-  const std::string maxTypes = listOf(heads, [](int) { return std::string("f32"); });
-  std::string valueBody, valueStores;
-  for (int64_t c = 0; c < columns; ++c)
-    valueBody += fmt::format("      %off{0} = arith.constant {1} : index\n"
-                             "      %v{0} = vector.load %values[%kv, %s, %off{0}] : {2}, "
-                             "vector<16xf32>\n",
-                             c, c * kLanes, types.kv);
-  for (int p = 0; p < heads; ++p) {
-    valueBody += fmt::format("      %p{0} = memref.load %scores{0}[%s] : memref<?xf32>\n"
-                             "      %pv{0} = vector.broadcast %p{0} : f32 to vector<16xf32>\n",
-                             p);
-    for (int64_t c = 0; c < columns; ++c) {
-      const int64_t acc = p * columns + c;
-      valueBody += fmt::format("      %u{0} = vector.fma %pv{1}, %v{2}, %b{0} : vector<16xf32>\n",
-                               acc, p, c);
-      valueStores +=
-          fmt::format("    %o{0} = arith.mulf %sums#{0}, %inverseV{1} : vector<16xf32>\n"
-                      "    %oOff{0} = arith.constant {2} : index\n"
-                      "    vector.store %o{0}, %out[%t, %h{1}, %oOff{0}] : {3}, vector<16xf32>\n",
-                      acc, p, c * kLanes, types.query);
+/// `%<out>:N = scf.for %<iv> = from to to step (positions)`: the scores of
+/// `slots` over those positions, `positions` at a time (2 x slots independent
+/// FMA chains), stored to %scores<k>; yields the running maxima, starting
+/// from `initial(k)`. With `prefetchValues` each position's value row is
+/// prefetched while its key is read (decode: the value sum reads it after the
+/// softmax, from L2 by then).
+template <typename Initial>
+std::string scoreLoop(const std::vector<Slot> &slots, int positions, const AttentionTypes &types,
+                      const std::string &out, const std::string &iv, const std::string &from,
+                      const std::string &to, Initial initial, bool prefetchValues = false) {
+  const int n = int(slots.size()), chains = n * positions;
+  std::string offsets, body, reductions, iterArgs, yields;
+  auto position = [&](int j) { return j ? fmt::format("%{}_{}", iv, j) : "%" + iv; };
+  for (int j = 1; j < positions; ++j)
+    offsets += fmt::format("      %{0}_c{1} = arith.constant {1} : index\n"
+                           "      %{0}_{1} = arith.addi %{0}, %{0}_c{1} : index\n",
+                           iv, j);
+  for (int j = 0; j < positions; ++j) {
+    body +=
+        fmt::format("        %{0}_k{1} = vector.load %keys[%kv, {2}, %i] : {3}, vector<16xf32>\n",
+                    iv, j, position(j), types.kv);
+    if (prefetchValues)
+      body += fmt::format(
+          "        memref.prefetch %values[%kv, {}, %i], read, locality<2>, data : {}\n",
+          position(j), types.kv);
+  }
+  for (int s = 0; s < n; ++s) {
+    const Slot &slot = slots[size_t(s)];
+    body +=
+        fmt::format("        %{0}_q{1} = vector.load %q[%t{2}, %h{3}, %i] : {4}, vector<16xf32>\n",
+                    iv, slot.k, slot.row, slot.head, types.query);
+    iterArgs += fmt::format("{}%{}_m{} = {}", s ? ", " : "", iv, slot.k, initial(slot.k));
+    std::string last = fmt::format("%{}_m{}", iv, slot.k);
+    for (int j = 0; j < positions; ++j) {
+      const int chain = s * positions + j;
+      body += fmt::format("        %{0}_r{1} = vector.fma %{0}_q{2}, %{0}_k{3}, %{0}_a{1} : "
+                          "vector<16xf32>\n",
+                          iv, chain, slot.k, j);
+      reductions += fmt::format(
+          "      %{0}_dot{1} = vector.reduction <add>, %{0}_dots#{1} : vector<16xf32> into f32\n"
+          "      %{0}_score{1} = arith.mulf %{0}_dot{1}, %scale : f32\n"
+          "      memref.store %{0}_score{1}, %scores{2}[{3}] : memref<?xf32>\n"
+          "      %{0}_max{1} = arith.maxf {4}, %{0}_score{1} : f32\n",
+          iv, chain, slot.k, position(j), last);
+      last = fmt::format("%{}_max{}", iv, chain);
+    }
+    yields += (s ? ", " : "") + last;
+  }
+  return fmt::format(
+      R"mlir(    %{out}:{n} = scf.for %{iv} = {from} to {to} step %c{positions} iter_args({iterArgs}) -> ({maxTypes}) {{
+{offsets}      %{iv}_dots:{chains} = scf.for %i = %c0 to %cD step %c16 iter_args({accArgs}) -> ({accTypes}) {{
+{body}        scf.yield {accYields} : {accTypes}
+      }}
+{reductions}      scf.yield {yields} : {maxTypes}
+    }}
+)mlir",
+      fmt::arg("out", out), fmt::arg("n", n), fmt::arg("iv", iv), fmt::arg("from", from),
+      fmt::arg("to", to), fmt::arg("positions", positions), fmt::arg("iterArgs", iterArgs),
+      fmt::arg("maxTypes", listOf(n, [](int) { return std::string("f32"); })),
+      fmt::arg("offsets", offsets), fmt::arg("chains", chains),
+      fmt::arg("accArgs",
+               listOf(chains, [&](int c) { return fmt::format("%{}_a{} = %zeroV", iv, c); })),
+      fmt::arg("accTypes", vectorTypes(chains)), fmt::arg("body", body),
+      fmt::arg("accYields", listOf(chains, [&](int c) { return fmt::format("%{}_r{}", iv, c); })),
+      fmt::arg("reductions", reductions), fmt::arg("yields", yields));
+}
+
+/// exp(score - max) over %scores<k>[0, count) in place, 16 positions at a
+/// time, and the inverse of their sum broadcast as %inverseV<k>.
+std::string slotSoftmax(int k, const std::string &max, const std::string &count) {
+  return fmt::format(R"mlir(    %maxV{0} = vector.broadcast {1} : f32 to vector<16xf32>
+    %chunks{0} = arith.divui {2}, %c16 : index
+    %vectorEnd{0} = arith.muli %chunks{0}, %c16 : index
+    %sumV{0} = scf.for %e{0} = %c0 to %vectorEnd{0} step %c16 iter_args(%ea{0} = %zeroV) -> (vector<16xf32>) {{
+      %scoreV{0} = vector.load %scores{0}[%e{0}] : memref<?xf32>, vector<16xf32>
+      %shiftedV{0} = arith.subf %scoreV{0}, %maxV{0} : vector<16xf32>
+      %expV{0} = math.exp %shiftedV{0} : vector<16xf32>
+      vector.store %expV{0}, %scores{0}[%e{0}] : memref<?xf32>, vector<16xf32>
+      %er{0} = arith.addf %ea{0}, %expV{0} : vector<16xf32>
+      scf.yield %er{0} : vector<16xf32>
+    }}
+    %vectorSum{0} = vector.reduction <add>, %sumV{0} : vector<16xf32> into f32
+    %total{0} = scf.for %f{0} = %vectorEnd{0} to {2} step %c1 iter_args(%fa{0} = %vectorSum{0}) -> (f32) {{
+      %score{0} = memref.load %scores{0}[%f{0}] : memref<?xf32>
+      %shifted{0} = arith.subf %score{0}, {1} : f32
+      %exp{0} = math.exp %shifted{0} : f32
+      memref.store %exp{0}, %scores{0}[%f{0}] : memref<?xf32>
+      %fr{0} = arith.addf %fa{0}, %exp{0} : f32
+      scf.yield %fr{0} : f32
+    }}
+    %inverse{0} = arith.divf %one, %total{0} : f32
+    %inverseV{0} = vector.broadcast %inverse{0} : f32 to vector<16xf32>
+)mlir",
+                     k, max, count);
+}
+
+/// `%<out>:N = scf.for %<iv> = from to to`: the probability-weighted sum of
+/// the value columns `columns` for `slots`, starting from `initial(k, c)`.
+template <typename Initial>
+std::string valueLoop(const std::vector<Slot> &slots, const std::vector<int64_t> &columns,
+                      const AttentionTypes &types, const std::string &out, const std::string &iv,
+                      const std::string &from, const std::string &to, Initial initial) {
+  std::string body, iterArgs, yields;
+  for (int64_t c : columns)
+    body += fmt::format("      %{0}_off{1} = arith.constant {2} : index\n"
+                        "      %{0}_v{1} = vector.load %values[%kv, %{0}, %{0}_off{1}] : {3}, "
+                        "vector<16xf32>\n",
+                        iv, c, c * kLanes, types.kv);
+  int n = 0;
+  for (const Slot &slot : slots) {
+    body += fmt::format("      %{0}_p{1} = memref.load %scores{1}[%{0}] : memref<?xf32>\n"
+                        "      %{0}_pv{1} = vector.broadcast %{0}_p{1} : f32 to vector<16xf32>\n",
+                        iv, slot.k);
+    for (int64_t c : columns) {
+      body += fmt::format("      %{0}_u{1}_{2} = vector.fma %{0}_pv{1}, %{0}_v{2}, %{0}_b{1}_{2} : "
+                          "vector<16xf32>\n",
+                          iv, slot.k, c);
+      iterArgs +=
+          fmt::format("{}%{}_b{}_{} = {}", n ? ", " : "", iv, slot.k, c, initial(slot.k, c));
+      yields += fmt::format("{}%{}_u{}_{}", n ? ", " : "", iv, slot.k, c);
+      ++n;
     }
   }
-  const int accumulators = int(heads * columns);
-  return attentionOpening(kernel, types) +
-         fmt::format(
-             R"mlir(  %c16 = arith.constant 16 : index
-  %cStep = arith.constant {positions} : index
-  %cHeads = arith.constant {heads} : index
-  %cWorkgroupsPerRow = arith.constant {workgroupsPerRow} : index
+  return fmt::format(
+      R"mlir(    %{0}:{1} = scf.for %{2} = {3} to {4} step %c1 iter_args({5}) -> ({6}) {{
+{7}      scf.yield {8} : {6}
+    }}
+)mlir",
+      out, n, iv, from, to, iterArgs, vectorTypes(n), body, yields);
+}
+
+/// The position of (slot, column) among a valueLoop's results.
+int64_t resultIndex(const std::vector<Slot> &slots, const std::vector<int64_t> &columns, int k,
+                    int64_t column) {
+  int64_t index = 0;
+  for (const Slot &slot : slots)
+    for (int64_t c : columns) {
+      if (slot.k == k && c == column)
+        return index;
+      ++index;
+    }
+  return -1;
+}
+
+/// @<name>_rows<R>[_decode]: attention of rows %t0 .. %t0 + R - 1 for the
+/// workgroup's heads %h0 .. (one KV head, %kv). Every key and value row is
+/// loaded once for all R x heads query vectors; row r sees %count0 + r
+/// positions. The value sums run in column groups small enough for the
+/// registers (16 accumulators).
+std::string blockFunction(const AttentionKernel &kernel, const AttentionTypes &types, int rows,
+                          bool decode) {
+  const int heads = int(kernel.headsPerWorkgroup());
+  const int64_t columns = kernel.headDim / kLanes;
+  const std::vector<Slot> all = slotsOf(rows, heads);
+  const std::vector<Slot> laterRows = slotsOf(rows, heads, 1);
+  const int n = int(all.size());
+  std::string setup, text;
+  for (int r = 1; r < rows; ++r)
+    setup += fmt::format("  %cRow{0} = arith.constant {0} : index\n"
+                         "  %t{0} = arith.addi %t0, %cRow{0} : index\n"
+                         "  %count{0} = arith.addi %count0, %cRow{0} : index\n",
+                         r);
+  for (int p = 1; p < heads; ++p)
+    setup += fmt::format("  %cHead{0} = arith.constant {0} : index\n"
+                         "  %h{0} = arith.addi %h0, %cHead{0} : index\n",
+                         p);
+  // Scores: every slot over the positions all rows see, pairs then one; then
+  // the positions only the later rows see.
+  text += "    %steps = arith.divui %count0, %c2 : index\n"
+          "    %stepEnd = arith.muli %steps, %c2 : index\n";
+  text += scoreLoop(
+      all, kPositionsPerStep, types, "pairMax", "s", "%c0", "%stepEnd",
+      [](int) { return std::string("%lowest"); }, decode);
+  text += scoreLoop(all, 1, types, "oneMax", "s1", "%stepEnd", "%count0",
+                    [](int k) { return fmt::format("%pairMax#{}", k); });
+  auto finalMax = [&](const Slot &slot) { return fmt::format("%oneMax#{}", slot.k); };
+  if (rows == 2) {
+    text += scoreLoop(laterRows, 1, types, "laterMax", "s2", "%count0", "%count1",
+                      [&](int k) { return fmt::format("%oneMax#{}", k); });
+  }
+  for (const Slot &slot : all)
+    text += slotSoftmax(
+        slot.k, slot.row == 0 ? finalMax(slot) : fmt::format("%laterMax#{}", slot.k - heads),
+        fmt::format("%count{}", slot.row));
+  // Value sums, a column group at a time.
+  const int64_t groupSize = std::max<int64_t>(1, std::min<int64_t>(columns, 16 / n));
+  for (int64_t first = 0, group = 0; first < columns; first += groupSize, ++group) {
+    std::vector<int64_t> cols;
+    for (int64_t c = first; c < std::min(columns, first + groupSize); ++c)
+      cols.push_back(c);
+    const std::string sums = fmt::format("sums{}", group), later = fmt::format("later{}", group);
+    text += valueLoop(all, cols, types, sums, fmt::format("v{}", group), "%c0", "%count0",
+                      [](int, int64_t) { return std::string("%zeroV"); });
+    if (rows == 2)
+      text += valueLoop(laterRows, cols, types, later, fmt::format("w{}", group), "%count0",
+                        "%count1", [&](int k, int64_t c) {
+                          return fmt::format("%{}#{}", sums, resultIndex(all, cols, k, c));
+                        });
+    for (const Slot &slot : all)
+      for (int64_t c : cols) {
+        const std::string sum =
+            slot.row == 0 ? fmt::format("%{}#{}", sums, resultIndex(all, cols, slot.k, c))
+                          : fmt::format("%{}#{}", later, resultIndex(laterRows, cols, slot.k, c));
+        text += fmt::format("    %o{0}_{1} = arith.mulf {2}, %inverseV{0} : vector<16xf32>\n"
+                            "    %oOff{0}_{1} = arith.constant {3} : index\n"
+                            "    vector.store %o{0}_{1}, %out[%t{4}, %h{5}, %oOff{0}_{1}] : {6}, "
+                            "vector<16xf32>\n",
+                            slot.k, c, sum, c * kLanes, slot.row, slot.head, types.query);
+      }
+  }
+  std::string scoreParams;
+  for (int k = 0; k < n; ++k)
+    scoreParams += fmt::format(", %scores{}: memref<?xf32>", k);
+  return fmt::format(
+      R"mlir(
+func.func private @{name}_rows{rows}{variant}(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}{scoreParams}, %t0: index, %h0: index, %kv: index, %count0: index) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c16 = arith.constant 16 : index
+  %cD = arith.constant {d} : index
+  %one = arith.constant 1.0 : f32
+  %lowest = arith.constant 0xFF800000 : f32
+  %scale = arith.constant {scale:e} : f32
   %zeroV = arith.constant dense<0.0> : vector<16xf32>
+{setup}{text}  return
+}}
+)mlir",
+      fmt::arg("name", kernel.name), fmt::arg("rows", rows),
+      fmt::arg("variant", decode ? "_decode" : ""), fmt::arg("queryType", types.query),
+      fmt::arg("kvType", types.kv), fmt::arg("scoreParams", scoreParams),
+      fmt::arg("d", kernel.headDim), fmt::arg("scale", kernel.scale), fmt::arg("setup", setup),
+      fmt::arg("text", text));
+}
+
+/// Causal prefill takes the rows of a head group in pairs (the even row's
+/// workgroup does both, the odd one's nothing): each key and value row then
+/// serves twice the query vectors, halving the cache traffic. A last odd row,
+/// and decode, run alone; decode prefetches the value rows.
+std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const int heads = int(kernel.headsPerWorkgroup());
+  const int maxSlots = 2 * heads;
+  std::string buffers, argTypes;
+  auto call = [&](int rows, bool decode) {
+    std::string scores, scoreTypes;
+    for (int k = 0; k < rows * heads; ++k) {
+      scores += fmt::format(", %scores{}", k);
+      scoreTypes += ", memref<?xf32>";
+    }
+    return fmt::format("func.call @{0}_rows{1}{2}(%q, %keys, %values, %out{3}, %t, %h0, %kv, "
+                       "%count0) : ({4}, {5}, {5}, {4}{6}, index, index, index, index) -> ()",
+                       kernel.name, rows, decode ? "_decode" : "", scores, types.query, types.kv,
+                       scoreTypes);
+  };
+  for (int k = 0; k < maxSlots; ++k)
+    buffers += fmt::format("  %scores{} = memref.alloca(%visible) : memref<?xf32>\n", k);
+  return blockFunction(kernel, types, 1, false) + blockFunction(kernel, types, 1, true) +
+         blockFunction(kernel, types, 2, false) + attentionOpening(kernel, types) +
+         fmt::format(
+             R"mlir(  %c2 = arith.constant 2 : index
+  %cHeads = arith.constant {heads} : index
   %oneRow = arith.cmpi eq, %rows, %c1 : index
-{scoreBuffers}  scf.for %g = %wgBegin to %wgEnd step %c1 {{
+{buffers}  scf.for %g = %wgBegin to %wgEnd step %c1 {{
     %t = arith.remui %g, %rows : index
     %headGroup = arith.divui %g, %rows : index
     %h0 = arith.muli %headGroup, %cHeads : index
-{heads_}    %kv64 = memref.load %map[%h0] : memref<{queryHeads}xi64>
+    %kv64 = memref.load %map[%h0] : memref<{queryHeads}xi64>
     %kv = arith.index_cast %kv64 : i64 to index
     %seen = arith.addi %cached, %t : index
-    %count = arith.addi %seen, %c1 : index
-    %steps = arith.divui %count, %cStep : index
-    %stepEnd = arith.muli %steps, %cStep : index
-    %stepMax:{heads} = scf.if %oneRow -> ({maxTypes}) {{
-      %decodeMax:{heads} = scf.for %s = %c0 to %stepEnd step %cStep iter_args({maxArgs}) -> ({maxTypes}) {{
-{decodeScores}      }}
-      scf.yield {decodeMaxima} : {maxTypes}
-    }} else {{
-      %prefillMax:{heads} = scf.for %s = %c0 to %stepEnd step %cStep iter_args({maxArgs}) -> ({maxTypes}) {{
-{pairScores}      }}
-      scf.yield {prefillMaxima} : {maxTypes}
+    %count0 = arith.addi %seen, %c1 : index
+    %parity = arith.remui %t, %c2 : index
+    %even = arith.cmpi eq, %parity, %c0 : index
+    %next = arith.addi %t, %c1 : index
+    %hasNext = arith.cmpi ult, %next, %rows : index
+    scf.if %even {{
+      scf.if %hasNext {{
+        {pair}
+      }} else {{
+        scf.if %oneRow {{
+          {decode}
+        }} else {{
+          {single}
+        }}
+      }}
     }}
-    %lastMax:{heads} = scf.for %s = %stepEnd to %count step %c1 iter_args({lastArgs}) -> ({maxTypes}) {{
-{singleScores}    }}
-    %chunks = arith.divui %count, %c16 : index
-    %vectorEnd = arith.muli %chunks, %c16 : index
-{softmaxes}    %sums:{accumulators} = scf.for %s = %c0 to %count step %c1 iter_args({sumArgs}) -> ({sumTypes}) {{
-{valueBody}      scf.yield {sumYields} : {sumTypes}
-    }}
-{inverses}{valueStores}  }}
+  }}
   return
 }}
 )mlir",
-             fmt::arg("positions", kPositionsPerStep), fmt::arg("heads", heads),
-             fmt::arg("workgroupsPerRow", kernel.workgroupsPerRow()),
-             fmt::arg("queryHeads", kernel.queryHeads),
-             fmt::arg("scoreBuffers", perHead([](int p) {
-                        return fmt::format(
-                            "  %scores{} = memref.alloca(%visible) : memref<?xf32>\n", p);
-                      })),
-             fmt::arg("heads_", perHead([](int p) {
-                        return p == 0
-                                   ? std::string()
-                                   : fmt::format("    %hOff{0} = arith.constant {0} : index\n"
-                                                 "    %h{0} = arith.addi %h0, %hOff{0} : index\n",
-                                                 p);
-                      })),
-             fmt::arg("maxArgs",
-                      listOf(heads, [](int p) { return fmt::format("%m{} = %lowest", p); })),
-             fmt::arg("lastArgs",
-                      listOf(heads, [](int p) { return fmt::format("%m{0} = %stepMax#{0}", p); })),
-             fmt::arg("maxTypes", maxTypes),
-             fmt::arg("pairScores", scoreStep(heads, kPositionsPerStep, types, "p")),
-             fmt::arg("decodeScores", scoreStep(heads, kPositionsPerStep, types, "d", true)),
-             fmt::arg("decodeMaxima",
-                      listOf(heads, [](int p) { return fmt::format("%decodeMax#{}", p); })),
-             fmt::arg("prefillMaxima",
-                      listOf(heads, [](int p) { return fmt::format("%prefillMax#{}", p); })),
-             fmt::arg("singleScores", scoreStep(heads, 1, types, "s")),
-             fmt::arg("softmaxes",
-                      perHead([](int p) { return softmax(p, fmt::format("%lastMax#{}", p)); })),
-             fmt::arg("accumulators", accumulators),
-             fmt::arg("sumArgs",
-                      listOf(accumulators, [](int a) { return fmt::format("%b{} = %zeroV", a); })),
-             fmt::arg("sumTypes", vectorTypes(accumulators)), fmt::arg("valueBody", valueBody),
-             fmt::arg("sumYields",
-                      listOf(accumulators, [](int a) { return fmt::format("%u{}", a); })),
-             fmt::arg(
-                 "inverses", perHead([](int p) {
-                   return fmt::format(
-                       "    %inverseV{0} = vector.broadcast %inverse{0} : f32 to vector<16xf32>\n",
-                       p);
-                 })),
-             fmt::arg("valueStores", valueStores));
+             fmt::arg("heads", heads), fmt::arg("buffers", buffers),
+             fmt::arg("queryHeads", kernel.queryHeads), fmt::arg("pair", call(2, false)),
+             fmt::arg("decode", call(1, true)), fmt::arg("single", call(1, false)));
 }
 
 /// One query head per workgroup, one feature at a time: head sizes that are
