@@ -167,7 +167,7 @@ void Model::State::foldGainInto(const WeightData &matrix, const WeightData &gain
   if (columns == 0 || matrix.elements % columns != 0 || folded.elements != matrix.elements)
     throw ManifestError(fmt::format("fold_gain: a gain of {} does not divide a matrix of {}",
                                     columns, matrix.elements));
-  // Row by row, so the f32 copy of a 151936-row lm_head never exists at once.
+  // Row by row: an f32 copy of the whole matrix never exists.
   const size_t inSize = dtypeSize(matrix.dtype), outSize = dtypeSize(folded.dtype);
   folded.owned.resize(size_t(folded.elements) * outSize);
   pool->parallelFor(matrix.elements / columns, [&](int64_t begin, int64_t end) {
