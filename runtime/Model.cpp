@@ -93,6 +93,19 @@ Binding parseBinding(const nlohmann::json &j) {
   return binding;
 }
 
+/// The KV cache's element type (manifest kv_cache_dtype: f32, the default
+/// for artifacts that do not say, or bf16).
+DType kvCacheDType(const nlohmann::json &manifest) {
+  auto it = manifest.find("kv_cache_dtype");
+  if (it == manifest.end())
+    return DType::F32;
+  if (*it == "f32")
+    return DType::F32;
+  if (*it == "bf16")
+    return DType::BF16;
+  throw ManifestError("kv_cache_dtype: expected \"f32\" or \"bf16\", found " + it->dump());
+}
+
 std::vector<float> widen(const WeightData &weight) {
   std::vector<float> values(size_t(weight.elements));
   convertToF32(weight.dtype, weight.data, values.data(), values.size());
@@ -111,11 +124,11 @@ struct Model::State {
   std::vector<Step> steps;
   std::vector<int64_t> rowBytes;        // per activation buffer
   std::vector<int64_t> buffers;         // driver buffers of [context] rows each
-  int64_t keyCache = 0, valueCache = 0; // [layers][kvHeads][context][headDim] f32
+  int64_t keyCache = 0, valueCache = 0; // [layers][kvHeads][context][headDim], kv_cache_dtype
   int64_t tokenBuffer = 0;              // [context] i32
   std::vector<float> logits;
   int64_t outputBuffer = 0;
-  int64_t layers = 0, kvRowFloats = 0, vocab = 0, context = 0, position = 0;
+  int64_t layers = 0, kvRowBytes = 0, vocab = 0, context = 0, position = 0;
   int64_t decodeBytes = 0;
   bool profiling = false;
   std::vector<KernelProfile> stepProfiles; // parallel to steps while profiling
@@ -332,7 +345,7 @@ void Model::State::buildSchedule() {
 void Model::State::runStep(const Step &step, int64_t rows, int64_t startPos, int64_t firstRow) {
   std::vector<BufferRange> ranges;
   std::vector<int64_t> scalars = {rows - firstRow, startPos + rows, context};
-  const int64_t cacheLayerBytes = context * kvRowFloats * 4; // [kvHeads][context][headDim]
+  const int64_t cacheLayerBytes = context * kvRowBytes; // [kvHeads][context][headDim]
   auto bind = [&](const Binding &b) {
     switch (b.kind) {
     case Binding::Kind::Buffer:
@@ -403,8 +416,9 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
     s.driver = createDriver(*s.artifact, artifactPath, *s.pool);
     const nlohmann::json &config = s.artifact->manifest().at("config");
     s.layers = config.at("num_hidden_layers").get<int64_t>();
-    s.kvRowFloats =
-        config.at("num_key_value_heads").get<int64_t>() * config.at("head_dim").get<int64_t>();
+    s.kvRowBytes = config.at("num_key_value_heads").get<int64_t>() *
+                   config.at("head_dim").get<int64_t>() *
+                   int64_t(dtypeSize(kvCacheDType(s.artifact->manifest())));
     s.vocab = config.at("vocab_size").get<int64_t>();
     const int64_t maxPositions = config.at("max_position_embeddings").get<int64_t>();
     s.context =
@@ -414,8 +428,8 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
     s.buildSchedule();
     for (int64_t bytes : s.rowBytes)
       s.buffers.push_back(s.driver->allocate(s.context * bytes));
-    s.keyCache = s.driver->allocate(s.layers * s.context * s.kvRowFloats * 4);
-    s.valueCache = s.driver->allocate(s.layers * s.context * s.kvRowFloats * 4);
+    s.keyCache = s.driver->allocate(s.layers * s.context * s.kvRowBytes);
+    s.valueCache = s.driver->allocate(s.layers * s.context * s.kvRowBytes);
     s.tokenBuffer = s.driver->allocate(s.context * 4);
     s.decodeBytes = s.artifact->manifest().value("decode_bytes_per_token", int64_t(0));
   } catch (const ManifestError &e) {

@@ -318,8 +318,19 @@ def lm_head_weight(W, c):
     return W["lm_head.weight"]
 
 
-def forward(W, c, tokens, variant="correct"):
-    """tokens: list of ints -> float64 logits [T, vocab]."""
+def cached(a, kv_cache):
+    """Keys or values as a KV cache of that type holds them: f32, or bf16
+    (rounded to nearest even from their f32 value)."""
+    a32 = a.astype(np.float32)
+    if kv_cache == "bf16":
+        return bf16_bits_to_f64(f32_to_bf16_bits(a32))
+    return a32.astype(np.float64)
+
+
+def forward(W, c, tokens, variant="correct", kv_cache=None):
+    """tokens: list of ints -> float64 logits [T, vocab]. kv_cache (f32 or
+    bf16) rounds the keys and values as a cache of that type would; None
+    keeps them in float64."""
     tokens = np.asarray(tokens, dtype=np.int64)
     assert tokens.ndim == 1 and len(tokens) >= 1
     assert np.all((tokens >= 0) & (tokens < c.vocab))
@@ -343,6 +354,8 @@ def forward(W, c, tokens, variant="correct"):
         else:
             q = rope(rms_norm(q, qn, c.eps, variant), pos, c.theta, variant)
             k = rope(rms_norm(k, kn, c.eps, variant), pos, c.theta, variant)
+        if kv_cache is not None:
+            k, v = cached(k, kv_cache), cached(v, kv_cache)
         out = np.zeros((T, nh, hd))
         for hq in range(nh):
             kvh = (hq % nkv) if variant == "kv-head-modulo" else (hq // group)
@@ -381,12 +394,12 @@ def load_model(model_dir):
     return c, W
 
 
-def greedy(W, c, prompt, n, variant="correct"):
+def greedy(W, c, prompt, n, variant="correct", kv_cache=None):
     ids = list(prompt)
     new = []
     margins = []
     for _ in range(n):
-        last = forward(W, c, ids, variant)[-1]
+        last = forward(W, c, ids, variant, kv_cache)[-1]
         nxt = int(np.argmax(last))
         top2 = np.sort(last)[-2:]
         margins.append(float(top2[1] - top2[0]))
@@ -398,11 +411,11 @@ def greedy(W, c, prompt, n, variant="correct"):
 def cmd_logits(a):
     c, W = load_model(a.model)
     tokens = [int(t) for t in a.tokens.split(",") if t.strip() != ""]
-    logits = forward(W, c, tokens, a.variant)
+    logits = forward(W, c, tokens, a.variant, a.kv_cache)
     if a.o:
         np.save(a.o, logits.astype(np.float32))
     if a.greedy:
-        new, margins = greedy(W, c, tokens, a.greedy, a.variant)
+        new, margins = greedy(W, c, tokens, a.greedy, a.variant, a.kv_cache)
         print("ids: " + " ".join(str(t) for t in new))
         if a.margins:
             print("min top1-top2 margin: %.6g" % min(margins), file=sys.stderr)
@@ -432,6 +445,9 @@ def main(argv=None):
     l.add_argument("-o", help="output .npy (float32 [T, vocab])")
     l.add_argument("--variant", choices=VARIANTS, default="correct")
     l.add_argument("--greedy", type=int, default=0)
+    l.add_argument("--kv-cache", choices=("f32", "bf16"), default=None,
+                   help="round keys and values as a KV cache of this type holds them "
+                        "(default: keep them in float64)")
     l.add_argument("--margins", action="store_true",
                    help="with --greedy: print the smallest top1-top2 gap to stderr")
     l.add_argument("--min-margin", type=float, default=0.0,

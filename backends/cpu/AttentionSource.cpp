@@ -42,12 +42,15 @@ constexpr int kPositionsPerStep = 2; // of the vector score loop
 
 struct AttentionTypes {
   std::string query, kv;
+  WeightStorage cache; // the keys' and values' element type
 };
 
 AttentionTypes typesOf(const AttentionKernel &kernel) {
   // One layer of the cache: [kvHeads][capacity][D], each head's positions contiguous.
-  return {fmt::format("memref<?x{}x{}xf32>", kernel.queryHeads, kernel.headDim),
-          fmt::format("memref<{}x?x{}xf32>", kernel.kvHeads, kernel.headDim)};
+  return {
+      fmt::format("memref<?x{}x{}xf32>", kernel.queryHeads, kernel.headDim),
+      fmt::format("memref<{}x?x{}x{}>", kernel.kvHeads, kernel.headDim, storageType(kernel.cache)),
+      kernel.cache};
 }
 
 /// The kernel's signature, constants and views (%q, %keys, %values, %out,
@@ -149,9 +152,10 @@ std::string scoreLoop(const std::vector<Slot> &slots, int positions, const Atten
                            "      %{0}_{1} = arith.addi %{0}, %{0}_c{1} : index\n",
                            iv, j);
   for (int j = 0; j < positions; ++j) {
-    body +=
-        fmt::format("        %{0}_k{1} = vector.load %keys[%kv, {2}, %i] : {3}, vector<16xf32>\n",
-                    iv, j, position(j), types.kv);
+    body += "        " +
+            vectorWidenedLoad(types.cache, fmt::format("%{}_k{}", iv, j), "%keys",
+                              fmt::format("%kv, {}, %i", position(j)), types.kv) +
+            "\n";
     if (prefetchValues)
       body += fmt::format(
           "        memref.prefetch %values[%kv, {}, %i], read, locality<2>, data : {}\n",
@@ -235,10 +239,11 @@ std::string valueLoop(const std::vector<Slot> &slots, const std::vector<int64_t>
                       const std::string &from, const std::string &to, Initial initial) {
   std::string body, iterArgs, yields;
   for (int64_t c : columns)
-    body += fmt::format("      %{0}_off{1} = arith.constant {2} : index\n"
-                        "      %{0}_v{1} = vector.load %values[%kv, %{0}, %{0}_off{1}] : {3}, "
-                        "vector<16xf32>\n",
-                        iv, c, c * kLanes, types.kv);
+    body +=
+        fmt::format("      %{0}_off{1} = arith.constant {2} : index\n      ", iv, c, c * kLanes) +
+        vectorWidenedLoad(types.cache, fmt::format("%{}_v{}", iv, c), "%values",
+                          fmt::format("%kv, %{0}, %{0}_off{1}", iv, c), types.kv) +
+        "\n";
   int n = 0;
   for (const Slot &slot : slots) {
     body += fmt::format("      %{0}_p{1} = memref.load %scores{1}[%{0}] : memref<?xf32>\n"
@@ -446,7 +451,7 @@ std::string scalarAttention(const AttentionKernel &kernel, const AttentionTypes 
     %max0 = scf.for %s = %c0 to %count step %c1 iter_args(%m = %lowest) -> (f32) {{
       %dot = scf.for %i = %c0 to %cD step %c1 iter_args(%a = %zero) -> (f32) {{
         %qv = memref.load %q[%t, %h, %i] : {queryType}
-        %kv_ = memref.load %keys[%kv, %s, %i] : {kvType}
+        {loadKey}
         %r = math.fma %qv, %kv_, %a : f32
         scf.yield %r : f32
       }}
@@ -463,7 +468,7 @@ std::string scalarAttention(const AttentionKernel &kernel, const AttentionTypes 
     scf.for %s = %c0 to %count step %c1 {{
       %p = memref.load %scores0[%s] : memref<?xf32>
       scf.for %i = %c0 to %cD step %c1 {{
-        %v = memref.load %values[%kv, %s, %i] : {kvType}
+        {loadValue}
         %a = memref.load %acc[%i] : {accType}
         %r = math.fma %p, %v, %a : f32
         memref.store %r, %acc[%i] : {accType}
@@ -480,7 +485,11 @@ std::string scalarAttention(const AttentionKernel &kernel, const AttentionTypes 
 )mlir",
              fmt::arg("queryHeads", kernel.queryHeads), fmt::arg("accType", accType),
              fmt::arg("queryType", types.query), fmt::arg("kvType", types.kv),
-             fmt::arg("softmax", softmax(0, "%max0")));
+             fmt::arg("softmax", softmax(0, "%max0")),
+             fmt::arg("loadKey",
+                      widenedLoad(types.cache, "%kv_", "%keys", "%kv, %s, %i", types.kv)),
+             fmt::arg("loadValue",
+                      widenedLoad(types.cache, "%v", "%values", "%kv, %s, %i", types.kv)));
 }
 
 } // namespace

@@ -177,7 +177,7 @@ CpuKernel fusedLinearKernel(FusedLinearKernel kernel, PrefillMatmul prefillMatmu
 
 /// `unfolded` describes the kernel's weight when it reads it unfolded.
 CpuKernel cpuKernelFor(func::FuncOp kernel, std::optional<UnfoldedWeight> unfolded,
-                       PrefillMatmul prefillMatmul) {
+                       PrefillMatmul prefillMatmul, WeightStorage kvCache) {
   const std::string name = kernel.getSymName().str();
   Operation *anchor = anchorOf(kernel);
   if (auto fused = dyn_cast<FusedLinearOp>(anchor)) {
@@ -206,13 +206,15 @@ CpuKernel cpuKernelFor(func::FuncOp kernel, std::optional<UnfoldedWeight> unfold
                               cache.getHeadDim(),
                               storageOf(fused.getQGain()),
                               fused.getEps().convertToDouble(),
-                              fused.getTheta().convertToDouble()};
+                              fused.getTheta().convertToDouble(),
+                              kvCache};
     return {qkNormRopeCacheSource(cpu), {{"kind", "rows_times"}, {"factor", cpu.queryHeads}}};
   }
   if (auto attention = dyn_cast<AttentionOp>(anchor)) {
     auto query = shapeOf(attention.getQuery());
     AttentionKernel cpu{name,     query[1], shapeOf(attention.getKeys())[1],
-                        query[2], {},       attention.getScale().convertToDouble()};
+                        query[2], {},       attention.getScale().convertToDouble(),
+                        kvCache};
     for (int64_t h = 0; h < cpu.queryHeads; ++h)
       cpu.kvHeadMap.push_back(attention.kvHeadFor(h));
     // Row t of a causal prefill reads t + 1 positions, so equal halves of the
@@ -444,6 +446,18 @@ json bufferPlanJson(ModuleOp module) {
 
 } // namespace
 
+const char *kvCacheName(WeightStorage cache) {
+  return cache == WeightStorage::BF16 ? "bf16" : "f32";
+}
+
+std::optional<WeightStorage> parseKvCache(const std::string &name) {
+  if (name == "f32")
+    return WeightStorage::F32;
+  if (name == "bf16")
+    return WeightStorage::BF16;
+  return std::nullopt;
+}
+
 const char *prefillMatmulName(PrefillMatmul matmul) {
   switch (matmul) {
   case PrefillMatmul::F32:
@@ -512,7 +526,7 @@ CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target,
     std::optional<UnfoldedWeight> unfolded;
     if (prologueGain.count(name))
       unfolded = unfold(exampleDispatch.at(name).getOperand(1));
-    CpuKernel cpu = cpuKernelFor(kernel, unfolded, prefillMatmul);
+    CpuKernel cpu = cpuKernelFor(kernel, unfolded, prefillMatmul, options.kvCache);
     compiled.kernelSource += cpu.source;
     json entry = {{"name", name}, {"grid", cpu.grid}};
     if (cpu.columnBlocks) {
@@ -546,6 +560,7 @@ CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target,
         {"required_features", target.requiredFeatures},
         {"prefill_matmul", prefillMatmulName(prefillMatmul)}}},
       {"config", configJson(module)},
+      {"kv_cache_dtype", kvCacheName(options.kvCache)},
       {"kernels", kernels},
       {"weights", weights},
       {"buffers", bufferPlanJson(module)},

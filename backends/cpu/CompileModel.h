@@ -26,7 +26,14 @@ struct CpuCompileOptions {
   /// How prefill multiplies bf16 weights (FusedLinearKernel::prefillMatmul);
   /// unset: the fastest the target has (resolvePrefillMatmul).
   std::optional<PrefillMatmul> prefillMatmul;
+  /// The KV cache's element type: F32 (exact), or BF16 (half the memory and
+  /// the attention reads; keys and values rounded to nearest even).
+  WeightStorage kvCache = WeightStorage::F32;
 };
+
+/// "f32", "bf16": the spelling of --kv-cache and the manifest's kv_cache_dtype.
+const char *kvCacheName(WeightStorage cache);
+std::optional<WeightStorage> parseKvCache(const std::string &name);
 
 /// `requested`, checked against the target's features (std::invalid_argument
 /// naming the missing one), or without a request: Amx where the target has

@@ -76,12 +76,14 @@ struct EmbeddingKernel {
 std::string embeddingSource(const EmbeddingKernel &kernel);
 
 /// q3.qk_norm_rope_cache. The K and V caches are [layers][kvHeads][capacity][headDim]
-/// f32. Grid: rows x query heads; workgroup (t, h) also handles KV head h if h < kvHeads.
+/// of `cache` (F32, or BF16 rounded to nearest even). Grid: rows x query heads;
+/// workgroup (t, h) also handles KV head h if h < kvHeads.
 struct QKNormRopeCacheKernel {
   std::string name;
   int64_t queryHeads = 0, kvHeads = 0, headDim = 0;
   WeightStorage gains = WeightStorage::F32;
   double eps = 1e-6, theta = 10000.0;
+  WeightStorage cache = WeightStorage::F32;
 };
 /// `@q3k_<name>(qkv, q_gain, k_gain, k_cache, v_cache, query, rows, visible, capacity,
 /// layer, start_pos, wgBegin, wgEnd)`.
@@ -97,6 +99,7 @@ struct AttentionKernel {
   int64_t queryHeads = 0, kvHeads = 0, headDim = 0;
   std::vector<int64_t> kvHeadMap; // query head -> KV head
   double scale = 1.0;
+  WeightStorage cache = WeightStorage::F32; // of the keys and values (F32 or BF16)
   /// 2 when head_dim is a multiple of 16 and query heads 2i and 2i + 1
   /// always share their KV head (Qwen3's GQA with an even ratio), else 1.
   int64_t headsPerWorkgroup() const;

@@ -30,6 +30,11 @@ std::string vectorWidenedLoad(WeightStorage storage, const std::string &result,
                               const std::string &memref, const std::string &indices,
                               const std::string &type);
 
+/// `func.func private @<name>`: f32 (vector<16xf32> with `vector`, else one
+/// f32) to bf16 bits (i16), rounded to nearest even; a NaN stays a quiet NaN.
+/// The same rounding as runtime::floatToBf16.
+std::string bf16RoundingFunction(const std::string &name, bool vector);
+
 /// Loads weights [row, column .. column + 16) as vector<16xf32> into %wf<suffix>.
 std::string vectorWeightLoad(const FusedLinearKernel &kernel, const std::string &weightType,
                              const std::string &suffix = "", const std::string &column = "%k",

@@ -32,8 +32,10 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel) {
   const std::string qkvType = fmt::format("memref<?x{}xf32>", width);
   const std::string gainType = fmt::format("memref<{}x{}>", d, storageType(kernel.gains));
   const std::string queryType = fmt::format("memref<?x{}x{}xf32>", kernel.queryHeads, d);
-  // [layers][kvHeads][capacity] rows of D floats, viewed as one list of rows.
-  const std::string cacheType = fmt::format("memref<?x{}xf32>", d);
+  // [layers][kvHeads][capacity] rows of D elements, viewed as one list of rows.
+  const bool bf16Cache = kernel.cache == WeightStorage::BF16;
+  const std::string cacheElement = bf16Cache ? "i16" : "f32";
+  const std::string cacheType = fmt::format("memref<?x{}x{}>", d, cacheElement);
   const std::string scratchType = fmt::format("memref<{}xf32>", d);
   const std::string angleType = fmt::format("memref<{}xf64>", d / 2);
   // 16 lanes when both halves of a head are whole vectors (head_dim 128:
@@ -55,8 +57,16 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel) {
                                  indices, type, element)
                    : fmt::format("memref.store {}, {}[{}] : {}", value, memref, indices, type);
   };
+  // A key or value row into the cache: as it is, or rounded to bf16 bits.
+  auto storeCached = [&](const std::string &value, const std::string &memref) {
+    if (!bf16Cache)
+      return store(value, memref, "%row, %i", cacheType, "f32");
+    return fmt::format("{0}h = func.call @{1}_to_bf16({0}) : ({2}) -> {3}\n        ", value,
+                       kernel.name, f32Type, vectors ? "vector<16xi16>" : "i16") +
+           store(value + "h", memref, "%row, %i", cacheType, "i16");
+  };
   return fmt::format(
-      R"mlir(
+      R"mlir({rounding}
 // theta^(-2i/D), the rotary frequencies, in f64: computed by the compiler
 // with the same libm pow the kernel called per row before.
 memref.global "private" constant @{name}_frequencies : {angleType} = dense<[{frequencies}]>
@@ -201,7 +211,9 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
       fmt::arg("half", d / 2), fmt::arg("dFloat", double(d)), fmt::arg("eps", kernel.eps),
       fmt::arg("frequencies", fmt::join(ropeFrequencies(kernel), ", ")),
       fmt::arg("queryHeads", kernel.queryHeads), fmt::arg("kvHeads", kernel.kvHeads),
-      fmt::arg("cacheRowBytes", d * 4),
+      fmt::arg("cacheRowBytes", d * (bf16Cache ? 2 : 4)),
+      fmt::arg("rounding",
+               bf16Cache ? bf16RoundingFunction(kernel.name + "_to_bf16", vectors) : std::string()),
       fmt::arg("gainLoad", vectors ? vectorWidenedLoad(kernel.gains, "%g", "%gain", "%i", gainType)
                                    : widenedLoad(kernel.gains, "%g", "%gain", "%i", gainType)),
       fmt::arg("lanes", lanes), fmt::arg("f32Type", f32Type), fmt::arg("f64Type", f64Type),
@@ -223,8 +235,8 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
       fmt::arg("storeB", store("%rb32", "%out", "%j", scratchType, "f32")),
       fmt::arg("loadScratch", load("%scratch", "%i", scratchType, "f32")),
       fmt::arg("storeQuery", store("%v", "%query", "%t, %h, %i", queryType, "f32")),
-      fmt::arg("storeKey", store("%k", "%kCache", "%row, %i", cacheType, "f32")),
-      fmt::arg("storeValue", store("%v", "%vCache", "%row, %i", cacheType, "f32")));
+      fmt::arg("storeKey", storeCached("%k", "%kCache")),
+      fmt::arg("storeValue", storeCached("%v", "%vCache")));
 }
 
 } // namespace q3::cpu

@@ -372,13 +372,31 @@ TEST(EmbeddingKernel, CopiesWidenedRows) {
       ASSERT_EQ(out[t * 24 + k], table[tokens[t] * 24 + k]) << t << "," << k;
 }
 
+/// The cache as the kernel stores it (f32, or bf16 bits) read back as f32.
+std::vector<float> cacheAsF32(const std::vector<uint8_t> &stored, WeightStorage cache) {
+  const runtime::DType type = runtimeType(cache);
+  std::vector<float> values(stored.size() / runtime::dtypeSize(type));
+  runtime::convertToF32(type, stored.data(), values.data(), values.size());
+  return values;
+}
+
+/// Each value rounded to `cache` and back, as a cache of that type holds it.
+std::vector<float> roundedTo(std::vector<float> values, WeightStorage cache) {
+  const runtime::DType type = runtimeType(cache);
+  std::vector<uint8_t> stored(values.size() * runtime::dtypeSize(type));
+  runtime::convertFromF32(type, values.data(), stored.data(), values.size());
+  return cacheAsF32(stored, cache);
+}
+
 /// The q/k-norm + RoPE + cache kernel of head_dim `d` (8: one element at a
-/// time; 32 and 128: 16 lanes) with gains stored as `gains`.
-void checkQKNormRope(int64_t d, WeightStorage gains) {
-  SCOPED_TRACE(::testing::Message() << "head_dim " << d);
+/// time; 32 and 128: 16 lanes) with gains stored as `gains`, writing a cache
+/// of `cache`.
+void checkQKNormRope(int64_t d, WeightStorage gains, WeightStorage cache = WeightStorage::F32) {
+  SCOPED_TRACE(::testing::Message()
+               << "head_dim " << d << ", cache " << runtime::dtypeName(runtimeType(cache)));
   const int64_t qHeads = 4, kvHeads = 2, rows = 3, layers = 3, capacity = 16;
   const int64_t layer = 1, startPos = 5;
-  cpu::QKNormRopeCacheKernel kernel{"qkrope", qHeads, kvHeads, d, gains, 1e-6, 1e4};
+  cpu::QKNormRopeCacheKernel kernel{"qkrope", qHeads, kvHeads, d, gains, 1e-6, 1e4, cache};
   LoadedKernel loaded = compileForHost(cpu::qkNormRopeCacheSource(kernel), "qkrope");
   std::mt19937 rng(2);
   const int64_t width = (qHeads + 2 * kvHeads) * d;
@@ -391,13 +409,15 @@ void checkQKNormRope(int64_t d, WeightStorage gains) {
   runtime::convertFromF32(gainType, kGain.data(), kGainStored.data(), d);
   runtime::convertToF32(gainType, qGainStored.data(), qGain.data(), d);
   runtime::convertToF32(gainType, kGainStored.data(), kGain.data(), d);
-  std::vector<float> kCache(layers * capacity * kvHeads * d, 0.0f), vCache = kCache;
+  const size_t cacheBytes =
+      size_t(layers * capacity * kvHeads * d) * runtime::dtypeSize(runtimeType(cache));
+  std::vector<uint8_t> kStored(cacheBytes, 0), vStored(cacheBytes, 0);
   std::vector<float> query(rows * qHeads * d, NAN);
-  void *buffers[] = {qkv.data(),    qGainStored.data(), kGainStored.data(),
-                     kCache.data(), vCache.data(),      query.data()};
+  void *buffers[] = {qkv.data(),     qGainStored.data(), kGainStored.data(),
+                     kStored.data(), vStored.data(),     query.data()};
   const int64_t bytes[] = {int64_t(qkv.size() * 4),     int64_t(qGainStored.size()),
-                           int64_t(kGainStored.size()), int64_t(kCache.size() * 4),
-                           int64_t(vCache.size() * 4),  int64_t(query.size() * 4)};
+                           int64_t(kGainStored.size()), int64_t(kStored.size()),
+                           int64_t(vStored.size()),     int64_t(query.size() * 4)};
   const int64_t scalars[] = {rows, startPos + rows, capacity, layer, startPos};
   loaded.entry(buffers, bytes, scalars, 0, rows * qHeads);
 
@@ -416,6 +436,7 @@ void checkQKNormRope(int64_t d, WeightStorage gains) {
   EXPECT_LE(maxRelativeDiff(query, q), 1e-6);
   // The cache is [layers][kvHeads][capacity][d]: head kv of row t lands at
   // position startPos + t of that head's run.
+  const std::vector<float> kCache = cacheAsF32(kStored, cache), vCache = cacheAsF32(vStored, cache);
   std::vector<float> expectedK(kCache.size(), 0.0f), expectedV(vCache.size(), 0.0f);
   for (int64_t t = 0; t < rows; ++t)
     for (int64_t kv = 0; kv < kvHeads; ++kv) {
@@ -423,8 +444,15 @@ void checkQKNormRope(int64_t d, WeightStorage gains) {
       std::copy_n(k.begin() + (t * kvHeads + kv) * d, d, expectedK.begin() + at);
       std::copy_n(v.begin() + (t * kvHeads + kv) * d, d, expectedV.begin() + at);
     }
-  EXPECT_LE(maxRelativeDiff(kCache, expectedK), 1e-6) << "keys, or rows outside the step touched";
-  EXPECT_EQ(vCache, expectedV) << "values are copied unchanged into the cache";
+  if (cache == WeightStorage::F32) {
+    EXPECT_LE(maxRelativeDiff(kCache, expectedK), 1e-6) << "keys, or rows outside the step touched";
+  } else {
+    // bf16 keys: the kernel's f32 key, within 1e-6, rounded to nearest even;
+    // so within one bf16 step (2^-8 relative) of the rounded reference.
+    EXPECT_LE(maxRelativeDiff(kCache, roundedTo(expectedK, cache)), 1.0 / 256);
+  }
+  EXPECT_EQ(vCache, roundedTo(expectedV, cache))
+      << "values are copied into the cache, rounded to its type to nearest even";
 }
 
 TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
@@ -432,6 +460,8 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
   checkQKNormRope(32, WeightStorage::F32);
   checkQKNormRope(128, WeightStorage::BF16); // Qwen3's head_dim and gain dtype
   checkQKNormRope(128, WeightStorage::F16);
+  checkQKNormRope(8, WeightStorage::BF16, WeightStorage::BF16);
+  checkQKNormRope(128, WeightStorage::BF16, WeightStorage::BF16);
 }
 
 /// Runs an attention kernel of head_dim `d` (12: scalar path, 32 and 128:
@@ -440,17 +470,19 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
 /// to KV heads, for the last `rows` positions (1: a decode step, whose score
 /// loop also prefetches the value rows).
 void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {0, 0, 0, 1, 1, 1},
-                    int64_t rows = 3) {
+                    int64_t rows = 3, WeightStorage cache = WeightStorage::F32) {
   const int64_t qHeads = int64_t(map.size()), capacity = 48;
   const int64_t kvHeads = *std::max_element(map.begin(), map.end()) + 1;
-  cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(double(d))};
+  cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(double(d)), cache};
   LoadedKernel loaded = compileForHost(cpu::attentionSource(kernel), "attn");
   std::mt19937 rng(3);
   std::vector<float> q = randomValues(rows * qHeads * d, rng, 2.0f);
   // The reference reads [visible][kvHeads][d]; the kernel one layer of the
   // cache, [kvHeads][capacity][d], with garbage past the visible positions.
-  std::vector<float> keys = randomValues(visible * kvHeads * d, rng, 2.0f);
-  std::vector<float> values = randomValues(visible * kvHeads * d, rng);
+  // A bf16 cache holds the keys and values rounded; the reference reads the
+  // same rounded values.
+  std::vector<float> keys = roundedTo(randomValues(visible * kvHeads * d, rng, 2.0f), cache);
+  std::vector<float> values = roundedTo(randomValues(visible * kvHeads * d, rng), cache);
   std::vector<float> keyCache(kvHeads * capacity * d, NAN), valueCache = keyCache;
   for (int64_t s = 0; s < visible; ++s)
     for (int64_t kv = 0; kv < kvHeads; ++kv) {
@@ -459,10 +491,15 @@ void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {
       std::copy_n(values.begin() + (s * kvHeads + kv) * d, d,
                   valueCache.begin() + (kv * capacity + s) * d);
     }
+  const runtime::DType cacheType = runtimeType(cache);
+  std::vector<uint8_t> keysStored(keyCache.size() * runtime::dtypeSize(cacheType));
+  std::vector<uint8_t> valuesStored(keysStored.size());
+  runtime::convertFromF32(cacheType, keyCache.data(), keysStored.data(), keyCache.size());
+  runtime::convertFromF32(cacheType, valueCache.data(), valuesStored.data(), valueCache.size());
   std::vector<float> out(q.size(), NAN), expected(q.size());
-  void *buffers[] = {q.data(), keyCache.data(), valueCache.data(), out.data()};
-  const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(keyCache.size() * 4),
-                           int64_t(valueCache.size() * 4), int64_t(out.size() * 4)};
+  void *buffers[] = {q.data(), keysStored.data(), valuesStored.data(), out.data()};
+  const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(keysStored.size()),
+                           int64_t(valuesStored.size()), int64_t(out.size() * 4)};
   const int64_t scalars[] = {rows, visible, capacity};
   // Two calls over disjoint workgroup ranges, as two threads would run it.
   const int64_t workgroups = rows * kernel.workgroupsPerRow(), split = workgroups / 2 + 1;
@@ -487,6 +524,13 @@ TEST(AttentionKernel, DecodesOneRowOverTheCache) {
   for (int64_t visible : {1, 2, 3, 17, 40})
     for (int64_t d : {12, 32, 128})
       checkAttention(d, visible, {0, 0, 1, 1}, 1);
+}
+
+// --kv-cache=bf16: keys and values are read as bf16 and widened exactly.
+TEST(AttentionKernel, ReadsABf16Cache) {
+  for (int64_t rows : {1, 3})
+    for (int64_t d : {12, 128})
+      checkAttention(d, 33, {0, 0, 1, 1}, rows, WeightStorage::BF16);
 }
 
 // Query heads 2i and 2i + 1 on one KV head run in one workgroup; other maps

@@ -76,6 +76,12 @@ cl::opt<std::string> compilePrefillMatmul(
              "or amx. The bf16 ones round activations to bf16: logits then differ from f32 by "
              "up to ~1%"),
     cl::value_desc("auto|f32|avx512bf16|amx"), cl::cat(q3Category));
+cl::opt<std::string> compileKvCache(
+    "kv-cache", cl::sub(compileCommand), cl::init("f32"),
+    cl::desc("Element type of the KV cache: f32 (default, exact) or bf16 (half the memory and "
+             "the attention reads; keys and values rounded to bf16, so logits differ from f32 "
+             "by up to ~1%)"),
+    cl::value_desc("f32|bf16"), cl::cat(q3Category));
 cl::opt<std::string> compileOutput("o", cl::sub(compileCommand), cl::Required,
                                    cl::desc("The artifact to write"), cl::value_desc("file.q3"),
                                    cl::cat(q3Category));

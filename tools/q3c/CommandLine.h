@@ -35,6 +35,7 @@ extern llvm::cl::opt<std::string> compileModel;
 extern llvm::cl::opt<std::string> compileTarget;
 extern llvm::cl::opt<std::string> compileCpu;
 extern llvm::cl::opt<std::string> compilePrefillMatmul;
+extern llvm::cl::opt<std::string> compileKvCache;
 extern llvm::cl::opt<std::string> compileOutput;
 
 // Pipeline flags shared by dump, eval and compile.

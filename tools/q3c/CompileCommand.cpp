@@ -41,6 +41,10 @@ int runCompile() {
       throw std::invalid_argument("--prefill-matmul: expected auto, f32, avx512bf16 or amx, got '" +
                                   compilePrefillMatmul + "'");
   }
+  std::optional<cpu::WeightStorage> kvCache = cpu::parseKvCache(compileKvCache);
+  if (!kvCache)
+    throw std::invalid_argument("--kv-cache: expected f32 or bf16, got '" + compileKvCache + "'");
+  options.kvCache = *kvCache;
   cpu::CompiledModel compiled = cpu::compileForCpu(*module, target, options);
   cpu::writeCpuArtifact(compileOutput, compiled);
   const double seconds =
@@ -48,7 +52,8 @@ int runCompile() {
   llvm::outs() << "compiled " << compiled.manifest["kernels"].size() << " kernels, "
                << compiled.manifest["schedule"].size() << " dispatches for " << target.name << " ("
                << target.llvmCpu << ", prefill "
-               << compiled.manifest["target"]["prefill_matmul"].get<std::string>() << ") in "
+               << compiled.manifest["target"]["prefill_matmul"].get<std::string>() << ", kv cache "
+               << compiled.manifest["kv_cache_dtype"].get<std::string>() << ") in "
                << llvm::format("%.2f", seconds) << " s -> " << compileOutput << "\n";
   return 0;
 }
