@@ -290,23 +290,7 @@ RoundedActivations roundedActivations(const FusedLinearKernel &kernel, const Col
       fmt::arg("roundType", l.roundType), fmt::arg("pairType", l.pairType), fmt::arg("k", l.k),
       fmt::arg("vectorEnd", vectorEnd), fmt::arg("rows", rows), fmt::arg("x", x),
       fmt::arg("xType", l.xType), fmt::arg("name", kernel.name));
-  rounded.helpers = fmt::format(R"mlir(
-// f32 -> bf16 bits, rounded to nearest even.
-func.func private @{}_round_bf16(%v: vector<16xf32>) -> vector<16xi16> {{
-  %bits16 = arith.constant dense<16> : vector<16xi32>
-  %roundBias = arith.constant dense<32767> : vector<16xi32>
-  %oneBit = arith.constant dense<1> : vector<16xi32>
-  %bits = arith.bitcast %v : vector<16xf32> to vector<16xi32>
-  %high = arith.shrui %bits, %bits16 : vector<16xi32>
-  %odd = arith.andi %high, %oneBit : vector<16xi32>
-  %bias = arith.addi %roundBias, %odd : vector<16xi32>
-  %sum = arith.addi %bits, %bias : vector<16xi32>
-  %rounded = arith.shrui %sum, %bits16 : vector<16xi32>
-  %halves = arith.trunci %rounded : vector<16xi32> to vector<16xi16>
-  return %halves : vector<16xi16>
-}}
-)mlir",
-                                kernel.name);
+  rounded.helpers = bf16RoundingFunction(kernel.name + "_round_bf16", true);
   rounded.closing = "  memref.dealloc %xhRaw : memref<?xi8>\n";
   return rounded;
 }
