@@ -11,7 +11,8 @@
 // positions at a time; the value sums run in column groups of at most 16
 // accumulators. A last odd row and decode run alone (@<name>_rows1); decode
 // also prefetches each value row while it scores the key. Other head sizes
-// take a scalar template, one query head and one row per workgroup.
+// take a scalar template, one query head and one row per workgroup. A bf16
+// cache (--kv-cache=bf16) is widened exactly as it is loaded.
 //
 // Workgroup g is row g % rows of head group g / rows: head-major, so the
 // consecutive workgroups a thread runs share their keys and values, which
