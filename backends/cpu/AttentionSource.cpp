@@ -82,31 +82,20 @@ func.func @q3k_{name}(%qb: memref<?xi8>, %kb: memref<?xi8>, %vb: memref<?xi8>, %
       fmt::arg("kvType", types.kv));
 }
 
-/// exp(score - max) over %scores<p>[0, %count) in place and their sum's
-/// inverse as %inverse<p>, 16 positions at a time (exp is a polynomial of
-/// ~15 operations: scalar, it cost more than the dot products).
-std::string softmax(int p, const std::string &max) {
-  return fmt::format(R"mlir(    %maxV{0} = vector.broadcast {1} : f32 to vector<16xf32>
-    %sumV{0} = scf.for %s = %c0 to %vectorEnd step %c16 iter_args(%a = %zeroV) -> (vector<16xf32>) {{
-      %scoreV = vector.load %scores{0}[%s] : memref<?xf32>, vector<16xf32>
-      %shiftedV = arith.subf %scoreV, %maxV{0} : vector<16xf32>
-      %eV = math.exp %shiftedV : vector<16xf32>
-      vector.store %eV, %scores{0}[%s] : memref<?xf32>, vector<16xf32>
-      %r = arith.addf %a, %eV : vector<16xf32>
-      scf.yield %r : vector<16xf32>
-    }}
-    %vectorSum{0} = vector.reduction <add>, %sumV{0} : vector<16xf32> into f32
-    %total{0} = scf.for %s = %vectorEnd to %count step %c1 iter_args(%a = %vectorSum{0}) -> (f32) {{
-      %score = memref.load %scores{0}[%s] : memref<?xf32>
-      %shifted = arith.subf %score, {1} : f32
-      %e = math.exp %shifted : f32
-      memref.store %e, %scores{0}[%s] : memref<?xf32>
-      %r = arith.addf %a, %e : f32
-      scf.yield %r : f32
-    }}
-    %inverse{0} = arith.divf %one, %total{0} : f32
+/// The start of workgroup %g's body: its row %t and first query head %h0
+/// (head-major: g = head group x rows + row), the KV head %kv they read and
+/// the positions row %t sees, %count0.
+std::string workgroupPrologue(int64_t headsPerWorkgroup, int64_t queryHeads) {
+  return fmt::format(R"mlir(    %t = arith.remui %g, %rows : index
+    %headGroup = arith.divui %g, %rows : index
+    %cHeads = arith.constant {0} : index
+    %h0 = arith.muli %headGroup, %cHeads : index
+    %kv64 = memref.load %map[%h0] : memref<{1}xi64>
+    %kv = arith.index_cast %kv64 : i64 to index
+    %seen = arith.addi %cached, %t : index
+    %count0 = arith.addi %seen, %c1 : index
 )mlir",
-                     p, max);
+                     headsPerWorkgroup, queryHeads);
 }
 
 /// A comma-separated list of `count` items made by `item(i)`.
@@ -397,17 +386,9 @@ std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes 
          blockFunction(kernel, types, 2, false) + attentionOpening(kernel, types) +
          fmt::format(
              R"mlir(  %c2 = arith.constant 2 : index
-  %cHeads = arith.constant {heads} : index
   %oneRow = arith.cmpi eq, %rows, %c1 : index
 {buffers}  scf.for %g = %wgBegin to %wgEnd step %c1 {{
-    %t = arith.remui %g, %rows : index
-    %headGroup = arith.divui %g, %rows : index
-    %h0 = arith.muli %headGroup, %cHeads : index
-    %kv64 = memref.load %map[%h0] : memref<{queryHeads}xi64>
-    %kv = arith.index_cast %kv64 : i64 to index
-    %seen = arith.addi %cached, %t : index
-    %count0 = arith.addi %seen, %c1 : index
-    %parity = arith.remui %t, %c2 : index
+{prologue}    %parity = arith.remui %t, %c2 : index
     %even = arith.cmpi eq, %parity, %c0 : index
     %next = arith.addi %t, %c1 : index
     %hasNext = arith.cmpi ult, %next, %rows : index
@@ -426,9 +407,10 @@ std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes 
   return
 }}
 )mlir",
-             fmt::arg("heads", heads), fmt::arg("buffers", buffers),
-             fmt::arg("queryHeads", kernel.queryHeads), fmt::arg("pair", call(2, false)),
-             fmt::arg("decode", call(1, true)), fmt::arg("single", call(1, false)));
+             fmt::arg("buffers", buffers),
+             fmt::arg("prologue", workgroupPrologue(heads, kernel.queryHeads)),
+             fmt::arg("pair", call(2, false)), fmt::arg("decode", call(1, true)),
+             fmt::arg("single", call(1, false)));
 }
 
 /// One query head per workgroup, one feature at a time: head sizes that are
@@ -438,20 +420,13 @@ std::string scalarAttention(const AttentionKernel &kernel, const AttentionTypes 
   return attentionOpening(kernel, types) +
          fmt::format(
              R"mlir(  %c16 = arith.constant 16 : index
-  %cQueryHeads = arith.constant {queryHeads} : index
   %zeroV = arith.constant dense<0.0> : vector<16xf32>
   %scores0 = memref.alloca(%visible) : memref<?xf32>
   %acc = memref.alloca() : {accType}
   scf.for %g = %wgBegin to %wgEnd step %c1 {{
-    %t = arith.remui %g, %rows : index
-    %h = arith.divui %g, %rows : index
-    %kv64 = memref.load %map[%h] : memref<{queryHeads}xi64>
-    %kv = arith.index_cast %kv64 : i64 to index
-    %seen = arith.addi %cached, %t : index
-    %count = arith.addi %seen, %c1 : index
-    %max0 = scf.for %s = %c0 to %count step %c1 iter_args(%m = %lowest) -> (f32) {{
+{prologue}    %max0 = scf.for %s = %c0 to %count0 step %c1 iter_args(%m = %lowest) -> (f32) {{
       %dot = scf.for %i = %c0 to %cD step %c1 iter_args(%a = %zero) -> (f32) {{
-        %qv = memref.load %q[%t, %h, %i] : {queryType}
+        %qv = memref.load %q[%t, %h0, %i] : {queryType}
         {loadKey}
         %r = math.fma %qv, %kv_, %a : f32
         scf.yield %r : f32
@@ -461,12 +436,10 @@ std::string scalarAttention(const AttentionKernel &kernel, const AttentionTypes 
       %m2 = arith.maxf %m, %score : f32
       scf.yield %m2 : f32
     }}
-    %chunks = arith.divui %count, %c16 : index
-    %vectorEnd = arith.muli %chunks, %c16 : index
 {softmax}    scf.for %i = %c0 to %cD step %c1 {{
       memref.store %zero, %acc[%i] : {accType}
     }}
-    scf.for %s = %c0 to %count step %c1 {{
+    scf.for %s = %c0 to %count0 step %c1 {{
       %p = memref.load %scores0[%s] : memref<?xf32>
       scf.for %i = %c0 to %cD step %c1 {{
         {loadValue}
@@ -478,15 +451,15 @@ std::string scalarAttention(const AttentionKernel &kernel, const AttentionTypes 
     scf.for %i = %c0 to %cD step %c1 {{
       %a = memref.load %acc[%i] : {accType}
       %o = arith.mulf %a, %inverse0 : f32
-      memref.store %o, %out[%t, %h, %i] : {queryType}
+      memref.store %o, %out[%t, %h0, %i] : {queryType}
     }}
   }}
   return
 }}
 )mlir",
-             fmt::arg("queryHeads", kernel.queryHeads), fmt::arg("accType", accType),
-             fmt::arg("queryType", types.query), fmt::arg("kvType", types.kv),
-             fmt::arg("softmax", softmax(0, "%max0")),
+             fmt::arg("prologue", workgroupPrologue(1, kernel.queryHeads)),
+             fmt::arg("accType", accType), fmt::arg("queryType", types.query),
+             fmt::arg("softmax", slotSoftmax(0, "%max0", "%count0")),
              fmt::arg("loadKey",
                       widenedLoad(types.cache, "%kv_", "%keys", "%kv, %s, %i", types.kv)),
              fmt::arg("loadValue",

@@ -207,25 +207,11 @@ std::string tileAndStore(const FusedLinearKernel &kernel, const Layout &l, int r
 } // namespace
 
 std::string storeFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l) {
-  std::string body = "  %s = vector.broadcast %scale : f32 to vector<16xf32>\n"
-                     "  %v0 = arith.mulf %v, %s : vector<16xf32>\n";
-  std::string last = "%v0";
-  if (kernel.swiglu) {
-    body += "  %one = arith.constant dense<1.0> : vector<16xf32>\n"
-            "  %u = arith.mulf %up, %s : vector<16xf32>\n"
-            "  %neg = arith.negf %v0 : vector<16xf32>\n"
-            "  %e = math.exp %neg : vector<16xf32>\n"
-            "  %den = arith.addf %one, %e : vector<16xf32>\n"
-            "  %silu = arith.divf %v0, %den : vector<16xf32>\n"
-            "  %v1 = arith.mulf %silu, %u : vector<16xf32>\n";
-    last = "%v1";
-  }
-  if (kernel.residual) {
-    body += fmt::format("  %rv = vector.load %res[%t, %col] : {}, vector<16xf32>\n"
-                        "  %v2 = arith.addf {}, %rv : vector<16xf32>\n",
-                        l.yType, last);
-    last = "%v2";
-  }
+  const std::string vector = "vector<16xf32>";
+  const Epilogue e =
+      epilogue(kernel, vector, "dense<1.0> : " + vector, "%v", "%up", "%s",
+               fmt::format("%rv = vector.load %res[%t, %col] : {}, {}", l.yType, vector));
+  const std::string body = "  %s = vector.broadcast %scale : f32 to vector<16xf32>\n" + e.ops;
   return fmt::format(R"mlir(
 func.func private @{name}_store(%v: vector<16xf32>, %up: vector<16xf32>, %scale: f32, %t: index, %col: index, %y: {yType}, %res: {yType}) {{
 {body}  vector.store {last}, %y[%t, %col] : {yType}, vector<16xf32>
@@ -233,7 +219,7 @@ func.func private @{name}_store(%v: vector<16xf32>, %up: vector<16xf32>, %scale:
 }}
 )mlir",
                      fmt::arg("name", kernel.name), fmt::arg("yType", l.yType),
-                     fmt::arg("body", body), fmt::arg("last", last));
+                     fmt::arg("body", body), fmt::arg("last", e.result));
 }
 
 std::string storeCall(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,

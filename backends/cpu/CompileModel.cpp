@@ -451,10 +451,9 @@ const char *kvCacheName(WeightStorage cache) {
 }
 
 std::optional<WeightStorage> parseKvCache(const std::string &name) {
-  if (name == "f32")
-    return WeightStorage::F32;
-  if (name == "bf16")
-    return WeightStorage::BF16;
+  for (WeightStorage cache : {WeightStorage::F32, WeightStorage::BF16})
+    if (name == kvCacheName(cache))
+      return cache;
   return std::nullopt;
 }
 

@@ -256,6 +256,30 @@ std::string gainPrologue(const FusedLinearKernel &kernel, const std::string &xTy
 }
 } // namespace
 
+Epilogue epilogue(const FusedLinearKernel &kernel, const std::string &type, const std::string &one,
+                  const std::string &dot, const std::string &up, const std::string &scale,
+                  const std::string &loadResidual) {
+  Epilogue e{fmt::format("  %v0 = arith.mulf {}, {} : {}\n", dot, scale, type), "%v0"};
+  if (kernel.swiglu) {
+    e.ops += fmt::format("  %one = arith.constant {0}\n"
+                         "  %u = arith.mulf {1}, {2} : {3}\n"
+                         "  %neg = arith.negf %v0 : {3}\n"
+                         "  %e = math.exp %neg : {3}\n"
+                         "  %den = arith.addf %one, %e : {3}\n"
+                         "  %silu = arith.divf %v0, %den : {3}\n"
+                         "  %v1 = arith.mulf %silu, %u : {3}\n",
+                         one, up, scale, type);
+    e.result = "%v1";
+  }
+  if (kernel.residual) {
+    e.ops += fmt::format("  {}\n"
+                         "  %v2 = arith.addf {}, %rv : {}\n",
+                         loadResidual, e.result, type);
+    e.result = "%v2";
+  }
+  return e;
+}
+
 KernelFrame kernelFrame(const FusedLinearKernel &kernel, const std::string &xType,
                         const std::string &yType) {
   KernelFrame frame;

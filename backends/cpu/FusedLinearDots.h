@@ -25,6 +25,17 @@ std::string dot4x4Function(const FusedLinearKernel &kernel, const std::string &x
 /// @<name>_inverse_rms(x, t) -> f32
 std::string inverseRmsFunction(const FusedLinearKernel &kernel, const std::string &xType);
 
+/// The epilogue of one output of `type` (f32 or vector<16xf32>) from its
+/// product `dot`: %v0 = dot x `scale`; SwiGLU: silu(%v0) x (`up` x `scale`)
+/// (`one` is the literal 1 of that type); the residual, which
+/// `loadResidual` loads as %rv. `ops` define them; `result` names the last.
+struct Epilogue {
+  std::string ops, result;
+};
+Epilogue epilogue(const FusedLinearKernel &kernel, const std::string &type, const std::string &one,
+                  const std::string &dot, const std::string &up, const std::string &scale,
+                  const std::string &loadResidual);
+
 /// What both fused_linear templates wrap their loops in: the entry's
 /// signature and %c0/%c1, views %x, %y (and %res), the gain prologue (the
 /// products then read %xg = x * gain, computed once per call on the heap) and

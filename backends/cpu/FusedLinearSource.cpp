@@ -24,24 +24,8 @@ using namespace detail;
 /// Stores column %n of row %t from its dot product(s): the norm scale, SwiGLU
 /// (with the up half's dot product %du), the residual.
 std::string finishFunction(const FusedLinearKernel &kernel, const std::string &yType) {
-  std::string body = "  %v0 = arith.mulf %d, %st : f32\n";
-  std::string last = "%v0";
-  if (kernel.swiglu) {
-    body += "  %one = arith.constant 1.0 : f32\n"
-            "  %u = arith.mulf %du, %st : f32\n"
-            "  %neg = arith.negf %v0 : f32\n"
-            "  %e = math.exp %neg : f32\n"
-            "  %den = arith.addf %one, %e : f32\n"
-            "  %silu = arith.divf %v0, %den : f32\n"
-            "  %v1 = arith.mulf %silu, %u : f32\n";
-    last = "%v1";
-  }
-  if (kernel.residual) {
-    body += fmt::format("  %rv = memref.load %res[%t, %n] : {}\n"
-                        "  %v2 = arith.addf {}, %rv : f32\n",
-                        yType, last);
-    last = "%v2";
-  }
+  const Epilogue e = epilogue(kernel, "f32", "1.0 : f32", "%d", "%du", "%st",
+                              fmt::format("%rv = memref.load %res[%t, %n] : {}", yType));
   return fmt::format(R"mlir(
 func.func private @{name}_finish(%d: f32, %du: f32, %st: f32, %t: index, %n: index, %y: {yType}, %res: {yType}) {{
 {body}  memref.store {last}, %y[%t, %n] : {yType}
@@ -49,7 +33,7 @@ func.func private @{name}_finish(%d: f32, %du: f32, %st: f32, %t: index, %n: ind
 }}
 )mlir",
                      fmt::arg("name", kernel.name), fmt::arg("yType", yType),
-                     fmt::arg("body", body), fmt::arg("last", last));
+                     fmt::arg("body", e.ops), fmt::arg("last", e.result));
 }
 
 } // namespace
