@@ -276,16 +276,57 @@ TEST(PrefillMatmul, AutoChoosesByTargetAndRequestsAreChecked) {
 
 // The same source compiles for every supported CPU level and stays correct
 // (no F16C below x86-64-v3: f16 weights are widened in software there).
+/// Compiles and links `c` for `cpu` and finds its entry, without running it
+/// (the host may lack the target's instructions).
+bool compilesAndLinks(const LinearCase &c, const cpu::CpuTarget &target) {
+  FusedLinearKernel kernel;
+  kernel.name = "case";
+  kernel.inFeatures = c.in;
+  kernel.outFeatures = c.out;
+  kernel.weight = c.weight;
+  if (c.norm)
+    kernel.normEps = 1e-6;
+  kernel.swiglu = c.swiglu;
+  kernel.residual = c.residual;
+  kernel.columnBlocks = c.columnBlocks;
+  kernel.prefillMatmul = c.matmul;
+  std::vector<uint8_t> library = cpu::linkSharedObject(
+      cpu::compileKernelsToObject(cpu::fusedLinearSource(kernel), target));
+  auto loaded = runtime::SharedLibrary::loadFromMemory("kernels", library.data(), library.size());
+  return loaded->symbol("q3_kernel_case") != nullptr;
+}
+
 TEST(FusedLinearKernel, CompilesForEveryCpuLevel) {
+  const std::vector<LinearCase> cases = {
+      {"f16", 40, 72, 3, WeightStorage::F16, true, true, true},
+      {"bf16", 64, 64, 2, WeightStorage::BF16, true, false, true}};
   for (const char *level : {"x86-64-v2", "x86-64-v3", "x86-64-v4"}) {
-    EXPECT_LE(relativeErrorOf({"f16", 40, 72, 3, WeightStorage::F16, true, true, true}, level),
-              1e-5)
-        << level;
-    EXPECT_LE(relativeErrorOf({"bf16", 64, 64, 2, WeightStorage::BF16, true, false, true}, level),
-              1e-5)
-        << level;
+    const cpu::CpuTarget target = cpu::resolveCpuTarget(level);
+    const bool runnable = runtime::missingCpuFeatures(target.requiredFeatures).empty();
+    for (const LinearCase &c : cases) {
+      if (runnable)
+        EXPECT_LE(relativeErrorOf(c, level), 1e-5) << level << " " << c.label;
+      else
+        EXPECT_TRUE(compilesAndLinks(c, target)) << level << " " << c.label;
+    }
   }
   EXPECT_THROW(cpu::resolveCpuTarget("pentium"), std::invalid_argument);
+}
+
+// The bf16 prefill instructions compile and link for CPUs that have them,
+// whatever this host is (their execution tests below skip without them).
+TEST(FusedLinearKernel, Avx512Bf16AndAmxKernelsCompileForTheirCpus) {
+  LinearCase c{"blocks", 64, 64, 40, WeightStorage::BF16, true, false, true, true, true};
+  cpu::CpuTarget zen4 = cpu::resolveCpuTarget("x86-64-v4");
+  zen4.llvmCpu = "znver4";
+  zen4.features += ",+avx512bf16";
+  c.matmul = cpu::PrefillMatmul::Avx512Bf16;
+  EXPECT_TRUE(compilesAndLinks(c, zen4));
+  cpu::CpuTarget sapphireRapids = cpu::resolveCpuTarget("x86-64-v4");
+  sapphireRapids.llvmCpu = "sapphirerapids";
+  sapphireRapids.features += ",+avx512bf16,+amx-tile,+amx-bf16";
+  c.matmul = cpu::PrefillMatmul::Amx;
+  EXPECT_TRUE(compilesAndLinks(c, sapphireRapids));
 }
 
 INSTANTIATE_TEST_SUITE_P(
