@@ -13,15 +13,6 @@
 
 namespace q3::runtime {
 
-std::unique_ptr<Driver> createDriver(const Artifact &artifact, const std::string &path,
-                                     ThreadPool &pool) {
-  const std::string format = artifact.manifest().value("format", "");
-  if (format == "q3c-cpu")
-    return std::make_unique<CpuDriver>(artifact, path, pool);
-  throw LoadError(path + ": not a CPU artifact (manifest format '" + format +
-                  "'); this runtime has a driver for q3c-cpu only");
-}
-
 CpuDriver::CpuDriver(const Artifact &artifact, const std::string &path, ThreadPool &pool)
     : pool_(pool) {
   auto required =

@@ -52,12 +52,49 @@ public:
                         const std::vector<int64_t> &scalars, int64_t workgroups) = 0;
   /// Returns when every dispatch issued so far has finished.
   virtual void finish() = 0;
+
+  /// What decides the dispatches of a forward pass: the same shape always
+  /// issues the same dispatches with the same buffer ranges; only the
+  /// position differs.
+  struct PassShape {
+    int64_t rows = 0;
+    bool lastRowLogits = false; // the logits product runs on the last row only
+    bool operator<(const PassShape &o) const {
+      return rows != o.rows ? rows < o.rows : lastRowLogits < o.lastRowLogits;
+    }
+  };
+  /// Brackets the dispatches of one forward pass at `startPos`. A driver that
+  /// records command buffers returns true when it replays the pass it
+  /// recorded for `shape` (the scheduler then issues no dispatch until
+  /// endPass()); false means the scheduler issues them (and such a driver
+  /// records them). The CPU driver runs dispatches as they come.
+  virtual bool beginPass(const PassShape &shape, int64_t startPos) { return false; }
+  virtual void endPass() {}
+
+  /// Whether the driver times each dispatch itself (device timestamps)
+  /// while profiling; the scheduler then reads dispatchSeconds() after a
+  /// pass instead of timing dispatches with a clock.
+  virtual bool timesDispatches() const { return false; }
+  virtual void setProfiling(bool enabled) {}
+  /// The device time of each dispatch of the last pass, in issue order.
+  virtual std::vector<double> dispatchSeconds() { return {}; }
+};
+
+/// How q3run asked for the driver to be set up.
+struct DriverOptions {
+  int device = -1; // Vulkan: the device index (q3run --list-devices); -1: the default
 };
 
 /// The driver for `artifact`'s format (the manifest's "format"). Throws
 /// LoadError naming `path` for a format this runtime has no driver for, or
-/// an artifact the driver cannot run here (missing CPU features, say).
+/// an artifact the driver cannot run here (missing CPU features, no usable
+/// Vulkan device, a device option for a CPU artifact).
 std::unique_ptr<Driver> createDriver(const Artifact &artifact, const std::string &path,
-                                     ThreadPool &pool);
+                                     ThreadPool &pool, const DriverOptions &options = {});
+
+/// `q3run --list-devices`: one line per Vulkan device (index, name, type,
+/// driver, memory, subgroup size, 16-bit storage). Throws when there is no
+/// Vulkan loader or it fails.
+std::vector<std::string> listVulkanDevices();
 
 } // namespace q3::runtime

@@ -144,6 +144,9 @@ struct Model::State {
   /// Runs one dispatch over rows [firstRow, rows) of the activation buffers
   /// (firstRow > 0 only for a row-independent product).
   void runStep(const Step &step, int64_t rows, int64_t startPos, int64_t firstRow = 0);
+  /// Runs every step over `rows` rows at `position` (the logits product on
+  /// the last row only with `lastOnly`) and waits for it.
+  void runPass(int64_t rows, bool lastOnly);
 };
 
 void Model::State::packColumnBlocksOf(const WeightData &source, const nlohmann::json &entry,
@@ -385,14 +388,17 @@ void Model::State::runStep(const Step &step, int64_t rows, int64_t startPos, int
   const int64_t workgroups = step.grid == Step::Grid::Fixed  ? step.gridValue
                              : step.grid == Step::Grid::Rows ? rows
                                                              : rows * step.gridValue;
+  const bool clockIt = profiling && !driver->timesDispatches();
   const auto start =
-      profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+      clockIt ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   driver->dispatch(step.kernelId, ranges, scalars, workgroups);
   if (profiling) {
-    driver->finish(); // the time of this dispatch, not of issuing it
     KernelProfile &p = stepProfiles[size_t(&step - steps.data())];
+    if (clockIt) {
+      driver->finish(); // the time of this dispatch, not of issuing it
+      p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
     p.calls += 1;
-    p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // Column-tiled (fixed-grid) kernels read all of each weight once per
     // call; the row-gridded ones (the embedding) gather rows.
     for (const Binding &operand : step.operands)
@@ -400,6 +406,35 @@ void Model::State::runStep(const Step &step, int64_t rows, int64_t startPos, int
         const WeightData &w = weights.at(operand.value);
         p.weightBytes += w.elements * int64_t(dtypeSize(w.dtype));
       }
+  }
+}
+
+void Model::State::runPass(int64_t rows, bool lastOnly) {
+  // A driver that records command buffers replays a pass of the same
+  // shape; the calls and weight bytes of the steps count all the same.
+  const bool replayed = driver->beginPass({rows, lastOnly}, position);
+  if (replayed && profiling)
+    for (size_t i = 0; i < steps.size(); ++i) {
+      KernelProfile &p = stepProfiles[i];
+      p.calls += 1;
+      if (steps[i].grid == Step::Grid::Fixed)
+        for (const Binding &operand : steps[i].operands)
+          if (operand.kind == Binding::Kind::Weight) {
+            const WeightData &w = weights.at(operand.value);
+            p.weightBytes += w.elements * int64_t(dtypeSize(w.dtype));
+          }
+    }
+  if (!replayed)
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const bool logitsStep = i + 1 == steps.size();
+      runStep(steps[i], rows, position, logitsStep && lastOnly ? rows - 1 : 0);
+    }
+  driver->endPass();
+  driver->finish();
+  if (profiling && driver->timesDispatches()) {
+    std::vector<double> seconds = driver->dispatchSeconds();
+    for (size_t i = 0; i < seconds.size() && i < stepProfiles.size(); ++i)
+      stepProfiles[i].seconds += seconds[i];
   }
 }
 
@@ -413,7 +448,7 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   s.artifact = Artifact::open(artifactPath);
   try {
     s.pool = std::make_unique<ThreadPool>(options.threads); // also packs weights in parallel
-    s.driver = createDriver(*s.artifact, artifactPath, *s.pool);
+    s.driver = createDriver(*s.artifact, artifactPath, *s.pool, DriverOptions{options.device});
     const nlohmann::json &config = s.artifact->manifest().at("config");
     s.layers = config.at("num_hidden_layers").get<int64_t>();
     s.kvRowBytes = config.at("num_key_value_heads").get<int64_t>() *
@@ -458,12 +493,8 @@ const std::vector<float> &Model::forward(const std::vector<int32_t> &tokens, Log
   // The logits product (the last dispatch, a row-wise product over a fixed
   // grid of columns) can run on the last row alone.
   const bool lastOnly = which == Logits::Last && s.steps.back().grid == Step::Grid::Fixed;
-  for (size_t i = 0; i < s.steps.size(); ++i) {
-    const bool logitsStep = i + 1 == s.steps.size();
-    s.runStep(s.steps[i], rows, s.position, logitsStep && lastOnly ? rows - 1 : 0);
-  }
+  s.runPass(rows, lastOnly);
   s.position += rows;
-  s.driver->finish();
   // Logits::Last: the window's one row is the buffer's row rows - 1.
   const int64_t firstRow = which == Logits::Last ? rows - 1 : 0;
   const int64_t rowBytes = s.vocab * 4;
@@ -492,6 +523,7 @@ ThreadPool &Model::pool() { return *state->pool; }
 void Model::setProfiling(bool enabled) {
   State &s = *state;
   s.profiling = enabled;
+  s.driver->setProfiling(enabled);
   if (enabled) {
     s.stepProfiles.assign(s.steps.size(), KernelProfile{});
     for (size_t i = 0; i < s.steps.size(); ++i)

@@ -34,6 +34,7 @@ struct KernelProfile {
 struct ModelOptions {
   int threads = 0;           // 0: all cores
   int64_t contextLength = 0; // KV cache positions; 0: min(max_position_embeddings, 4096)
+  int device = -1;           // Vulkan artifacts: the device index; -1: the default device
 };
 
 class Model {

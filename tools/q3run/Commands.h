@@ -18,9 +18,10 @@ struct CommonOptions {
   std::string weights;
   int64_t threads = 0; // 0: all cores
   int64_t context = 0; // 0: min(max_position_embeddings, 4096)
+  int64_t device = -1; // Vulkan artifacts: the device index; -1: the default
 };
 
-/// Adds MODEL.q3, --weights, --threads and --ctx to `parser`.
+/// Adds MODEL.q3, --weights, --threads, --ctx and --device to `parser`.
 void addCommonOptions(ArgParser &parser, CommonOptions &options);
 
 /// Model::load with the common options.
@@ -33,6 +34,9 @@ int32_t argmaxRow(const std::vector<float> &logits, int64_t vocab, int64_t row);
 /// `q3run MODEL.q3 ...`: logits, argmax per position, greedy generation.
 /// `args` excludes the program name. Returns the exit code; throws on errors.
 int runCommand(const std::vector<std::string> &args);
+
+/// `q3run --list-devices`: the Vulkan devices, one per line.
+int listDevicesCommand();
 
 /// `q3run bench MODEL.q3 ...`: prefill and decode speed against the machine's
 /// memory bandwidth. `args` excludes "q3run bench".

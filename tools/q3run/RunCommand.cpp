@@ -31,12 +31,17 @@ void addCommonOptions(ArgParser &parser, CommonOptions &options) {
   parser.addInt({"--ctx"}, &options.context, "N",
                 "KV cache positions (default: min(max_position_embeddings, 4096))", 1,
                 std::numeric_limits<int32_t>::max());
+  parser.addInt({"--device"}, &options.device, "N",
+                "Vulkan artifacts: the device to run on (q3run --list-devices; default: the "
+                "first discrete GPU, else integrated, else a CPU device)",
+                0, 1 << 16);
 }
 
 std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options) {
   runtime::ModelOptions modelOptions;
   modelOptions.threads = int(options.threads);
   modelOptions.contextLength = options.context;
+  modelOptions.device = int(options.device);
   return runtime::Model::load(options.artifact, options.weights, modelOptions);
 }
 

@@ -1,0 +1,205 @@
+//===- AttentionKernel.cpp - causal GQA attention over the KV cache -------===//
+//
+// Workgroup (t, g) computes query row t for every query head h with
+// kv_head_map[h] == g: the G heads of a GQA group read KV head g's keys and
+// values in place, each loaded once for all G. Row t sees positions
+// [0, start + t] (causal). The workgroup's subgroups take positions
+// s = subgroup, subgroup + subgroups, ...; within a subgroup, lane l holds
+// elements l, l + S, ... (S the subgroup size) of the G query vectors and of
+// G output accumulators. Per position: G partial dot products, G subgroup
+// sums (the scores), the shared online-softmax step per head, and the
+// value row accumulated with the new weight. At the end each subgroup puts
+// its (max, sum, accumulators) in shared memory and the workgroup merges
+// them (KernelMath's mergeSoftmax) into the output row.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/common/KernelMath.h"
+#include "backends/vulkan/GpuKernelBuilder.h"
+#include "backends/vulkan/Kernels.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+using namespace mlir;
+
+namespace q3::vulkan {
+namespace {
+
+/// The query heads of each KV head, in order.
+std::vector<std::vector<int64_t>> headGroups(const AttentionKernel &kernel) {
+  std::vector<std::vector<int64_t>> groups(size_t(kernel.kvHeads));
+  for (int64_t h = 0; h < kernel.queryHeads; ++h)
+    groups.at(size_t(kernel.kvHeadMap.at(size_t(h)))).push_back(h);
+  return groups;
+}
+
+int64_t groupSize(const AttentionKernel &kernel) {
+  size_t largest = 0;
+  for (const auto &group : headGroups(kernel))
+    largest = std::max(largest, group.size());
+  return int64_t(largest);
+}
+
+} // namespace
+
+int64_t attentionSharedBytes(const AttentionKernel &kernel) {
+  const int64_t G = groupSize(kernel);
+  return 4 * kernel.subgroups * G * (kernel.headDim + 2);
+}
+
+OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel &kernel) {
+  const int64_t D = kernel.headDim, Hq = kernel.queryHeads, Hkv = kernel.kvHeads;
+  const std::vector<std::vector<int64_t>> groups = headGroups(kernel);
+  const int64_t G = groupSize(kernel);
+  const int64_t E = (D + kernel.minSubgroupSize - 1) / kernel.minSubgroupSize; // per lane
+  const int64_t NS = kernel.subgroups;
+  Type f32 = FloatType::getF32(&context);
+  GpuKernelBuilder k(context, kernel.name,
+                     {{"query", f32}, {"keys", f32}, {"values", f32}, {"out", f32}},
+                     /*defaultWorkgroupSize=*/int32_t(NS * 32), /*extraPushWords=*/1);
+  Value capacity = k.extraPushWord(0);
+  Value sharedMax = k.sharedArray(f32, NS * G);
+  Value sharedSum = k.sharedArray(f32, NS * G);
+  Value sharedAcc = k.sharedArray(f32, NS * G * D);
+
+  // Query head j of group g: a formula for Qwen3's consecutive groups, a
+  // table otherwise (a group with fewer than G heads repeats its last one;
+  // its results go nowhere).
+  bool consecutive = true;
+  for (int64_t g = 0; g < Hkv; ++g)
+    for (int64_t j = 0; j < G; ++j)
+      consecutive &= j < int64_t(groups[size_t(g)].size()) && groups[size_t(g)][size_t(j)] == g * G + j;
+  auto headOf = [&](Value g, int64_t j) -> Value {
+    if (consecutive)
+      return k.add(k.mul(g, k.index(G)), k.index(j));
+    std::vector<float> table;
+    for (int64_t gg = 0; gg < Hkv; ++gg) {
+      const auto &members = groups[size_t(gg)];
+      table.push_back(members.empty() ? 0.0f : float(members[size_t(std::min<int64_t>(j, int64_t(members.size()) - 1))]));
+    }
+    Value asFloat = k.tableLookup(g, table);
+    return k.b.create<arith::FPToSIOp>(k.loc, k.b.getIndexType(), asFloat);
+  };
+  auto memberValid = [&](Value g, int64_t j) -> Value {
+    if (consecutive)
+      return Value();
+    std::vector<float> sizes;
+    for (const auto &members : groups)
+      sizes.push_back(float(members.size()));
+    Value size = k.b.create<arith::FPToSIOp>(k.loc, k.b.getIndexType(), k.tableLookup(g, sizes));
+    return k.lt(k.index(j), size);
+  };
+
+  Value id = k.workgroupId();
+  Value t = k.div(id, k.index(Hkv)), g = k.rem(id, k.index(Hkv));
+  k.ifThen(k.lt(t, k.rows()), [&] {
+    Value lane = k.laneId(), sg = k.subgroupId(), S = k.subgroupSize();
+    Value visible = k.add(k.add(k.startPosition(), t), k.index(1));
+    Value scale = k.f32(kernel.scale);
+    // This lane's elements d_e = lane + e * S (those below D).
+    std::vector<Value> dims, inRange;
+    for (int64_t e = 0; e < E; ++e) {
+      Value d = k.add(lane, k.mul(k.index(e), S));
+      inRange.push_back(k.lt(d, k.index(D)));
+      dims.push_back(k.min(d, k.index(D - 1))); // an in-bounds index for masked lanes
+    }
+    std::vector<std::vector<Value>> q(static_cast<size_t>(G));
+    for (int64_t j = 0; j < G; ++j) {
+      Value qBase = k.add(k.tensorOffset(0),
+                          k.mul(k.add(k.mul(t, k.index(Hq)), headOf(g, j)), k.index(D)));
+      for (int64_t e = 0; e < E; ++e)
+        q[size_t(j)].push_back(
+            k.select(inRange[size_t(e)], k.load(k.tensor(0), k.add(qBase, dims[size_t(e)])),
+                     k.f32(0.0)));
+    }
+    // Carried per head: max, sum, E accumulators.
+    std::vector<Value> init;
+    for (int64_t j = 0; j < G; ++j) {
+      init.push_back(k.f32(kernels::lowestScore()));
+      init.push_back(k.f32(0.0));
+      for (int64_t e = 0; e < E; ++e)
+        init.push_back(k.f32(0.0));
+    }
+    const size_t perHead = size_t(2 + E);
+    Value headRows = k.mul(g, capacity); // KV head g's first cached row
+    std::vector<Value> state = k.forLoop(
+        sg, visible, k.numSubgroups(), init, [&](Value s, const std::vector<Value> &carried) {
+          Value row = k.add(headRows, s);
+          Value keyBase = k.add(k.tensorOffset(1), k.mul(row, k.index(D)));
+          Value valueBase = k.add(k.tensorOffset(2), k.mul(row, k.index(D)));
+          std::vector<Value> keys, values;
+          for (int64_t e = 0; e < E; ++e) {
+            keys.push_back(k.load(k.tensor(1), k.add(keyBase, dims[size_t(e)])));
+            values.push_back(k.load(k.tensor(2), k.add(valueBase, dims[size_t(e)])));
+          }
+          std::vector<Value> next;
+          for (int64_t j = 0; j < G; ++j) {
+            Value partial = k.f32(0.0);
+            for (int64_t e = 0; e < E; ++e)
+              partial = k.fma(q[size_t(j)][size_t(e)], keys[size_t(e)], partial);
+            Value score = k.mul(k.subgroupSum(partial), scale);
+            const size_t at = size_t(j) * perHead;
+            kernels::SoftmaxStep step =
+                kernels::onlineSoftmaxStep(k.b, k.loc, carried[at], carried[at + 1], score);
+            next.push_back(step.max);
+            next.push_back(step.sum);
+            for (int64_t e = 0; e < E; ++e)
+              next.push_back(k.fma(step.weight, values[size_t(e)],
+                                   k.mul(carried[at + 2 + size_t(e)], step.rescale)));
+          }
+          return next;
+        });
+
+    // Each subgroup's partial state into shared memory.
+    for (int64_t j = 0; j < G; ++j) {
+      const size_t at = size_t(j) * perHead;
+      Value slot = k.add(k.mul(sg, k.index(G)), k.index(j));
+      k.ifThen(k.eq(lane, k.index(0)), [&] {
+        k.store(state[at], sharedMax, slot);
+        k.store(state[at + 1], sharedSum, slot);
+      });
+      for (int64_t e = 0; e < E; ++e)
+        k.ifThen(inRange[size_t(e)], [&] {
+          k.store(state[at + 2 + size_t(e)], sharedAcc,
+                  k.add(k.mul(slot, k.index(D)), dims[size_t(e)]));
+        });
+    }
+    k.barrier();
+    // Merge: invocation i takes outputs (j, d) = (i / D, i % D), ...
+    Value subgroups = k.numSubgroups();
+    k.forLoop(k.localId(), k.index(G * D), k.workgroupSize(), [&](Value i) {
+      Value j = k.div(i, k.index(D)), d = k.rem(i, k.index(D));
+      std::vector<Value> merged = k.forLoop(
+          k.index(0), subgroups, k.index(1),
+          {k.f32(kernels::lowestScore()), k.f32(0.0), k.f32(0.0)},
+          [&](Value other, const std::vector<Value> &acc) {
+            Value slot = k.add(k.mul(other, k.index(G)), j);
+            kernels::SoftmaxMerge m = kernels::mergeSoftmax(
+                k.b, k.loc, acc[0], acc[1], k.load(sharedMax, slot), k.load(sharedSum, slot));
+            Value value = k.load(sharedAcc, k.add(k.mul(slot, k.index(D)), d));
+            return std::vector<Value>{m.max, m.sum,
+                                      k.fma(value, m.scaleB, k.mul(acc[2], m.scaleA))};
+          });
+      Value result = k.b.create<arith::DivFOp>(k.loc, merged[2], merged[1]);
+      // The query head of member j (scf needs a dynamic j: a select over G).
+      Value head = headOf(g, 0);
+      for (int64_t jj = 1; jj < G; ++jj)
+        head = k.select(k.eq(j, k.index(jj)), headOf(g, jj), head);
+      Value store = k.b.create<arith::ConstantIntOp>(k.loc, 1, 1);
+      for (int64_t jj = 0; jj < G; ++jj)
+        if (Value valid = memberValid(g, jj))
+          store = k.select(k.eq(j, k.index(jj)), valid, store);
+      k.ifThen(store, [&] {
+        Value out = k.add(k.tensorOffset(3),
+                          k.add(k.mul(k.add(k.mul(t, k.index(Hq)), head), k.index(D)), d));
+        k.store(result, k.tensor(3), out);
+      });
+    });
+  });
+  return k.finish();
+}
+
+} // namespace q3::vulkan

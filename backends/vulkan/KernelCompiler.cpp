@@ -1,0 +1,178 @@
+//===- KernelCompiler.cpp - a kernel's variants as SPIR-V and manifest entry ===//
+#include "backends/vulkan/KernelCompiler.h"
+#include "backends/vulkan/SpirvLowering.h"
+#include "backends/vulkan/WeightAccess.h"
+#include "runtime/vulkan/VulkanKernelABI.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <numeric>
+#include <stdexcept>
+
+using namespace mlir;
+namespace rv = q3::runtime::vulkan;
+
+namespace q3::vulkan {
+namespace {
+
+/// The scheduler's scalar with the KV cache capacity (runtime/KernelABI.h).
+constexpr int64_t kCapacityScalar = 2;
+/// Where the scheduler puts a kernel's first own scalar.
+constexpr int64_t kFirstOwnScalar = 3;
+
+std::string printed(ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->walk([&](gpu::GPUModuleOp kernel) { kernel->print(os); });
+  os << "\n";
+  return text;
+}
+
+} // namespace
+
+int64_t KernelCompiler::rowsPerPart(int64_t rows, int64_t rowBytes, int64_t maxBindingBytes,
+                                    int64_t rowMultiple) {
+  if (rows * rowBytes <= maxBindingBytes)
+    return 0;
+  const int64_t alignRows = rv::kMaxOffsetAlignment / std::gcd(rowBytes, rv::kMaxOffsetAlignment);
+  const int64_t multiple = std::lcm(alignRows, rowMultiple);
+  const int64_t perPart = maxBindingBytes / rowBytes / multiple * multiple;
+  if (perPart == 0)
+    throw std::runtime_error("a weight row of " + std::to_string(rowBytes) +
+                             " bytes does not fit one storage-buffer binding");
+  return perPart;
+}
+
+CompiledKernel::Module KernelCompiler::lower(OwningOpRef<ModuleOp> module,
+                                             rv::KernelVariant &variant) {
+  if (failed(module->verify()))
+    throw std::runtime_error("generated kernel " + variant.entryPoint + " does not verify");
+  gpu::GPUModuleOp kernel;
+  module->walk([&](gpu::GPUModuleOp m) { kernel = m; });
+  SpirvModule spirv = lowerToSpirv(kernel);
+  CompiledKernel::Module result;
+  result.section = "spirv." + std::to_string(nextSection_++);
+  result.words = std::move(spirv.words);
+  result.mlir = printed(*module);
+  variant.section = result.section;
+  variant.capabilities = spirv.capabilities;
+  return result;
+}
+
+CompiledKernel KernelCompiler::linear(const LinearKernel &kernel, const MatMulTiling &tiling,
+                                      int64_t maxBindingBytes) {
+  CompiledKernel out;
+  rv::VulkanKernel &spec = out.spec;
+  spec.name = kernel.name;
+  WeightAccess weight(context_, kernel.weight, kernel.inFeatures);
+  spec.elementBytes = {4, weight.unitBytes()};
+  if (kernel.gain)
+    spec.elementBytes.push_back(WeightAccess(context_, *kernel.gain, kernel.inFeatures, 2).unitBytes());
+  if (kernel.residual)
+    spec.elementBytes.push_back(4);
+  spec.elementBytes.push_back(4);
+  const int64_t rowBytes = kernel.inFeatures * storageBytes(kernel.weight);
+  if (int64_t perPart = rowsPerPart(kernel.weightRows(), rowBytes, maxBindingBytes,
+                                    tiling.tileColumns)) {
+    if (kernel.swiglu)
+      throw std::runtime_error(kernel.name + ": a SwiGLU weight too large for one binding");
+    spec.split = rv::WeightSplit{1, kernel.weightRows(), rowBytes, perPart};
+  }
+
+  rv::KernelVariant decode;
+  decode.entryPoint = kernel.name + "_decode";
+  decode.minRows = decode.maxRows = 1;
+  decode.grid = {rv::GridSpec::Rows::One, 1, kernel.outFeatures, 1, /*perSubgroup=*/true,
+                 /*partUnits=*/true};
+  decode.invocations = 128;
+  decode.maxInvocations = 1024;
+  LinearKernel decodeKernel = kernel;
+  decodeKernel.name = decode.entryPoint;
+  out.modules.push_back(lower(buildMatVec(context_, decodeKernel), decode));
+
+  rv::KernelVariant prefill;
+  prefill.entryPoint = kernel.name + "_prefill";
+  prefill.minRows = 2;
+  prefill.grid = {rv::GridSpec::Rows::Tiles, tiling.tileRows, kernel.outFeatures,
+                  tiling.tileColumns, false, /*partUnits=*/true};
+  prefill.invocations = prefill.maxInvocations = tiling.threads();
+  prefill.sharedBytes = matMulSharedBytes(kernel, tiling);
+  LinearKernel prefillKernel = kernel;
+  prefillKernel.name = prefill.entryPoint;
+  out.modules.push_back(lower(buildMatMul(context_, prefillKernel, tiling), prefill));
+  spec.variants = {decode, prefill};
+  return out;
+}
+
+CompiledKernel KernelCompiler::embedding(const EmbeddingKernel &kernel, int64_t maxBindingBytes) {
+  CompiledKernel out;
+  rv::VulkanKernel &spec = out.spec;
+  spec.name = kernel.name;
+  WeightAccess table(context_, kernel.table, kernel.hidden);
+  spec.elementBytes = {table.unitBytes(), 4, 4};
+  const int64_t rowBytes = kernel.hidden * storageBytes(kernel.table);
+  // Always in parts (one when the table fits a binding): the kernel serves
+  // the tokens of the part bound, so it needs the part's rows either way.
+  int64_t perPart = rowsPerPart(kernel.vocab, rowBytes, maxBindingBytes, 1);
+  spec.split = rv::WeightSplit{0, kernel.vocab, rowBytes, perPart ? perPart : kernel.vocab};
+  rv::KernelVariant variant;
+  variant.entryPoint = kernel.name;
+  variant.grid = {rv::GridSpec::Rows::Each, 1, 1, 1, false};
+  variant.invocations = 64;
+  out.modules.push_back(lower(buildEmbedding(context_, kernel), variant));
+  spec.variants = {variant};
+  return out;
+}
+
+CompiledKernel KernelCompiler::qkNormRope(const QKNormRopeKernel &kernel) {
+  CompiledKernel out;
+  rv::VulkanKernel &spec = out.spec;
+  spec.name = kernel.name;
+  const int64_t gainBytes = WeightAccess(context_, kernel.gains, kernel.headDim, 2).unitBytes();
+  spec.elementBytes = {4, gainBytes, gainBytes, 4, 4, 4};
+  spec.pushScalars = {kCapacityScalar};
+  rv::KernelVariant variant;
+  variant.entryPoint = kernel.name;
+  variant.grid = {rv::GridSpec::Rows::Each, 1, kernel.queryHeads + kernel.kvHeads, 1, true};
+  variant.subgroups = 4;
+  variant.sharedBytes = qkNormRopeSharedBytes(kernel);
+  out.modules.push_back(lower(buildQKNormRope(context_, kernel), variant));
+  spec.variants = {variant};
+  return out;
+}
+
+CompiledKernel KernelCompiler::attention(const AttentionKernel &kernel) {
+  CompiledKernel out;
+  rv::VulkanKernel &spec = out.spec;
+  spec.name = kernel.name;
+  spec.elementBytes = {4, 4, 4, 4};
+  spec.pushScalars = {kCapacityScalar};
+  rv::KernelVariant variant;
+  variant.entryPoint = kernel.name;
+  variant.grid = {rv::GridSpec::Rows::Each, 1, kernel.kvHeads, 1, false};
+  variant.subgroups = kernel.subgroups;
+  variant.maxInvocations = kernel.subgroups * 128;
+  variant.sharedBytes = attentionSharedBytes(kernel);
+  out.modules.push_back(lower(buildAttention(context_, kernel), variant));
+  spec.variants = {variant};
+  return out;
+}
+
+CompiledKernel KernelCompiler::readBandwidth(const std::string &name,
+                                             int64_t vectorsPerInvocation) {
+  CompiledKernel out;
+  rv::VulkanKernel &spec = out.spec;
+  spec.name = name;
+  spec.elementBytes = {16, 4};
+  spec.pushScalars = {kFirstOwnScalar};
+  rv::KernelVariant variant;
+  variant.entryPoint = name;
+  variant.grid = {rv::GridSpec::Rows::Each, 1, 1, 1, false};
+  variant.invocations = 256;
+  out.modules.push_back(lower(buildReadBandwidth(context_, name, vectorsPerInvocation), variant));
+  spec.variants = {variant};
+  return out;
+}
+
+} // namespace q3::vulkan

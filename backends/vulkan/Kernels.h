@@ -1,0 +1,121 @@
+//===- Kernels.h - the Vulkan kernels, one generator per kind ------------===//
+//
+// Each generator builds one kernel as a gpu.func (GpuKernelBuilder.h)
+// specialized to the model's shapes. Tensors are bound in the order of the
+// kernel's dispatch (operands, then results); the shared arithmetic comes
+// from backends/common/KernelMath.h. docs/vulkan-backend.md describes each
+// kernel's work split.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace q3::vulkan {
+
+/// The element type of a weight or of the KV cache, as stored.
+enum class Storage { F32, F16, BF16 };
+const char *storageName(Storage storage);
+int64_t storageBytes(Storage storage);
+
+/// q3.embedding: rows of a [vocab, hidden] table, widened to f32. One
+/// workgroup per row; a table split into parts runs one dispatch per part,
+/// and a row whose token lies in another part is skipped.
+struct EmbeddingKernel {
+  std::string name;
+  int64_t vocab = 0, hidden = 0;
+  Storage table = Storage::F32;
+};
+mlir::OwningOpRef<mlir::ModuleOp> buildEmbedding(mlir::MLIRContext &context,
+                                                 const EmbeddingKernel &kernel);
+
+/// q3.fused_linear (q3.linear without bias is the plain case):
+/// y = epilogue(x W^T) with an optional RMSNorm prologue, a prologue gain
+/// (x * gain before the product; its own binding after the weight), SwiGLU
+/// (W stacks gate over up) and a residual. Bindings: x, W, [gain],
+/// [residual], y.
+struct LinearKernel {
+  std::string name;
+  int64_t inFeatures = 0;  // K
+  int64_t outFeatures = 0; // N: columns of y
+  Storage weight = Storage::F32;
+  std::optional<double> normEps;
+  bool swiglu = false;
+  bool residual = false;
+  std::optional<Storage> gain;
+  int64_t weightRows() const { return swiglu ? 2 * outFeatures : outFeatures; }
+};
+
+/// Decode (one row): a matrix-vector product, one subgroup per output
+/// column, its lanes striding over K in 16-byte loads; Sum x^2 rides along
+/// and both reduce with subgroup sums. A weight in parts runs one dispatch
+/// per part (push constants give the part's first row and its rows).
+mlir::OwningOpRef<mlir::ModuleOp> buildMatVec(mlir::MLIRContext &context,
+                                              const LinearKernel &kernel);
+
+/// The prefill product's tiling (VulkanTarget decides it; the lowering
+/// config records it): a workgroup of `threads` invocations computes a
+/// tileRows x tileColumns block of y, each invocation a registerRows x
+/// registerColumns block of it, stepping through K by tileK with both
+/// operand tiles in shared memory.
+struct MatMulTiling {
+  int64_t tileRows = 32, tileColumns = 64, tileK = 16;
+  int64_t registerRows = 4, registerColumns = 4;
+  int64_t threads() const { return (tileRows / registerRows) * (tileColumns / registerColumns); }
+};
+mlir::OwningOpRef<mlir::ModuleOp> buildMatMul(mlir::MLIRContext &context,
+                                              const LinearKernel &kernel,
+                                              const MatMulTiling &tiling);
+/// Shared memory bytes of buildMatMul's kernel.
+int64_t matMulSharedBytes(const LinearKernel &kernel, const MatMulTiling &tiling);
+
+/// q3.qk_norm_rope_cache on one layer's K and V cache slices
+/// ([kvHeads][capacity][headDim] of f32). Bindings: qkv, q_gain, k_gain,
+/// keys, values, query. One subgroup per head vector (query heads, then key
+/// heads, which also copy their value head); a row's RoPE angles are
+/// computed once per workgroup into shared memory.
+struct QKNormRopeKernel {
+  std::string name;
+  int64_t queryHeads = 0, kvHeads = 0, headDim = 0;
+  Storage gains = Storage::F32;
+  double eps = 1e-6, theta = 10000.0;
+};
+mlir::OwningOpRef<mlir::ModuleOp> buildQKNormRope(mlir::MLIRContext &context,
+                                                  const QKNormRopeKernel &kernel);
+int64_t qkNormRopeSharedBytes(const QKNormRopeKernel &kernel);
+
+/// q3.attention over one layer's cached keys and values. Bindings: query,
+/// keys, values, out. One workgroup per (row, KV head) serves every query
+/// head that reads that KV head, so each key and value is loaded once for
+/// all of them, in place (no copies per query head). Its subgroups take
+/// interleaved positions with an online softmax each (lanes across
+/// head_dim, scores by subgroup sums) and merge at the end.
+struct AttentionKernel {
+  std::string name;
+  int64_t queryHeads = 0, kvHeads = 0, headDim = 0;
+  std::vector<int64_t> kvHeadMap; // query head -> KV head
+  double scale = 1.0;
+  /// Subgroups per workgroup and the smallest subgroup size the kernel
+  /// serves (it keeps ceil(headDim / minSubgroupSize) values per lane).
+  int64_t subgroups = 4;
+  int64_t minSubgroupSize = 8;
+};
+mlir::OwningOpRef<mlir::ModuleOp> buildAttention(mlir::MLIRContext &context,
+                                                 const AttentionKernel &kernel);
+int64_t attentionSharedBytes(const AttentionKernel &kernel);
+
+/// The device's read bandwidth (q3run bench): every invocation reads
+/// `vectorsPerInvocation` 16-byte vectors strided over the buffer and
+/// XORs them; a store that depends on the result keeps the reads alive.
+/// Bindings: data (vector<4xi32>), sink (i32).
+mlir::OwningOpRef<mlir::ModuleOp> buildReadBandwidth(mlir::MLIRContext &context,
+                                                     const std::string &name,
+                                                     int64_t vectorsPerInvocation);
+
+} // namespace q3::vulkan

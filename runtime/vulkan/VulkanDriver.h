@@ -1,0 +1,144 @@
+//===- VulkanDriver.h - the Driver for q3c-vulkan artifacts ---------------===//
+//
+// Runs the artifact's SPIR-V kernels on a Vulkan device (docs/vulkan-backend.md):
+//  - load: picks the device (DriverOptions::device, else the first discrete
+//    GPU, integrated GPU, virtual GPU, CPU device), checks every feature and
+//    limit the kernels need and names what is missing, validates each
+//    SPIR-V module, and creates one compute pipeline per kernel variant with
+//    the workgroup and subgroup sizes it chose for the device;
+//  - memory: weights are uploaded once into device-local buffers (through a
+//    staging ring when the device memory is not host-visible), activations
+//    and the KV cache live on the device; a weight too large for one binding
+//    runs as one dispatch per part (VulkanManifest.h's WeightSplit);
+//  - passes: a forward pass is recorded once per shape into a command buffer
+//    (dispatches, push constants, barriers, descriptor sets that are created
+//    once per binding) and replayed at every later position, which the
+//    kernels read from the step-parameter buffer; with profiling on, each
+//    dispatch is timed with timestamp queries.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/Driver.h"
+#include "runtime/vulkan/VulkanDevice.h"
+#include "runtime/vulkan/VulkanManifest.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace q3::runtime::vulkan {
+
+class VulkanDriver final : public Driver {
+public:
+  /// Throws LoadError naming `path` when no device is usable.
+  VulkanDriver(const Artifact &artifact, const std::string &path, const DriverOptions &options);
+  ~VulkanDriver() override;
+
+  int64_t kernel(const std::string &name) override;
+  int64_t allocate(int64_t bytes) override;
+  int64_t wrapHost(const void *data, int64_t bytes) override;
+  void write(const BufferRange &to, const void *from) override;
+  void read(const BufferRange &from, void *to) override;
+  void dispatch(int64_t kernel, const std::vector<BufferRange> &buffers,
+                const std::vector<int64_t> &scalars, int64_t workgroups) override;
+  void finish() override;
+  bool beginPass(const PassShape &shape, int64_t startPos) override;
+  void endPass() override;
+  bool timesDispatches() const override { return profiling_; }
+  void setProfiling(bool enabled) override;
+  std::vector<double> dispatchSeconds() override;
+
+  const DeviceInfo &device() const { return device_->info(); }
+  /// The workgroup and subgroup size chosen for a kernel's first variant.
+  std::pair<uint32_t, uint32_t> workgroupOf(const std::string &kernel) const;
+
+private:
+  struct Buffer {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    int64_t bytes = 0;
+    uint8_t *mapped = nullptr; // host-visible and coherent memory stays mapped
+  };
+  struct Pipeline {
+    const KernelVariant *variant = nullptr;
+    VkShaderModule module = VK_NULL_HANDLE;
+    VkDescriptorSetLayout setLayout = VK_NULL_HANDLE;
+    VkPipelineLayout layout = VK_NULL_HANDLE;
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    uint32_t workgroupSize = 0, subgroupSize = 0;
+  };
+  struct Kernel {
+    VulkanKernel spec;
+    std::vector<Pipeline> pipelines; // parallel to spec.variants
+    uint32_t pushWords = 0;
+  };
+  /// A recorded command buffer: a pass of one shape, or the dispatches
+  /// issued outside a pass.
+  struct Recording {
+    VkCommandBuffer commands = VK_NULL_HANDLE;
+    VkQueryPool timestamps = VK_NULL_HANDLE;
+    uint32_t queries = 0;
+    std::vector<uint32_t> dispatchEnds; // per scheduler dispatch: its last timestamp query
+  };
+  struct Binding {
+    VkBuffer buffer;
+    VkDeviceSize offset, range;
+    bool operator<(const Binding &o) const {
+      return buffer != o.buffer ? buffer < o.buffer
+                                : offset != o.offset ? offset < o.offset : range < o.range;
+    }
+  };
+
+  void checkDevice(const std::string &path);
+  void createPipelines(const Artifact &artifact, const std::string &path);
+  Pipeline createPipeline(const VulkanKernel &kernel, const KernelVariant &variant,
+                          const Artifact &artifact, const std::string &path);
+  Buffer createBuffer(int64_t bytes, VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred,
+                      const char *what);
+  void destroyBuffer(Buffer &buffer);
+  void upload(Buffer &to, int64_t offset, const void *from, int64_t bytes);
+  void download(const Buffer &from, int64_t offset, void *to, int64_t bytes);
+  VkCommandBuffer beginOneShot();
+  void submitAndWait(VkCommandBuffer commands);
+  void submit(VkCommandBuffer commands);
+  Recording startRecording();
+  VkDescriptorSet descriptorSet(const Pipeline &pipeline, const std::vector<Binding> &bindings);
+  void recordDispatch(Recording &recording, const Pipeline &pipeline, uint32_t groups,
+                      VkDescriptorSet set, const std::vector<uint32_t> &push);
+  void dropRecordings();
+  void failIfInjected(const char *what, int &counter, int at);
+
+  std::string path_;
+  std::unique_ptr<VulkanInstance> instance_;
+  std::unique_ptr<VulkanDevice> device_;
+  VulkanApi *api_ = nullptr;
+  VulkanTarget target_;
+  uint32_t subgroupSize_ = 0;
+  std::vector<Kernel> kernels_;
+  std::map<std::string, int64_t> kernelIds_;
+  std::vector<Buffer> buffers_;
+  Buffer stepParams_;
+  Buffer staging_;
+  int64_t allocatedBytes_ = 0;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  bool submitted_ = false;
+  std::vector<VkDescriptorPool> descriptorPools_;
+  uint32_t setsLeft_ = 0;
+  std::map<std::pair<VkDescriptorSetLayout, std::vector<Binding>>, VkDescriptorSet> sets_;
+  std::map<PassShape, Recording> passes_;
+  Recording adHoc_;          // dispatches issued outside a pass
+  Recording *recording_ = nullptr; // where dispatch() records
+  Recording *lastSubmitted_ = nullptr;
+  PassShape passShape_;
+  bool inPass_ = false, replaying_ = false;
+  bool profiling_ = false;
+  bool forceStaging_ = false;
+  // Fault injection for tests ($Q3_VULKAN_INJECT: "alloc:N" fails the N-th
+  // device allocation, "lost:N" reports a lost device at the N-th submit).
+  int injectAllocAt_ = 0, injectLostAt_ = 0, allocations_ = 0, submits_ = 0;
+};
+
+} // namespace q3::runtime::vulkan

@@ -1,0 +1,375 @@
+//===- VulkanKernelTest.cpp - generated Vulkan kernels vs the reference ---===//
+//
+// Like llama.cpp's test-backend-ops: each kernel is generated, lowered to
+// SPIR-V, run by the Vulkan driver on the device (lavapipe in CI) on random
+// inputs, and compared with the reference interpreter's arithmetic for the
+// same op. Shapes are small and ragged (K not a multiple of the tiles,
+// outputs that leave partial tiles and partial subgroups), weights are
+// f32/f16/bf16, and a weight is split into parts with a lowered binding
+// limit so the part dispatches run here too.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/reference/Kernels.h"
+#include "backends/vulkan/KernelCompiler.h"
+#include "backends/vulkan/SpirvLowering.h"
+#include "runtime/Artifact.h"
+#include "runtime/DType.h"
+#include "runtime/vulkan/VulkanDriver.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace q3::testing {
+namespace {
+
+using vulkan::Storage;
+namespace rv = runtime::vulkan;
+
+runtime::DType runtimeType(Storage storage) {
+  switch (storage) {
+  case Storage::F32:
+    return runtime::DType::F32;
+  case Storage::F16:
+    return runtime::DType::F16;
+  case Storage::BF16:
+    return runtime::DType::BF16;
+  }
+  return runtime::DType::F32;
+}
+
+std::vector<float> randomValues(size_t count, std::mt19937 &rng, float scale = 1.0f) {
+  std::uniform_real_distribution<float> uniform(-scale, scale);
+  std::vector<float> values(count);
+  for (float &v : values)
+    v = uniform(rng);
+  return values;
+}
+
+/// `values` stored as `storage` (the bytes a weight buffer holds), and the
+/// f32 values they round to (what the reference computes with).
+std::vector<uint8_t> stored(std::vector<float> &values, Storage storage) {
+  runtime::DType type = runtimeType(storage);
+  std::vector<uint8_t> bytes(values.size() * runtime::dtypeSize(type));
+  runtime::convertFromF32(type, values.data(), bytes.data(), values.size());
+  runtime::convertToF32(type, bytes.data(), values.data(), values.size());
+  return bytes;
+}
+
+float maxAbs(const std::vector<float> &v) {
+  float m = 0;
+  for (float x : v)
+    m = std::max(m, std::fabs(x));
+  return m;
+}
+
+/// One compiled kernel on the device.
+class DeviceKernel {
+public:
+  DeviceKernel(vulkan::CompiledKernel compiled) : compiled_(std::move(compiled)) {
+    rv::VulkanTarget target;
+    target.minSubgroupSize = 8;
+    target.kernels = {compiled_.spec};
+    nlohmann::json manifest = {{"format", rv::kVulkanFormat},
+                               {"format_version", rv::kVulkanFormatVersion},
+                               {"vulkan", target}};
+    std::vector<runtime::ArtifactSection> sections;
+    for (const auto &module : compiled_.modules) {
+      std::vector<uint8_t> bytes(module.words.size() * 4);
+      std::memcpy(bytes.data(), module.words.data(), bytes.size());
+      sections.push_back({module.section, runtime::SectionKind::Data, bytes});
+    }
+    image_ = runtime::serializeArtifact("kernel.q3", manifest, sections);
+    artifact_ = runtime::Artifact::parse("kernel.q3", image_.data(), image_.size());
+    driver_ = std::make_unique<rv::VulkanDriver>(*artifact_, "kernel.q3", runtime::DriverOptions{});
+  }
+  rv::VulkanDriver &driver() { return *driver_; }
+
+  int64_t upload(const void *data, int64_t bytes) {
+    int64_t id = driver_->allocate(bytes);
+    driver_->write({id, 0, bytes}, data);
+    return id;
+  }
+  int64_t upload(const std::vector<float> &v) { return upload(v.data(), int64_t(v.size() * 4)); }
+  std::vector<float> download(int64_t id, int64_t count) {
+    std::vector<float> out(static_cast<size_t>(count));
+    driver_->read({id, 0, count * 4}, out.data());
+    return out;
+  }
+  void run(const std::vector<runtime::BufferRange> &ranges, const std::vector<int64_t> &scalars) {
+    driver_->dispatch(driver_->kernel(compiled_.spec.name), ranges, scalars, 0);
+    driver_->finish();
+  }
+
+private:
+  vulkan::CompiledKernel compiled_;
+  std::vector<uint8_t> image_;
+  std::unique_ptr<runtime::Artifact> artifact_;
+  std::unique_ptr<rv::VulkanDriver> driver_;
+};
+
+class VulkanKernelTest : public ::testing::Test {
+protected:
+  void SetUp() override { vulkan::loadKernelDialects(context); }
+  mlir::MLIRContext context;
+  std::mt19937 rng{7};
+};
+
+//===- Matrix products ------------------------------------------------------===//
+
+struct LinearCase {
+  std::string label;
+  int64_t in, out, rows;
+  Storage weight;
+  bool norm, swiglu, residual;
+  std::optional<Storage> gain;
+  int64_t maxBindingBytes = int64_t(1) << 27;
+};
+void PrintTo(const LinearCase &c, std::ostream *os) { *os << c.label; }
+
+class VulkanLinearTest : public VulkanKernelTest,
+                         public ::testing::WithParamInterface<LinearCase> {};
+
+TEST_P(VulkanLinearTest, MatchesTheReference) {
+  const LinearCase &c = GetParam();
+  vulkan::LinearKernel kernel{"linear", c.in, c.out, c.weight, std::nullopt, c.swiglu,
+                              c.residual, c.gain};
+  if (c.norm)
+    kernel.normEps = 1e-6;
+  vulkan::KernelCompiler compiler(context);
+  DeviceKernel device(compiler.linear(kernel, vulkan::MatMulTiling{}, c.maxBindingBytes));
+
+  std::vector<float> x = randomValues(size_t(c.rows * c.in), rng);
+  std::vector<float> w = randomValues(size_t(kernel.weightRows() * c.in), rng, 0.2f);
+  std::vector<uint8_t> wBytes = stored(w, c.weight);
+  std::vector<float> gain = randomValues(size_t(c.in), rng, 2.0f);
+  std::vector<uint8_t> gainBytes;
+  if (c.gain)
+    gainBytes = stored(gain, *c.gain);
+  std::vector<float> residual = randomValues(size_t(c.rows * c.out), rng);
+
+  std::vector<runtime::BufferRange> ranges;
+  ranges.push_back({device.upload(x), 0, int64_t(x.size() * 4)});
+  ranges.push_back({device.upload(wBytes.data(), int64_t(wBytes.size())), 0, int64_t(wBytes.size())});
+  if (c.gain)
+    ranges.push_back({device.upload(gainBytes.data(), int64_t(gainBytes.size())), 0,
+                      int64_t(gainBytes.size())});
+  if (c.residual)
+    ranges.push_back({device.upload(residual), 0, int64_t(residual.size() * 4)});
+  int64_t y = device.driver().allocate(c.rows * c.out * 4);
+  ranges.push_back({y, 0, c.rows * c.out * 4});
+  device.run(ranges, {c.rows, c.rows, c.rows});
+  std::vector<float> got = device.download(y, c.rows * c.out);
+
+  // The reference: the gain applied to x (exact algebra of the prologue).
+  std::vector<float> xg = x;
+  if (c.gain)
+    for (int64_t t = 0; t < c.rows; ++t)
+      for (int64_t k = 0; k < c.in; ++k)
+        xg[size_t(t * c.in + k)] *= gain[size_t(k)];
+  std::vector<float> want(size_t(c.rows * c.out));
+  const double eps = 1e-6;
+  // The RMSNorm statistic is of x before the gain.
+  for (int64_t t = 0; t < c.rows; ++t) {
+    std::vector<float> row(xg.begin() + t * c.in, xg.begin() + (t + 1) * c.in);
+    std::vector<float> out(size_t(c.out));
+    reference::fusedLinear(row.data(), w.data(), c.residual ? residual.data() + t * c.out : nullptr,
+                           out.data(), 1, c.in, c.out, nullptr, c.swiglu);
+    if (c.norm) {
+      double squares = 0;
+      for (int64_t k = 0; k < c.in; ++k)
+        squares += double(x[size_t(t * c.in + k)]) * x[size_t(t * c.in + k)];
+      // Recompute with the norm: the reference applies it to the product.
+      std::vector<float> scaledRow(size_t(c.in));
+      double scale = 1.0 / std::sqrt(squares / double(c.in) + eps);
+      std::vector<float> product(size_t(kernel.weightRows()));
+      reference::linear(row.data(), w.data(), nullptr, product.data(), 1, c.in, kernel.weightRows());
+      for (int64_t n = 0; n < c.out; ++n) {
+        float v = float(double(product[size_t(n)]) * scale);
+        if (c.swiglu)
+          v = reference::silu(v) * float(double(product[size_t(c.out + n)]) * scale);
+        if (c.residual)
+          v += residual[size_t(t * c.out + n)];
+        out[size_t(n)] = v;
+      }
+    }
+    std::copy(out.begin(), out.end(), want.begin() + t * c.out);
+  }
+  float worst = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, std::fabs(got[i] - want[i]));
+  EXPECT_LE(worst, 2e-5f * std::max(1.0f, maxAbs(want))) << "worst |diff| " << worst;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, VulkanLinearTest,
+    ::testing::Values(
+        LinearCase{"decode_f32_plain", 64, 96, 1, Storage::F32, false, false, false, {}},
+        LinearCase{"decode_bf16_norm_swiglu", 48, 40, 1, Storage::BF16, true, true, false, {}},
+        LinearCase{"decode_f16_residual", 80, 33, 1, Storage::F16, false, false, true, {}},
+        LinearCase{"decode_bf16_gain_norm", 64, 70, 1, Storage::BF16, true, false, false,
+                   Storage::BF16},
+        LinearCase{"prefill_f32_norm", 72, 100, 7, Storage::F32, true, false, false, {}},
+        LinearCase{"prefill_bf16_swiglu_gain", 40, 72, 37, Storage::BF16, true, true, false,
+                   Storage::F32},
+        LinearCase{"prefill_f16_residual", 96, 65, 33, Storage::F16, false, false, true, {}},
+        // The weight in parts of 64 rows (a binding limit of 64 rows here).
+        LinearCase{"decode_bf16_in_parts", 64, 200, 1, Storage::BF16, true, false, false, {},
+                   64 * 64 * 2},
+        LinearCase{"prefill_f32_in_parts", 32, 150, 5, Storage::F32, false, false, false, {},
+                   64 * 32 * 4}),
+    [](const ::testing::TestParamInfo<LinearCase> &info) { return info.param.label; });
+
+//===- Embedding ------------------------------------------------------------===//
+
+TEST_F(VulkanKernelTest, EmbeddingGathersRowsFromEveryPart) {
+  const int64_t vocab = 100, hidden = 24;
+  for (Storage storage : {Storage::F32, Storage::F16, Storage::BF16}) {
+    vulkan::KernelCompiler compiler(context);
+    // Parts of 16 rows, so tokens come from seven dispatches.
+    DeviceKernel device(compiler.embedding({"embedding", vocab, hidden, storage},
+                                           16 * hidden * vulkan::storageBytes(storage)));
+    std::vector<float> table = randomValues(size_t(vocab * hidden), rng);
+    std::vector<uint8_t> bytes = stored(table, storage);
+    std::vector<int32_t> tokens = {0, 99, 17, 16, 15, 64, 3};
+    const int64_t rows = int64_t(tokens.size());
+    int64_t tableId = device.upload(bytes.data(), int64_t(bytes.size()));
+    int64_t tokenId = device.upload(tokens.data(), rows * 4);
+    int64_t out = device.driver().allocate(rows * hidden * 4);
+    device.run({{tableId, 0, int64_t(bytes.size())}, {tokenId, 0, rows * 4},
+                {out, 0, rows * hidden * 4}},
+               {rows, rows, rows});
+    std::vector<float> got = device.download(out, rows * hidden);
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t c = 0; c < hidden; ++c)
+        ASSERT_EQ(got[size_t(t * hidden + c)], table[size_t(tokens[size_t(t)] * hidden + c)])
+            << vulkan::storageName(storage) << " row " << t << " column " << c;
+  }
+}
+
+//===- q/k-norm + RoPE + cache, then attention ------------------------------===//
+
+struct AttentionCase {
+  std::string label;
+  int64_t queryHeads, kvHeads, headDim, startPos, rows;
+  Storage gains;
+  std::vector<int64_t> map; // empty: h / (Hq / Hkv)
+};
+void PrintTo(const AttentionCase &c, std::ostream *os) { *os << c.label; }
+
+class VulkanAttentionTest : public VulkanKernelTest,
+                            public ::testing::WithParamInterface<AttentionCase> {};
+
+TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
+  const AttentionCase &c = GetParam();
+  const int64_t D = c.headDim, Hq = c.queryHeads, Hkv = c.kvHeads;
+  const int64_t capacity = c.startPos + c.rows + 3, visible = c.startPos + c.rows;
+  const double eps = 1e-6, theta = 1e6, scale = 1.0 / std::sqrt(double(D));
+  std::vector<int64_t> map = c.map;
+  if (map.empty())
+    for (int64_t h = 0; h < Hq; ++h)
+      map.push_back(h / (Hq / Hkv));
+  vulkan::KernelCompiler compiler(context);
+  DeviceKernel rope(compiler.qkNormRope({"qk", Hq, Hkv, D, c.gains, eps, theta}));
+  DeviceKernel attention(compiler.attention({"attention", Hq, Hkv, D, map, scale}));
+
+  // The cache: positions before startPos hold earlier keys and values.
+  const int64_t width = (Hq + 2 * Hkv) * D;
+  std::vector<float> qkv = randomValues(size_t(c.rows * width), rng, 2.0f);
+  std::vector<float> qGain = randomValues(size_t(D), rng, 1.5f),
+                     kGain = randomValues(size_t(D), rng, 1.5f);
+  std::vector<uint8_t> qGainBytes = stored(qGain, c.gains), kGainBytes = stored(kGain, c.gains);
+  std::vector<float> keys = randomValues(size_t(Hkv * capacity * D), rng),
+                     values = randomValues(size_t(Hkv * capacity * D), rng);
+
+  // Reference: norm, gain, RoPE per head; the cache rows at the positions.
+  std::vector<float> query(size_t(c.rows * Hq * D));
+  std::vector<float> wantKeys = keys, wantValues = values;
+  for (int64_t t = 0; t < c.rows; ++t)
+    for (int64_t slot = 0; slot < Hq + 2 * Hkv; ++slot) {
+      const float *in = qkv.data() + t * width + slot * D;
+      std::vector<float> head(in, in + D);
+      if (slot < Hq + Hkv) {
+        reference::rmsNorm(head.data(), slot < Hq ? qGain.data() : kGain.data(), head.data(), 1, D,
+                           eps);
+        reference::ropeRotateHalf(head.data(), 1, 1, D, c.startPos + t, theta);
+      }
+      float *to = slot < Hq ? query.data() + (t * Hq + slot) * D
+                  : slot < Hq + Hkv
+                      ? wantKeys.data() + ((slot - Hq) * capacity + c.startPos + t) * D
+                      : wantValues.data() + ((slot - Hq - Hkv) * capacity + c.startPos + t) * D;
+      std::copy(head.begin(), head.end(), to);
+    }
+
+  int64_t qkvId = rope.upload(qkv);
+  int64_t qg = rope.upload(qGainBytes.data(), int64_t(qGainBytes.size()));
+  int64_t kg = rope.upload(kGainBytes.data(), int64_t(kGainBytes.size()));
+  int64_t keyId = rope.upload(keys), valueId = rope.upload(values);
+  int64_t queryId = rope.driver().allocate(int64_t(query.size() * 4));
+  const int64_t cacheBytes = int64_t(keys.size() * 4);
+  rope.driver().beginPass({c.rows, false}, c.startPos);
+  rope.driver().dispatch(rope.driver().kernel("qk"),
+                         {{qkvId, 0, int64_t(qkv.size() * 4)},
+                          {qg, 0, int64_t(qGainBytes.size())},
+                          {kg, 0, int64_t(kGainBytes.size())},
+                          {keyId, 0, cacheBytes},
+                          {valueId, 0, cacheBytes},
+                          {queryId, 0, int64_t(query.size() * 4)}},
+                         {c.rows, visible, capacity, 0, c.startPos}, 0);
+  rope.driver().endPass();
+  rope.driver().finish();
+  std::vector<float> gotQuery = rope.download(queryId, int64_t(query.size()));
+  std::vector<float> gotKeys = rope.download(keyId, int64_t(keys.size()));
+  std::vector<float> gotValues = rope.download(valueId, int64_t(values.size()));
+  float worst = 0;
+  for (size_t i = 0; i < query.size(); ++i)
+    worst = std::max(worst, std::fabs(gotQuery[i] - query[i]));
+  for (size_t i = 0; i < keys.size(); ++i)
+    worst = std::max({worst, std::fabs(gotKeys[i] - wantKeys[i]),
+                      std::fabs(gotValues[i] - wantValues[i])});
+  EXPECT_LE(worst, 2e-5f) << "q/k-norm + RoPE + cache: worst |diff| " << worst;
+
+  // Attention over the cache the reference wrote ([S, Hkv, D] for it).
+  std::vector<float> refKeys(size_t(visible * Hkv * D)), refValues(refKeys.size());
+  for (int64_t s = 0; s < visible; ++s)
+    for (int64_t g = 0; g < Hkv; ++g)
+      for (int64_t d = 0; d < D; ++d) {
+        refKeys[size_t((s * Hkv + g) * D + d)] = wantKeys[size_t((g * capacity + s) * D + d)];
+        refValues[size_t((s * Hkv + g) * D + d)] = wantValues[size_t((g * capacity + s) * D + d)];
+      }
+  std::vector<float> want(size_t(c.rows * Hq * D));
+  reference::causalAttention(query.data(), refKeys.data(), refValues.data(), want.data(), c.rows,
+                             visible, Hq, Hkv, D, scale, map);
+  int64_t aq = attention.upload(query), ak = attention.upload(wantKeys),
+          av = attention.upload(wantValues);
+  int64_t out = attention.driver().allocate(int64_t(want.size() * 4));
+  attention.driver().beginPass({c.rows, false}, c.startPos);
+  attention.driver().dispatch(attention.driver().kernel("attention"),
+                              {{aq, 0, int64_t(query.size() * 4)},
+                               {ak, 0, cacheBytes},
+                               {av, 0, cacheBytes},
+                               {out, 0, int64_t(want.size() * 4)}},
+                              {c.rows, visible, capacity}, 0);
+  attention.driver().endPass();
+  attention.driver().finish();
+  std::vector<float> got = attention.download(out, int64_t(want.size()));
+  worst = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, std::fabs(got[i] - want[i]));
+  EXPECT_LE(worst, 1e-5f) << "attention: worst |diff| " << worst;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, VulkanAttentionTest,
+    ::testing::Values(AttentionCase{"gqa2_prefill", 4, 2, 16, 0, 9, Storage::BF16, {}},
+                      AttentionCase{"gqa2_decode_late", 4, 2, 16, 4000, 1, Storage::F32, {}},
+                      AttentionCase{"mqa6_hd8", 6, 1, 8, 5, 3, Storage::F16, {}},
+                      AttentionCase{"mha_hd32_long", 2, 2, 32, 70, 2, Storage::F32, {}},
+                      AttentionCase{"gqa4_hd128", 8, 2, 128, 3, 2, Storage::BF16, {}},
+                      AttentionCase{"uneven_map", 3, 2, 16, 2, 2, Storage::F32, {1, 0, 1}}),
+    [](const ::testing::TestParamInfo<AttentionCase> &info) { return info.param.label; });
+
+} // namespace
+} // namespace q3::testing
