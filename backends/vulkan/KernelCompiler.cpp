@@ -48,20 +48,22 @@ CompiledKernel::Module KernelCompiler::lower(OwningOpRef<ModuleOp> module,
                                              rv::KernelVariant &variant) {
   if (failed(module->verify()))
     throw std::runtime_error("generated kernel " + variant.entryPoint + " does not verify");
+  CompiledKernel::Module result;
+  result.section = "spirv." + std::to_string(nextSection_++);
+  result.mlir = printed(*module);
+  variant.section = result.section;
+  if (!lowering_)
+    return result;
   gpu::GPUModuleOp kernel;
   module->walk([&](gpu::GPUModuleOp m) { kernel = m; });
   SpirvModule spirv = lowerToSpirv(kernel);
-  CompiledKernel::Module result;
-  result.section = "spirv." + std::to_string(nextSection_++);
   result.words = std::move(spirv.words);
-  result.mlir = printed(*module);
-  variant.section = result.section;
   variant.capabilities = spirv.capabilities;
   return result;
 }
 
 CompiledKernel KernelCompiler::linear(const LinearKernel &kernel, const MatMulTiling &tiling,
-                                      int64_t maxBindingBytes) {
+                                      int64_t perPart) {
   CompiledKernel out;
   rv::VulkanKernel &spec = out.spec;
   spec.name = kernel.name;
@@ -73,8 +75,7 @@ CompiledKernel KernelCompiler::linear(const LinearKernel &kernel, const MatMulTi
     spec.elementBytes.push_back(4);
   spec.elementBytes.push_back(4);
   const int64_t rowBytes = kernel.inFeatures * storageBytes(kernel.weight);
-  if (int64_t perPart = rowsPerPart(kernel.weightRows(), rowBytes, maxBindingBytes,
-                                    tiling.tileColumns)) {
+  if (perPart > 0 && perPart < kernel.weightRows()) {
     if (kernel.swiglu)
       throw std::runtime_error(kernel.name + ": a SwiGLU weight too large for one binding");
     spec.split = rv::WeightSplit{1, kernel.weightRows(), rowBytes, perPart};
@@ -105,7 +106,7 @@ CompiledKernel KernelCompiler::linear(const LinearKernel &kernel, const MatMulTi
   return out;
 }
 
-CompiledKernel KernelCompiler::embedding(const EmbeddingKernel &kernel, int64_t maxBindingBytes) {
+CompiledKernel KernelCompiler::embedding(const EmbeddingKernel &kernel, int64_t perPart) {
   CompiledKernel out;
   rv::VulkanKernel &spec = out.spec;
   spec.name = kernel.name;
@@ -114,12 +115,12 @@ CompiledKernel KernelCompiler::embedding(const EmbeddingKernel &kernel, int64_t 
   const int64_t rowBytes = kernel.hidden * storageBytes(kernel.table);
   // Always in parts (one when the table fits a binding): the kernel serves
   // the tokens of the part bound, so it needs the part's rows either way.
-  int64_t perPart = rowsPerPart(kernel.vocab, rowBytes, maxBindingBytes, 1);
-  spec.split = rv::WeightSplit{0, kernel.vocab, rowBytes, perPart ? perPart : kernel.vocab};
+  spec.split = rv::WeightSplit{0, kernel.vocab, rowBytes,
+                               perPart > 0 && perPart < kernel.vocab ? perPart : kernel.vocab};
   rv::KernelVariant variant;
   variant.entryPoint = kernel.name;
   variant.grid = {rv::GridSpec::Rows::Each, 1, 1, 1, false};
-  variant.invocations = 64;
+  variant.invocations = kernel.workgroup;
   out.modules.push_back(lower(buildEmbedding(context_, kernel), variant));
   spec.variants = {variant};
   return out;
@@ -135,7 +136,7 @@ CompiledKernel KernelCompiler::qkNormRope(const QKNormRopeKernel &kernel) {
   rv::KernelVariant variant;
   variant.entryPoint = kernel.name;
   variant.grid = {rv::GridSpec::Rows::Each, 1, kernel.queryHeads + kernel.kvHeads, 1, true};
-  variant.subgroups = 4;
+  variant.subgroups = kernel.subgroups;
   variant.sharedBytes = qkNormRopeSharedBytes(kernel);
   out.modules.push_back(lower(buildQKNormRope(context_, kernel), variant));
   spec.variants = {variant};

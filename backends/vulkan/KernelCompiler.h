@@ -32,17 +32,19 @@ struct CompiledKernel {
   std::vector<Module> modules;
 };
 
-/// Names the sections it creates "spirv.<n>", n counting from `firstSection`.
+/// Names the sections it creates "spirv.<n>", n counting from 0.
 class KernelCompiler {
 public:
-  explicit KernelCompiler(mlir::MLIRContext &context, int firstSection = 0)
-      : context_(context), nextSection_(firstSection) {}
+  /// Without `lowering`, the kernels are generated and printed only (their
+  /// SPIR-V words and capabilities stay empty): `q3c dump --emit=kernels`.
+  explicit KernelCompiler(mlir::MLIRContext &context, bool lowering = true)
+      : context_(context), lowering_(lowering) {}
 
-  /// A weight larger than `maxBindingBytes` runs in parts (the portable
-  /// Vulkan minimum of maxStorageBufferRange by default; tests lower it).
+  /// `rowsPerPart` > 0: the weight runs in parts of that many rows (see
+  /// rowsPerPart() and vulkan-split-weights).
   CompiledKernel linear(const LinearKernel &kernel, const MatMulTiling &tiling,
-                        int64_t maxBindingBytes);
-  CompiledKernel embedding(const EmbeddingKernel &kernel, int64_t maxBindingBytes);
+                        int64_t rowsPerPart);
+  CompiledKernel embedding(const EmbeddingKernel &kernel, int64_t rowsPerPart);
   CompiledKernel qkNormRope(const QKNormRopeKernel &kernel);
   CompiledKernel attention(const AttentionKernel &kernel);
   /// Binds (data, sink); scalars[3] is the number of 16-byte vectors, and
@@ -58,7 +60,8 @@ private:
   CompiledKernel::Module lower(mlir::OwningOpRef<mlir::ModuleOp> module,
                                runtime::vulkan::KernelVariant &variant);
   mlir::MLIRContext &context_;
-  int nextSection_;
+  bool lowering_;
+  int nextSection_ = 0;
 };
 
 } // namespace q3::vulkan

@@ -31,6 +31,7 @@ struct EmbeddingKernel {
   std::string name;
   int64_t vocab = 0, hidden = 0;
   Storage table = Storage::F32;
+  int64_t workgroup = 64; // invocations
 };
 mlir::OwningOpRef<mlir::ModuleOp> buildEmbedding(mlir::MLIRContext &context,
                                                  const EmbeddingKernel &kernel);
@@ -85,6 +86,7 @@ struct QKNormRopeKernel {
   int64_t queryHeads = 0, kvHeads = 0, headDim = 0;
   Storage gains = Storage::F32;
   double eps = 1e-6, theta = 10000.0;
+  int64_t subgroups = 4; // per workgroup, one head vector each
 };
 mlir::OwningOpRef<mlir::ModuleOp> buildQKNormRope(mlir::MLIRContext &context,
                                                   const QKNormRopeKernel &kernel);

@@ -139,7 +139,12 @@ TEST_P(VulkanLinearTest, MatchesTheReference) {
   if (c.norm)
     kernel.normEps = 1e-6;
   vulkan::KernelCompiler compiler(context);
-  DeviceKernel device(compiler.linear(kernel, vulkan::MatMulTiling{}, c.maxBindingBytes));
+  const vulkan::MatMulTiling tiling;
+  DeviceKernel device(compiler.linear(
+      kernel, tiling,
+      vulkan::KernelCompiler::rowsPerPart(kernel.weightRows(),
+                                          c.in * vulkan::storageBytes(c.weight),
+                                          c.maxBindingBytes, tiling.tileColumns)));
 
   std::vector<float> x = randomValues(size_t(c.rows * c.in), rng);
   std::vector<float> w = randomValues(size_t(kernel.weightRows() * c.in), rng, 0.2f);
@@ -215,7 +220,8 @@ INSTANTIATE_TEST_SUITE_P(
         LinearCase{"prefill_bf16_swiglu_gain", 40, 72, 37, Storage::BF16, true, true, false,
                    Storage::F32},
         LinearCase{"prefill_f16_residual", 96, 65, 33, Storage::F16, false, false, true, {}},
-        // The weight in parts of 64 rows (a binding limit of 64 rows here).
+        // The weight in parts of 64 rows (a binding limit of 64 rows here:
+        // the prefill tile's columns).
         LinearCase{"decode_bf16_in_parts", 64, 200, 1, Storage::BF16, true, false, false, {},
                    64 * 64 * 2},
         LinearCase{"prefill_f32_in_parts", 32, 150, 5, Storage::F32, false, false, false, {},
@@ -229,8 +235,7 @@ TEST_F(VulkanKernelTest, EmbeddingGathersRowsFromEveryPart) {
   for (Storage storage : {Storage::F32, Storage::F16, Storage::BF16}) {
     vulkan::KernelCompiler compiler(context);
     // Parts of 16 rows, so tokens come from seven dispatches.
-    DeviceKernel device(compiler.embedding({"embedding", vocab, hidden, storage},
-                                           16 * hidden * vulkan::storageBytes(storage)));
+    DeviceKernel device(compiler.embedding({"embedding", vocab, hidden, storage}, 16));
     std::vector<float> table = randomValues(size_t(vocab * hidden), rng);
     std::vector<uint8_t> bytes = stored(table, storage);
     std::vector<int32_t> tokens = {0, 99, 17, 16, 15, 64, 3};

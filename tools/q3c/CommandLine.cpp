@@ -30,6 +30,12 @@ cl::opt<std::string> dumpOutput("o", cl::sub(dumpCommand), cl::init("-"),
                                 cl::desc("Write the IR here (default: stdout)"),
                                 cl::value_desc("file"), cl::cat(q3Category));
 
+cl::opt<std::string> dumpTarget(
+    "target", cl::sub(dumpCommand), cl::init(""),
+    cl::desc("Run this backend's target passes after the pipeline (vulkan: the lowering "
+             "config of every kernel); with --emit=kernels, print its kernels: cpu or vulkan"),
+    cl::value_desc("cpu|vulkan"), cl::cat(q3Category));
+
 // q3c eval
 cl::opt<std::string> evalModel(cl::Positional, cl::Required, cl::sub(evalCommand),
                                cl::desc("<model folder with config.json and model.safetensors>"),
@@ -65,7 +71,7 @@ cl::opt<std::string> compileModel(cl::Positional, cl::Required, cl::sub(compileC
                                   cl::desc("<config.json | model folder | preset>"),
                                   cl::cat(q3Category));
 cl::opt<std::string> compileTarget("target", cl::sub(compileCommand), cl::init("cpu"),
-                                   cl::desc("Backend: cpu"), cl::cat(q3Category));
+                                   cl::desc("Backend: cpu or vulkan"), cl::cat(q3Category));
 cl::opt<std::string> compileCpu("cpu", cl::sub(compileCommand), cl::init("host"),
                                 cl::desc("CPU: host, x86-64-v2, x86-64-v3 or x86-64-v4"),
                                 cl::cat(q3Category));
@@ -89,7 +95,8 @@ cl::opt<std::string> compileOutput("o", cl::sub(compileCommand), cl::Required,
 // Pipeline flags, shared by dump, eval and compile.
 cl::opt<std::string>
     emitStage("emit", cl::sub(dumpCommand), cl::sub(evalCommand), cl::init("dispatch"),
-              cl::desc("Stop after this stage: graph, fused or dispatch (default)"),
+              cl::desc("Stop after this stage: graph, fused or dispatch (default); or "
+                       "kernels: the --target backend's kernels as MLIR"),
               cl::value_desc("stage"), cl::cat(q3Category));
 cl::list<std::string> disabledPasses("disable-pass", cl::sub(dumpCommand), cl::sub(evalCommand),
                                      cl::sub(compileCommand),
@@ -114,7 +121,8 @@ cl::opt<bool> dumpJson("json", cl::sub(dumpCommand),
 
 passes::PipelineOptions pipelineOptionsFromFlags() {
   passes::PipelineOptions options;
-  options.stage = passes::parseStage(emitStage);
+  // --emit=kernels (dump): the kernels of the dispatch stage.
+  options.stage = emitStage == "kernels" ? passes::Stage::Dispatch : passes::parseStage(emitStage);
   options.disabledPasses.insert(disabledPasses.begin(), disabledPasses.end());
   options.printIRAfterAll = printIRAfterAll;
   options.printIRAfter.insert(printIRAfter.begin(), printIRAfter.end());

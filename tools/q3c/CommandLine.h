@@ -22,6 +22,7 @@ extern llvm::cl::OptionCategory q3Category;
 // guarantee.
 extern llvm::cl::opt<std::string> dumpModel;
 extern llvm::cl::opt<std::string> dumpOutput;
+extern llvm::cl::opt<std::string> dumpTarget;
 extern llvm::cl::opt<std::string> evalModel;
 extern llvm::cl::opt<std::string> evalTokens;
 extern llvm::cl::opt<std::string> evalLogits;

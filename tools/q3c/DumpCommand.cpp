@@ -2,6 +2,9 @@
 #include "tools/q3c/CommandLine.h"
 #include "tools/q3c/Commands.h"
 
+#include "backends/cpu/CompileModel.h"
+#include "backends/vulkan/CompileModel.h"
+#include "backends/vulkan/VulkanPasses.h"
 #include "frontend/Presets.h"
 #include "ir/BuildGraph.h"
 #include "passes/Statistics.h"
@@ -9,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -62,7 +66,19 @@ static std::string statisticsText(const passes::PipelineStatistics &stats) {
   return text;
 }
 
+/// The kernels `--target` generates, as MLIR: the Vulkan kernels before
+/// their lowering to SPIR-V, or the CPU kernels' source.
+static std::string kernelsOf(mlir::ModuleOp module) {
+  if (dumpTarget == "vulkan")
+    return vulkan::vulkanKernelSource(module);
+  if (dumpTarget == "cpu")
+    return cpu::compileForCpu(module, cpu::resolveCpuTarget("host")).kernelSource;
+  throw std::invalid_argument("--emit=kernels needs --target cpu or --target vulkan");
+}
+
 int runDump() {
+  if (!dumpTarget.empty() && dumpTarget != "cpu" && dumpTarget != "vulkan")
+    throw std::invalid_argument("--target: expected cpu or vulkan, got '" + dumpTarget + "'");
   std::vector<std::string> warnings;
   frontend::ModelConfig config = frontend::resolveModelConfig(dumpModel, &warnings);
   printWarnings(warnings);
@@ -74,10 +90,19 @@ int runDump() {
   llvm::ToolOutputFile output(dumpOutput, error, llvm::sys::fs::OF_Text);
   if (error)
     throw std::runtime_error(dumpOutput + ": " + error.message());
-  if (dumpStats) {
+  if (emitStage == "kernels") {
+    output.os() << kernelsOf(*module);
+  } else if (dumpStats) {
     passes::PipelineStatistics stats = passes::collectStatistics(*graph, *module);
     output.os() << (dumpJson ? statisticsJson(stats) : statisticsText(stats));
   } else {
+    if (dumpTarget == "vulkan") {
+      // The decisions of the Vulkan target, in every kernel's lowering config.
+      mlir::PassManager pm(&context);
+      vulkan::addVulkanTargetPasses(pm);
+      if (mlir::failed(pm.run(*module)))
+        throw std::runtime_error("the Vulkan target passes failed");
+    }
     module->print(output.os());
     output.os() << "\n";
   }

@@ -1,0 +1,147 @@
+//===- CompileModel.cpp - a dispatch-stage module -> a Vulkan artifact ----===//
+//
+// The target passes record the Vulkan decisions in each kernel's lowering
+// config; each q3.kernel function then becomes its Vulkan kernel variants
+// (KernelSelection.h), lowered to SPIR-V and checked by SPIRV-Tools'
+// validator before they are written; the schedule, buffer plan and weight
+// plan come from ScheduleWriter.h. The artifact holds one section per
+// SPIR-V module, the kernels' MLIR (`kernels.mlir`) and the manifest.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/vulkan/CompileModel.h"
+#include "backends/vulkan/KernelFacts.h"
+#include "backends/vulkan/KernelSelection.h"
+#include "backends/vulkan/LoweringConfig.h"
+#include "backends/vulkan/ScheduleWriter.h"
+#include "backends/vulkan/SpirvLowering.h"
+#include "backends/vulkan/VulkanPasses.h"
+
+#include "ir/Q3Ops.h"
+#include "passes/Statistics.h"
+#include "runtime/Artifact.h"
+#include "runtime/vulkan/VulkanManifest.h"
+
+#include "mlir/Pass/PassManager.h"
+
+#include <spirv-tools/libspirv.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+using namespace mlir;
+using nlohmann::json;
+namespace rv = q3::runtime::vulkan;
+
+namespace q3::vulkan {
+namespace {
+
+/// Vectors per invocation of the bandwidth probe: 256 invocations of 64
+/// reads of 16 bytes each move 256 KiB per workgroup.
+constexpr int64_t kBandwidthVectorsPerInvocation = 64;
+
+void runTargetPasses(ModuleOp module) {
+  PassManager pm(module.getContext());
+  addVulkanTargetPasses(pm);
+  if (failed(pm.run(module)))
+    throw std::runtime_error("the Vulkan target passes failed");
+}
+
+std::vector<func::FuncOp> kernelFunctions(ModuleOp module) {
+  std::vector<func::FuncOp> kernels;
+  module.walk([&](func::FuncOp kernel) {
+    if (kernel->hasAttr(ir::kKernelAttrName))
+      kernels.push_back(kernel);
+  });
+  return kernels;
+}
+
+/// SPIRV-Tools' validator (spirv-val) over a module q3c is about to write:
+/// an invalid module is a compiler bug, caught here rather than on a device.
+void validate(const CompiledKernel::Module &module) {
+  std::string problem;
+  spvtools::SpirvTools tools(SPV_ENV_VULKAN_1_1);
+  tools.SetMessageConsumer([&](spv_message_level_t, const char *, const spv_position_t &,
+                               const char *message) {
+    if (problem.empty())
+      problem = message;
+  });
+  if (!tools.Validate(module.words))
+    throw std::runtime_error("generated SPIR-V (" + module.section + ") is invalid: " + problem);
+}
+
+} // namespace
+
+CompiledVulkanModel compileForVulkan(ModuleOp module) {
+  runTargetPasses(module);
+  MLIRContext &context = *module.getContext();
+  loadKernelDialects(context);
+  CompiledVulkanModel compiled;
+  KernelCompiler compiler(context);
+  rv::VulkanTarget target;
+  target.minSubgroupSize = 4;
+  json kernels = json::array();
+  for (func::FuncOp kernel : kernelFunctions(module)) {
+    CompiledKernel k = compileKernel(compiler, kernel);
+    target.minSubgroupSize =
+        std::max(target.minSubgroupSize, loweringConfigInt(kernel, "min_subgroup_size").value_or(4));
+    // The scheduler's view: products are column-parallel (their last
+    // dispatch may run on the last row only), the rest run per row.
+    json grid = linearFacts(kernel) ? json{{"kind", "fixed"}, {"count", 1}} : json{{"kind", "rows"}};
+    kernels.push_back({{"name", k.spec.name}, {"grid", grid}});
+    compiled.kernels.push_back(std::move(k));
+  }
+  compiled.kernels.push_back(
+      compiler.readBandwidth(kReadBandwidthKernel, kBandwidthVectorsPerInvocation));
+  for (const CompiledKernel &k : compiled.kernels) {
+    target.kernels.push_back(k.spec);
+    for (const CompiledKernel::Module &m : k.modules) {
+      validate(m);
+      compiled.kernelSource += m.mlir;
+    }
+  }
+  SchedulePlan plan = writeSchedule(module);
+  passes::PipelineStatistics stats = passes::collectStatistics(module, module);
+  compiled.manifest = {
+      {"format", rv::kVulkanFormat},
+      {"format_version", rv::kVulkanFormatVersion},
+      {"config", plan.config},
+      {"kv_cache_dtype", "f32"},
+      {"kernels", kernels},
+      {"weights", plan.weights},
+      {"buffers", plan.buffers},
+      {"schedule", plan.schedule},
+      {"output", plan.output},
+      {"decode_bytes_per_token",
+       stats.decodeActivationBytes.value_or(0) + plan.decodeWeightBytes},
+      {"vulkan", target},
+  };
+  return compiled;
+}
+
+std::string vulkanKernelSource(ModuleOp module) {
+  runTargetPasses(module);
+  MLIRContext &context = *module.getContext();
+  loadKernelDialects(context);
+  KernelCompiler compiler(context, /*lowering=*/false);
+  std::string text;
+  for (func::FuncOp kernel : kernelFunctions(module))
+    for (const CompiledKernel::Module &m : compileKernel(compiler, kernel).modules)
+      text += m.mlir;
+  return text;
+}
+
+void writeVulkanArtifact(const std::string &path, const CompiledVulkanModel &model) {
+  std::vector<runtime::ArtifactSection> sections;
+  for (const CompiledKernel &kernel : model.kernels)
+    for (const CompiledKernel::Module &m : kernel.modules) {
+      std::vector<uint8_t> bytes(m.words.size() * 4);
+      std::memcpy(bytes.data(), m.words.data(), bytes.size());
+      sections.push_back({m.section, runtime::SectionKind::Data, std::move(bytes)});
+    }
+  sections.push_back({"kernels.mlir", runtime::SectionKind::Data,
+                      std::vector<uint8_t>(model.kernelSource.begin(), model.kernelSource.end())});
+  runtime::writeArtifact(path, model.manifest, sections);
+}
+
+} // namespace q3::vulkan

@@ -1,0 +1,66 @@
+#include "backends/vulkan/KernelFacts.h"
+#include "backends/vulkan/LoweringConfig.h"
+
+#include "ir/Q3Ops.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <stdexcept>
+
+using namespace mlir;
+
+namespace q3::vulkan {
+namespace {
+
+llvm::ArrayRef<int64_t> shapeOf(Value v) { return v.getType().cast<RankedTensorType>().getShape(); }
+
+} // namespace
+
+Storage storageOf(Type element) {
+  if (element.isBF16())
+    return Storage::BF16;
+  if (element.isF16())
+    return Storage::F16;
+  if (element.isF32())
+    return Storage::F32;
+  throw std::runtime_error("unsupported weight element type");
+}
+
+std::optional<LinearKernel> linearFacts(func::FuncOp kernel) {
+  Operation *anchor = kernelAnchor(kernel);
+  LinearKernel facts;
+  facts.name = kernel.getSymName().str();
+  Value weight, result;
+  if (auto fused = dyn_cast_or_null<ir::FusedLinearOp>(anchor)) {
+    weight = fused.getWeight();
+    result = fused.getResult();
+    if (auto eps = fused.getRmsNormEps())
+      facts.normEps = eps->convertToDouble();
+    facts.swiglu = fused.getSwiglu();
+    facts.residual = bool(fused.getResidual());
+  } else if (auto linear = dyn_cast_or_null<ir::LinearOp>(anchor); linear && !linear.getBias()) {
+    weight = linear.getWeight();
+    result = linear.getResult();
+  } else {
+    return std::nullopt;
+  }
+  facts.inFeatures = shapeOf(weight)[1];
+  facts.outFeatures = shapeOf(result)[1];
+  facts.weight = storageOf(weight.getType().cast<RankedTensorType>().getElementType());
+  if (auto gain = loweringConfig(kernel, "prologue_gain").dyn_cast_or_null<DictionaryAttr>()) {
+    facts.weight = storageOf(gain.getAs<TypeAttr>("weight").getValue());
+    facts.gain = storageOf(gain.getAs<TypeAttr>("gain").getValue());
+  }
+  return facts;
+}
+
+std::optional<EmbeddingKernel> embeddingFacts(func::FuncOp kernel) {
+  auto embedding = dyn_cast_or_null<ir::EmbeddingOp>(kernelAnchor(kernel));
+  if (!embedding)
+    return std::nullopt;
+  auto table = embedding.getTable().getType().cast<RankedTensorType>();
+  return EmbeddingKernel{kernel.getSymName().str(), table.getShape()[0], table.getShape()[1],
+                         storageOf(table.getElementType())};
+}
+
+} // namespace q3::vulkan

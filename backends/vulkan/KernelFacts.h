@@ -1,0 +1,29 @@
+//===- KernelFacts.h - what a dispatch-stage kernel computes, for Vulkan --===//
+//
+// The shapes and element types a Vulkan kernel generator needs, read from a
+// kernel function (its compute op and argument types) and the decisions
+// already in its lowering config. The decision passes and the kernel
+// selection both use these, so they agree on what a kernel reads.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "backends/vulkan/Kernels.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <optional>
+
+namespace q3::vulkan {
+
+Storage storageOf(mlir::Type element);
+
+/// A matrix product kernel (q3.fused_linear, or q3.linear without bias) as
+/// the Vulkan kernels read it: the weight's stored element type (the
+/// checkpoint's with a prologue gain), K, N.
+std::optional<LinearKernel> linearFacts(mlir::func::FuncOp kernel);
+
+/// An embedding kernel's table.
+std::optional<EmbeddingKernel> embeddingFacts(mlir::func::FuncOp kernel);
+
+} // namespace q3::vulkan

@@ -1,0 +1,83 @@
+//===- KernelSelection.cpp - a dispatch-stage kernel -> its Vulkan kernel -===//
+#include "backends/vulkan/KernelSelection.h"
+#include "backends/vulkan/KernelFacts.h"
+#include "backends/vulkan/LoweringConfig.h"
+
+#include "ir/Q3Ops.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <stdexcept>
+
+using namespace mlir;
+
+namespace q3::vulkan {
+namespace {
+
+llvm::ArrayRef<int64_t> shapeOf(Value v) { return v.getType().cast<RankedTensorType>().getShape(); }
+
+[[noreturn]] void missing(func::FuncOp kernel, const char *entry) {
+  throw std::runtime_error("kernel @" + kernel.getSymName().str() + " has no lowering config '" +
+                           entry + "': run the Vulkan target passes");
+}
+
+MatMulTiling tilingOf(func::FuncOp kernel) {
+  auto tile = loweringConfig(kernel, "prefill_tile").dyn_cast_or_null<DenseI64ArrayAttr>();
+  if (!tile || tile.size() != 5 || !loweringConfig(kernel, "decode"))
+    missing(kernel, "prefill_tile");
+  return {tile[0], tile[1], tile[2], tile[3], tile[4]};
+}
+
+} // namespace
+
+CompiledKernel compileKernel(KernelCompiler &compiler, func::FuncOp kernel) {
+  const std::string name = kernel.getSymName().str();
+  const int64_t perPart = loweringConfigInt(kernel, "weight_rows_per_part").value_or(0);
+  if (std::optional<LinearKernel> linear = linearFacts(kernel))
+    return compiler.linear(*linear, tilingOf(kernel), perPart);
+  if (std::optional<EmbeddingKernel> table = embeddingFacts(kernel)) {
+    std::optional<int64_t> workgroup = loweringConfigInt(kernel, "workgroup");
+    if (!workgroup)
+      missing(kernel, "workgroup");
+    table->workgroup = *workgroup;
+    return compiler.embedding(*table, perPart);
+  }
+  Operation *anchor = kernelAnchor(kernel);
+  if (auto fused = dyn_cast_or_null<ir::QKNormRopeCacheOp>(anchor)) {
+    auto cache = fused.getCache().getType().cast<ir::KVCacheType>();
+    if (loweringConfig(kernel, "cache_binding") != StringAttr::get(kernel.getContext(), "layer"))
+      missing(kernel, "cache_binding");
+    QKNormRopeKernel qk{name,
+                        shapeOf(fused.getQuery())[1],
+                        cache.getKvHeads(),
+                        cache.getHeadDim(),
+                        storageOf(fused.getQGain().getType().cast<RankedTensorType>().getElementType()),
+                        fused.getEps().convertToDouble(),
+                        fused.getTheta().convertToDouble()};
+    std::optional<int64_t> subgroups = loweringConfigInt(kernel, "subgroups");
+    if (!subgroups)
+      missing(kernel, "subgroups");
+    qk.subgroups = *subgroups;
+    return compiler.qkNormRope(qk);
+  }
+  if (auto attention = dyn_cast_or_null<ir::AttentionOp>(anchor)) {
+    auto query = shapeOf(attention.getQuery());
+    AttentionKernel a{name, query[1], shapeOf(attention.getKeys())[1], query[2], {},
+                      attention.getScale().convertToDouble()};
+    for (int64_t h = 0; h < a.queryHeads; ++h)
+      a.kvHeadMap.push_back(attention.kvHeadFor(h));
+    std::optional<int64_t> subgroups = loweringConfigInt(kernel, "subgroups");
+    std::optional<int64_t> minSubgroup = loweringConfigInt(kernel, "min_subgroup_size");
+    if (!subgroups || !minSubgroup)
+      missing(kernel, "subgroups");
+    a.subgroups = *subgroups;
+    a.minSubgroupSize = *minSubgroup;
+    return compiler.attention(a);
+  }
+  throw std::runtime_error("no Vulkan kernel for '" +
+                           (anchor ? anchor->getName().getStringRef().str() : std::string("?")) +
+                           "' (kernel @" + name +
+                           "); the Vulkan backend needs the default fusion pipeline");
+}
+
+} // namespace q3::vulkan

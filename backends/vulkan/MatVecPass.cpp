@@ -1,0 +1,48 @@
+//===- MatVecPass.cpp - vulkan-matvec -------------------------------------===//
+//
+// A decode step multiplies one row by every weight: bandwidth-bound, so the
+// weight stream decides the kernel. Each matrix product gets a
+// matrix-vector variant for one row: one subgroup per output column, its
+// lanes reading the weight row in 16-byte units (MatVecKernel.cpp), in
+// workgroups of 128 invocations (the driver may use fewer on a device that
+// allows fewer).
+//
+//   {decode = "matvec", decode_workgroup = 128 : i64, target = "vulkan"}
+//
+//===----------------------------------------------------------------------===//
+#include "backends/vulkan/KernelFacts.h"
+#include "backends/vulkan/LoweringConfig.h"
+#include "backends/vulkan/VulkanPasses.h"
+#include "ir/Q3Ops.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+
+namespace q3::vulkan {
+namespace {
+
+constexpr int64_t kDecodeWorkgroup = 128;
+
+struct MatVecPass : PassWrapper<MatVecPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(MatVecPass)
+  StringRef getArgument() const override { return "vulkan-matvec"; }
+  StringRef getDescription() const override {
+    return "Vulkan: decode products as matrix-vector products, a subgroup per column";
+  }
+  void runOnOperation() override {
+    Builder b(&getContext());
+    getOperation().walk([&](func::FuncOp kernel) {
+      if (!kernel->hasAttr(ir::kKernelAttrName) || !linearFacts(kernel))
+        return;
+      setLoweringConfig(kernel, "decode", b.getStringAttr("matvec"));
+      setLoweringConfig(kernel, "decode_workgroup", b.getI64IntegerAttr(kDecodeWorkgroup));
+    });
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createMatVecPass() { return std::make_unique<MatVecPass>(); }
+
+} // namespace q3::vulkan

@@ -1,0 +1,45 @@
+//===- VulkanPasses.h - the Vulkan target's decision passes ---------------===//
+//
+// Each pass makes one decision about every kernel of a dispatch-stage module
+// and records it in the kernel's lowering config (LoweringConfig.h), the way
+// IREE's KernelDispatch attaches a lowering_config that code generation then
+// reads. Run in this order by addVulkanTargetPasses; `q3-opt` runs any of
+// them alone (lit tests in tests/vulkan/lit).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <memory>
+
+namespace q3::vulkan {
+
+/// vulkan-prologue-gain: a norm-fed product whose every dispatch reads
+/// fold_gain(W, g) (or a concat_rows of folds with one g) reads W as stored
+/// and multiplies its input by g instead (`prologue_gain`): exact, and a
+/// bf16 checkpoint streams bf16 weights, not f32 ones.
+std::unique_ptr<mlir::Pass> createPrologueGainPass();
+/// vulkan-matvec: decode products (one row) as matrix-vector products, one
+/// subgroup per output column (`decode`, `decode_workgroup`).
+std::unique_ptr<mlir::Pass> createMatVecPass();
+/// vulkan-tile-matmul: prefill products as a shared-memory tiled GEMM
+/// (`prefill`, `prefill_tile` = rows, columns, k, register rows, register
+/// columns).
+std::unique_ptr<mlir::Pass> createTileMatMulPass();
+/// vulkan-split-weights: a weight (or embedding table) larger than the
+/// binding size every Vulkan device allows (2^27 bytes) runs in parts
+/// (`weight_rows_per_part`).
+std::unique_ptr<mlir::Pass> createSplitWeightsPass();
+/// vulkan-workgroups: the workgroups of the other kernels: subgroups for
+/// q/k-norm + RoPE and attention (which also binds one layer's cache at a
+/// time, `cache_binding = "layer"`), invocations for the embedding.
+std::unique_ptr<mlir::Pass> createWorkgroupsPass();
+
+/// The five passes above, in order.
+void addVulkanTargetPasses(mlir::OpPassManager &pm);
+/// Registers them with the pass registry (for q3-opt).
+void registerVulkanPasses();
+
+} // namespace q3::vulkan

@@ -1,0 +1,56 @@
+//===- WorkgroupsPass.cpp - vulkan-workgroups -----------------------------===//
+//
+// The workgroups of the kernels that are not matrix products:
+//  - q/k-norm + RoPE: 4 subgroups, one head vector each; the row's RoPE
+//    angles are computed once per workgroup;
+//  - attention: 4 subgroups splitting the positions of one (row, KV head);
+//    lanes hold ceil(head_dim / 8) elements, so devices need subgroups of
+//    at least 8 (`min_subgroup_size`);
+//  - both bind one layer's K and V cache at a time (`cache_binding =
+//    "layer"`): the whole cache of 0.6B at 4096 positions is 470 MB, more
+//    than a binding may span;
+//  - embedding: 64 invocations striding over the row.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/vulkan/LoweringConfig.h"
+#include "backends/vulkan/VulkanPasses.h"
+#include "ir/Q3Ops.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+
+namespace q3::vulkan {
+namespace {
+
+struct WorkgroupsPass : PassWrapper<WorkgroupsPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(WorkgroupsPass)
+  StringRef getArgument() const override { return "vulkan-workgroups"; }
+  StringRef getDescription() const override {
+    return "Vulkan: workgroups of the embedding, q/k-norm + RoPE and attention kernels";
+  }
+  void runOnOperation() override {
+    Builder b(&getContext());
+    getOperation().walk([&](func::FuncOp kernel) {
+      if (!kernel->hasAttr(ir::kKernelAttrName))
+        return;
+      Operation *anchor = kernelAnchor(kernel);
+      if (isa_and_nonnull<ir::EmbeddingOp>(anchor)) {
+        setLoweringConfig(kernel, "workgroup", b.getI64IntegerAttr(64));
+      } else if (isa_and_nonnull<ir::QKNormRopeCacheOp>(anchor)) {
+        setLoweringConfig(kernel, "subgroups", b.getI64IntegerAttr(4));
+        setLoweringConfig(kernel, "cache_binding", b.getStringAttr("layer"));
+      } else if (isa_and_nonnull<ir::AttentionOp>(anchor)) {
+        setLoweringConfig(kernel, "subgroups", b.getI64IntegerAttr(4));
+        setLoweringConfig(kernel, "min_subgroup_size", b.getI64IntegerAttr(8));
+        setLoweringConfig(kernel, "cache_binding", b.getStringAttr("layer"));
+      }
+    });
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> createWorkgroupsPass() { return std::make_unique<WorkgroupsPass>(); }
+
+} // namespace q3::vulkan
