@@ -161,7 +161,10 @@ Value GpuKernelBuilder::eq(Value a, Value c) {
 }
 Value GpuKernelBuilder::andI(Value a, Value c) { return b.create<arith::AndIOp>(loc, a, c); }
 Value GpuKernelBuilder::fma(Value a, Value c, Value addend) {
-  return b.create<math::FmaOp>(loc, a, c, addend);
+  // A multiply and an add, which the device's compiler may fuse: GLSL's
+  // fma (math.fma) must be fused, which a device without FMA units (or
+  // lavapipe, through a libm call) emulates slowly.
+  return b.create<arith::AddFOp>(loc, b.create<arith::MulFOp>(loc, a, c), addend);
 }
 Value GpuKernelBuilder::toI32(Value value) {
   return b.create<arith::IndexCastOp>(loc, b.getI32Type(), value);

@@ -63,12 +63,13 @@ CompiledKernel::Module KernelCompiler::lower(OwningOpRef<ModuleOp> module,
 }
 
 CompiledKernel KernelCompiler::linear(const LinearKernel &kernel, const MatMulTiling &tiling,
-                                      int64_t perPart) {
+                                      int64_t perPart, int64_t matVecRows,
+                                      int64_t decodeWorkgroup) {
   CompiledKernel out;
   rv::VulkanKernel &spec = out.spec;
   spec.name = kernel.name;
   WeightAccess weight(context_, kernel.weight, kernel.inFeatures);
-  spec.elementBytes = {4, weight.unitBytes()};
+  spec.elementBytes = {linearVectorInput(context_, kernel) ? 16 : 4, weight.unitBytes()};
   if (kernel.gain)
     spec.elementBytes.push_back(WeightAccess(context_, *kernel.gain, kernel.inFeatures, 2).unitBytes());
   if (kernel.residual)
@@ -81,20 +82,26 @@ CompiledKernel KernelCompiler::linear(const LinearKernel &kernel, const MatMulTi
     spec.split = rv::WeightSplit{1, kernel.weightRows(), rowBytes, perPart};
   }
 
-  rv::KernelVariant decode;
-  decode.entryPoint = kernel.name + "_decode";
-  decode.minRows = decode.maxRows = 1;
-  decode.grid = {rv::GridSpec::Rows::One, 1, kernel.outFeatures, 1, /*perSubgroup=*/true,
-                 /*partUnits=*/true};
-  decode.invocations = 128;
-  decode.maxInvocations = 1024;
-  LinearKernel decodeKernel = kernel;
-  decodeKernel.name = decode.entryPoint;
-  out.modules.push_back(lower(buildMatVec(context_, decodeKernel), decode));
+  // Matrix-vector products for one row (decode) and for up to
+  // matVecRows rows (short prompts), a tiled GEMM above.
+  for (int64_t rows : {int64_t(1), matVecRows}) {
+    rv::KernelVariant variant;
+    variant.entryPoint = kernel.name + (rows == 1 ? "_decode" : "_rows" + std::to_string(rows));
+    variant.minRows = rows == 1 ? 1 : 2;
+    variant.maxRows = rows;
+    variant.grid = {rv::GridSpec::Rows::One, 1, kernel.outFeatures, 1, /*perSubgroup=*/true,
+                    /*partUnits=*/true};
+    variant.invocations = decodeWorkgroup;
+    variant.maxInvocations = 1024;
+    LinearKernel variantKernel = kernel;
+    variantKernel.name = variant.entryPoint;
+    out.modules.push_back(lower(buildMatVec(context_, variantKernel, rows), variant));
+    spec.variants.push_back(variant);
+  }
 
   rv::KernelVariant prefill;
   prefill.entryPoint = kernel.name + "_prefill";
-  prefill.minRows = 2;
+  prefill.minRows = matVecRows + 1;
   prefill.grid = {rv::GridSpec::Rows::Tiles, tiling.tileRows, kernel.outFeatures,
                   tiling.tileColumns, false, /*partUnits=*/true};
   prefill.invocations = prefill.maxInvocations = tiling.threads();
@@ -102,7 +109,7 @@ CompiledKernel KernelCompiler::linear(const LinearKernel &kernel, const MatMulTi
   LinearKernel prefillKernel = kernel;
   prefillKernel.name = prefill.entryPoint;
   out.modules.push_back(lower(buildMatMul(context_, prefillKernel, tiling), prefill));
-  spec.variants = {decode, prefill};
+  spec.variants.push_back(prefill);
   return out;
 }
 

@@ -33,8 +33,13 @@ MatMulTiling tilingOf(func::FuncOp kernel) {
 CompiledKernel compileKernel(KernelCompiler &compiler, func::FuncOp kernel) {
   const std::string name = kernel.getSymName().str();
   const int64_t perPart = loweringConfigInt(kernel, "weight_rows_per_part").value_or(0);
-  if (std::optional<LinearKernel> linear = linearFacts(kernel))
-    return compiler.linear(*linear, tilingOf(kernel), perPart);
+  if (std::optional<LinearKernel> linear = linearFacts(kernel)) {
+    std::optional<int64_t> rows = loweringConfigInt(kernel, "decode_rows");
+    std::optional<int64_t> workgroup = loweringConfigInt(kernel, "decode_workgroup");
+    if (!rows || !workgroup)
+      missing(kernel, "decode_rows");
+    return compiler.linear(*linear, tilingOf(kernel), perPart, *rows, *workgroup);
+  }
   if (std::optional<EmbeddingKernel> table = embeddingFacts(kernel)) {
     std::optional<int64_t> workgroup = loweringConfigInt(kernel, "workgroup");
     if (!workgroup)

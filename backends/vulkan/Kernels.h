@@ -53,12 +53,19 @@ struct LinearKernel {
   int64_t weightRows() const { return swiglu ? 2 * outFeatures : outFeatures; }
 };
 
-/// Decode (one row): a matrix-vector product, one subgroup per output
-/// column, its lanes striding over K in 16-byte loads; Sum x^2 rides along
-/// and both reduce with subgroup sums. A weight in parts runs one dispatch
-/// per part (push constants give the part's first row and its rows).
+/// Whether the products read x as 16-byte vectors (K a multiple of 4 and of
+/// the weight's load width in elements): the binding's element then is
+/// vector<4xf32> in every variant.
+bool linearVectorInput(mlir::MLIRContext &context, const LinearKernel &kernel);
+
+/// Decode and short prompts (up to `maxRows` rows, a compile-time bound): a
+/// matrix-vector product, one subgroup per output column, its lanes
+/// striding over K in 16-byte loads, each weight unit serving every row;
+/// Sum x^2 rides along and both reduce with subgroup sums. A weight in
+/// parts runs one dispatch per part (push constants give the part's first
+/// row and its rows).
 mlir::OwningOpRef<mlir::ModuleOp> buildMatVec(mlir::MLIRContext &context,
-                                              const LinearKernel &kernel);
+                                              const LinearKernel &kernel, int64_t maxRows);
 
 /// The prefill product's tiling (VulkanTarget decides it; the lowering
 /// config records it): a workgroup of `threads` invocations computes a

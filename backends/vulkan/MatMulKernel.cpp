@@ -46,11 +46,14 @@ OwningOpRef<ModuleOp> buildMatMul(MLIRContext &context, const LinearKernel &kern
                                   const MatMulTiling &tiling) {
   WeightAccess weight(context, kernel.weight, kernel.inFeatures);
   const int64_t perUnit = weight.elementsPerUnit();
-  if (tiling.tileK % perUnit != 0 || tiling.tileRows % tiling.registerRows != 0 ||
+  if (tiling.tileK % perUnit != 0 || tiling.tileK % 4 != 0 ||
+      tiling.tileRows % tiling.registerRows != 0 ||
       tiling.tileColumns % tiling.registerColumns != 0)
     throw std::invalid_argument("matmul tiling does not divide its tiles");
   Type f32 = FloatType::getF32(&context);
-  std::vector<TensorBinding> bindings = {{"x", f32}, {"weight", weight.element()}};
+  const bool vectorX = linearVectorInput(context, kernel);
+  Type xElement = vectorX ? Type(VectorType::get({4}, f32)) : f32;
+  std::vector<TensorBinding> bindings = {{"x", xElement}, {"weight", weight.element()}};
   std::optional<WeightAccess> gain;
   if (kernel.gain) {
     gain.emplace(context, *kernel.gain, kernel.inFeatures, /*maxElementsPerUnit=*/2);
@@ -89,12 +92,18 @@ OwningOpRef<ModuleOp> buildMatMul(MLIRContext &context, const LinearKernel &kern
       k.forLoop(k.subgroupId(), k.index(TM), k.numSubgroups(), [&](Value r) {
         Value t = k.add(row0, r);
         Value inRange = k.lt(t, rows);
-        Value base = k.add(xOffset, k.mul(k.min(t, k.sub(rows, k.index(1))), k.index(K)));
+        const int64_t xPerRow = vectorX ? K / 4 : K;
+        Value base = k.add(xOffset, k.mul(k.min(t, k.sub(rows, k.index(1))), k.index(xPerRow)));
         std::vector<Value> sum = k.forLoop(
-            k.laneId(), k.index(K), k.subgroupSize(), {k.f32(0.0)},
+            k.laneId(), k.index(xPerRow), k.subgroupSize(), {k.f32(0.0)},
             [&](Value i, const std::vector<Value> &acc) {
               Value v = k.load(x, k.add(base, i));
-              return std::vector<Value>{k.fma(v, v, acc[0])};
+              if (!vectorX)
+                return std::vector<Value>{k.fma(v, v, acc[0])};
+              Value s = acc[0];
+              for (int64_t e = 0; e < 4; ++e)
+                s = k.fma(k.extract(v, e), k.extract(v, e), s);
+              return std::vector<Value>{s};
             });
         Value total = k.subgroupSum(sum[0]);
         k.ifThen(k.eq(k.laneId(), k.index(0)), [&] {
@@ -112,21 +121,26 @@ OwningOpRef<ModuleOp> buildMatMul(MLIRContext &context, const LinearKernel &kern
     std::vector<Value> acc = k.forLoop(
         k.index(0), k.index(K), k.index(TK), init, [&](Value k0, const std::vector<Value> &in) {
           k.barrier(); // the previous step's reads of the tiles are done
-          // x tile: TM x TK, zero outside the rows and K.
-          k.forLoop(tid, k.index(TM * TK), threads, [&](Value e) {
-            Value r = k.div(e, k.index(TK)), kk = k.rem(e, k.index(TK));
+          // x tile: TM x TK, zero outside the rows and K; 4 values a load
+          // when x is bound as vectors.
+          const int64_t xWidth = vectorX ? 4 : 1;
+          k.forLoop(tid, k.index(TM * TK / xWidth), threads, [&](Value e) {
+            Value r = k.div(e, k.index(TK / xWidth));
+            Value kk = k.mul(k.rem(e, k.index(TK / xWidth)), k.index(xWidth));
             Value t = k.add(row0, r), kIndex = k.add(k0, kk);
             Value valid = k.andI(k.lt(t, rows), k.lt(kIndex, k.index(K)));
-            Value value = k.ifElse(
-                valid, f32,
-                [&] {
-                  Value v = k.load(x, k.add(xOffset, k.add(k.mul(t, k.index(K)), kIndex)));
-                  if (gain)
-                    v = k.mul(v, gain->loadElement(k, k.tensor(2), k.tensorOffset(2), kIndex));
-                  return v;
-                },
-                [&] { return k.f32(0.0); });
-            k.store(value, xTile, k.add(k.mul(r, k.index(stride)), kk));
+            // Outside: read row 0's first element (in bounds) and store zeros.
+            Value at = k.select(valid, k.add(k.mul(t, k.index(K / xWidth)), k.div(kIndex, k.index(xWidth))),
+                                k.index(0));
+            Value loaded = k.load(x, k.add(xOffset, at));
+            for (int64_t v = 0; v < xWidth; ++v) {
+              Value value = vectorX ? k.extract(loaded, v) : loaded;
+              if (gain)
+                value = k.mul(value, gain->loadElement(k, k.tensor(2), k.tensorOffset(2),
+                                                       k.min(k.add(kIndex, k.index(v)), k.index(K - 1))));
+              k.store(k.select(valid, value, k.f32(0.0)), xTile,
+                      k.add(k.mul(r, k.index(stride)), k.add(kk, k.index(v))));
+            }
           });
           // Weight tile: weightRows x TK, loaded in whole units.
           const int64_t unitsPerTileRow = TK / perUnit;

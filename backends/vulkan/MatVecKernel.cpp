@@ -1,15 +1,18 @@
-//===- MatVecKernel.cpp - the decode matrix-vector product ----------------===//
+//===- MatVecKernel.cpp - the decode (and short-prompt) matrix product ----===//
 //
 // Decode is bandwidth-bound: every weight byte is read once per token, so
 // the kernel is built around the weight stream. Subgroup s of workgroup w
-// computes output column n = w * subgroups + s of the part it runs on; its
-// lanes read the row in 16-byte units, lane l taking units l, l + S, ...
-// (S the subgroup size), so a subgroup's loads are contiguous and coalesce.
-// Each lane widens its unit (bf16: shift and mask of 32-bit words), scales
-// the matching x by the prologue gain, and accumulates the dot product, and
+// computes output column n = w * subgroups + s of the part it runs on, for
+// each of the dispatch's rows (at most `rows`, a compile-time bound: 1 for
+// decode, a few for short prompts, so each weight unit loaded serves every
+// row). Its lanes read the weight row in 16-byte units, lane l taking units
+// l, l + S, ... (S the subgroup size), so a subgroup's loads are contiguous
+// and coalesce. Each lane widens its unit (bf16: shift and mask of 32-bit
+// words), reads the matching x values (16 bytes at a time where K allows),
+// scales them by the prologue gain, and accumulates the dot products, and
 // for an RMSNorm input also Sum x^2 (every subgroup reads all of x anyway).
-// Two subgroup sums finish the row; lane 0 applies the shared epilogue
-// (norm scale, SwiGLU with the up row n + N, residual) and stores.
+// Subgroup sums finish each row; lane 0 applies the shared epilogue (norm
+// scale, SwiGLU with the up row n + N, residual) and stores.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/common/KernelMath.h"
@@ -23,10 +26,20 @@ using namespace mlir;
 
 namespace q3::vulkan {
 
-OwningOpRef<ModuleOp> buildMatVec(MLIRContext &context, const LinearKernel &kernel) {
+bool linearVectorInput(MLIRContext &context, const LinearKernel &kernel) {
+  return kernel.inFeatures % 4 == 0 &&
+         WeightAccess(context, kernel.weight, kernel.inFeatures).elementsPerUnit() % 4 == 0;
+}
+
+OwningOpRef<ModuleOp> buildMatVec(MLIRContext &context, const LinearKernel &kernel,
+                                  int64_t maxRows) {
   WeightAccess weight(context, kernel.weight, kernel.inFeatures);
   Type f32 = FloatType::getF32(&context);
-  std::vector<TensorBinding> bindings = {{"x", f32}, {"weight", weight.element()}};
+  const int64_t perUnit = weight.elementsPerUnit();
+  // x as 16-byte vectors when a weight unit covers whole vectors of it.
+  const bool vectorX = linearVectorInput(context, kernel);
+  Type xElement = vectorX ? Type(VectorType::get({4}, f32)) : f32;
+  std::vector<TensorBinding> bindings = {{"x", xElement}, {"weight", weight.element()}};
   std::optional<WeightAccess> gain;
   if (kernel.gain) {
     gain.emplace(context, *kernel.gain, kernel.inFeatures, /*maxElementsPerUnit=*/2);
@@ -39,55 +52,86 @@ OwningOpRef<ModuleOp> buildMatVec(MLIRContext &context, const LinearKernel &kern
   bindings.push_back({"y", f32});
   GpuKernelBuilder k(context, kernel.name, bindings, /*defaultWorkgroupSize=*/128);
 
-  const int64_t perUnit = weight.elementsPerUnit();
+  const int64_t K = kernel.inFeatures;
+  const int64_t xPerRow = vectorX ? K / 4 : K; // x elements (as bound) per row
   Value column = k.add(k.mul(k.workgroupId(), k.numSubgroups()), k.subgroupId());
   k.ifThen(k.lt(column, k.partRows()), [&] {
     Value lane = k.laneId();
     Value x = k.tensor(0), w = k.tensor(1);
-    Value xBase = k.tensorOffset(0); // row 0: a decode dispatch has one row
+    Value rows = k.rows();
+    // Row r's x (rows past the dispatch's reread its last row; unused).
+    std::vector<Value> xRow;
+    for (int64_t r = 0; r < maxRows; ++r)
+      xRow.push_back(k.add(k.tensorOffset(0),
+                           k.mul(k.min(k.index(r), k.sub(rows, k.index(1))), k.index(xPerRow))));
     Value gateRow = k.add(k.tensorOffset(1), weight.unitsBefore(k, column));
     Value upRow = kernel.swiglu
                       ? k.add(k.tensorOffset(1),
                               weight.unitsBefore(k, k.add(column, k.index(kernel.outFeatures))))
                       : Value();
-    Value zero = k.f32(0.0);
-    std::vector<Value> init = {zero, zero, zero};
+    // Carried per row: the gate dot, the up dot (SwiGLU), Sum x^2 (norm).
+    const size_t perRow = 3;
+    std::vector<Value> init(size_t(maxRows) * perRow, k.f32(0.0));
     std::vector<Value> sums = k.forLoop(
         lane, k.index(weight.unitsPerRow()), k.subgroupSize(), init,
         [&](Value unit, const std::vector<Value> &acc) {
-          Value gate = acc[0], up = acc[1], squares = acc[2];
+          std::vector<Value> next = acc;
           std::vector<Value> gates = weight.loadUnit(k, w, k.add(gateRow, unit));
           std::vector<Value> ups;
           if (kernel.swiglu)
             ups = weight.loadUnit(k, w, k.add(upRow, unit));
-          Value first = k.mul(unit, k.index(perUnit));
-          for (int64_t e = 0; e < perUnit; ++e) {
-            Value kIndex = k.add(first, k.index(e));
-            Value xv = k.load(x, k.add(xBase, kIndex));
-            if (kernel.normEps)
-              squares = k.fma(xv, xv, squares);
-            if (gain)
-              xv = k.mul(xv, gain->loadElement(k, k.tensor(2), k.tensorOffset(2), kIndex));
-            gate = k.fma(gates[size_t(e)], xv, gate);
-            if (kernel.swiglu)
-              up = k.fma(ups[size_t(e)], xv, up);
+          Value first = k.mul(unit, k.index(perUnit)); // the unit's first column
+          std::vector<Value> gains;
+          if (gain)
+            for (int64_t e = 0; e < perUnit; ++e)
+              gains.push_back(gain->loadElement(k, k.tensor(2), k.tensorOffset(2),
+                                                k.add(first, k.index(e))));
+          for (int64_t r = 0; r < maxRows; ++r) {
+            std::vector<Value> xs;
+            if (vectorX) {
+              Value firstVector = k.mul(unit, k.index(perUnit / 4));
+              for (int64_t v = 0; v < perUnit / 4; ++v) {
+                Value vec = k.load(x, k.add(xRow[size_t(r)], k.add(firstVector, k.index(v))));
+                for (int64_t e = 0; e < 4; ++e)
+                  xs.push_back(k.extract(vec, e));
+              }
+            } else {
+              for (int64_t e = 0; e < perUnit; ++e)
+                xs.push_back(k.load(x, k.add(xRow[size_t(r)], k.add(first, k.index(e)))));
+            }
+            Value &gate = next[size_t(r) * perRow], &up = next[size_t(r) * perRow + 1],
+                  &squares = next[size_t(r) * perRow + 2];
+            for (int64_t e = 0; e < perUnit; ++e) {
+              Value xv = xs[size_t(e)];
+              if (kernel.normEps)
+                squares = k.fma(xv, xv, squares);
+              if (gain)
+                xv = k.mul(xv, gains[size_t(e)]);
+              gate = k.fma(gates[size_t(e)], xv, gate);
+              if (kernel.swiglu)
+                up = k.fma(ups[size_t(e)], xv, up);
+            }
           }
-          return std::vector<Value>{gate, up, squares};
+          return next;
         });
-    Value gate = k.subgroupSum(sums[0]);
-    Value up = kernel.swiglu ? k.subgroupSum(sums[1]) : Value();
-    Value scale = kernel.normEps ? kernels::inverseRms(k.b, k.loc, k.subgroupSum(sums[2]),
-                                                       kernel.inFeatures, *kernel.normEps)
-                                 : Value();
-    k.ifThen(k.eq(lane, k.index(0)), [&] {
-      Value n = k.add(k.partFirstRow(), column);
-      Value residual = kernel.residual
-                           ? k.load(k.tensor(residualBinding), k.add(k.tensorOffset(residualBinding), n))
-                           : Value();
-      kernels::Epilogue epilogue{kernel.normEps.has_value(), kernel.swiglu, kernel.residual};
-      Value y = kernels::applyEpilogue(k.b, k.loc, epilogue, gate, up, scale, residual);
-      k.store(y, k.tensor(outBinding), k.add(k.tensorOffset(outBinding), n));
-    });
+    kernels::Epilogue epilogue{kernel.normEps.has_value(), kernel.swiglu, kernel.residual};
+    Value n = k.add(k.partFirstRow(), column);
+    for (int64_t r = 0; r < maxRows; ++r) {
+      Value gate = k.subgroupSum(sums[size_t(r) * perRow]);
+      Value up = kernel.swiglu ? k.subgroupSum(sums[size_t(r) * perRow + 1]) : Value();
+      Value scale = kernel.normEps
+                        ? kernels::inverseRms(k.b, k.loc, k.subgroupSum(sums[size_t(r) * perRow + 2]),
+                                              K, *kernel.normEps)
+                        : Value();
+      k.ifThen(k.andI(k.eq(lane, k.index(0)), k.lt(k.index(r), rows)), [&] {
+        Value at = k.add(k.mul(k.index(r), k.index(kernel.outFeatures)), n);
+        Value residual = kernel.residual ? k.load(k.tensor(residualBinding),
+                                                  k.add(k.tensorOffset(residualBinding), at))
+                                         : Value();
+        Value y = kernels::applyEpilogue(k.b, k.loc, epilogue, gate, up, scale, residual);
+        k.store(y, k.tensor(outBinding), k.add(k.tensorOffset(outBinding), at));
+      });
+    }
   });
   return k.finish();
 }

@@ -1,13 +1,15 @@
 //===- MatVecPass.cpp - vulkan-matvec -------------------------------------===//
 //
 // A decode step multiplies one row by every weight: bandwidth-bound, so the
-// weight stream decides the kernel. Each matrix product gets a
-// matrix-vector variant for one row: one subgroup per output column, its
-// lanes reading the weight row in 16-byte units (MatVecKernel.cpp), in
-// workgroups of 128 invocations (the driver may use fewer on a device that
-// allows fewer).
+// weight stream decides the kernel. Each matrix product gets matrix-vector
+// variants: one subgroup per output column, its lanes reading the weight row
+// in 16-byte units (MatVecKernel.cpp), in workgroups of 128 invocations (the
+// driver may use fewer on a device that allows fewer); one for a single row
+// and one for up to `decode_rows` rows, where each weight load serves every
+// row (short prompts: a tiled GEMM would compute a whole 32-row tile).
 //
-//   {decode = "matvec", decode_workgroup = 128 : i64, target = "vulkan"}
+//   {decode = "matvec", decode_rows = 8 : i64, decode_workgroup = 128 : i64,
+//    target = "vulkan"}
 //
 //===----------------------------------------------------------------------===//
 #include "backends/vulkan/KernelFacts.h"
@@ -23,6 +25,7 @@ namespace q3::vulkan {
 namespace {
 
 constexpr int64_t kDecodeWorkgroup = 128;
+constexpr int64_t kMatVecRows = 8;
 
 struct MatVecPass : PassWrapper<MatVecPass, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(MatVecPass)
@@ -36,6 +39,7 @@ struct MatVecPass : PassWrapper<MatVecPass, OperationPass<ModuleOp>> {
       if (!kernel->hasAttr(ir::kKernelAttrName) || !linearFacts(kernel))
         return;
       setLoweringConfig(kernel, "decode", b.getStringAttr("matvec"));
+      setLoweringConfig(kernel, "decode_rows", b.getI64IntegerAttr(kMatVecRows));
       setLoweringConfig(kernel, "decode_workgroup", b.getI64IntegerAttr(kDecodeWorkgroup));
     });
   }

@@ -216,7 +216,11 @@ INSTANTIATE_TEST_SUITE_P(
         LinearCase{"decode_f16_residual", 80, 33, 1, Storage::F16, false, false, true, {}},
         LinearCase{"decode_bf16_gain_norm", 64, 70, 1, Storage::BF16, true, false, false,
                    Storage::BF16},
-        LinearCase{"prefill_f32_norm", 72, 100, 7, Storage::F32, true, false, false, {}},
+        LinearCase{"rows7_f32_norm", 72, 100, 7, Storage::F32, true, false, false, {}},
+        LinearCase{"rows2_bf16_swiglu_gain", 40, 72, 2, Storage::BF16, true, true, false,
+                   Storage::F16},
+        LinearCase{"prefill_f32_norm", 72, 100, 19, Storage::F32, true, false, false, {}},
+        LinearCase{"prefill_bf16_odd_k", 42, 30, 12, Storage::BF16, false, false, true, {}},
         LinearCase{"prefill_bf16_swiglu_gain", 40, 72, 37, Storage::BF16, true, true, false,
                    Storage::F32},
         LinearCase{"prefill_f16_residual", 96, 65, 33, Storage::F16, false, false, true, {}},
@@ -224,8 +228,10 @@ INSTANTIATE_TEST_SUITE_P(
         // the prefill tile's columns).
         LinearCase{"decode_bf16_in_parts", 64, 200, 1, Storage::BF16, true, false, false, {},
                    64 * 64 * 2},
-        LinearCase{"prefill_f32_in_parts", 32, 150, 5, Storage::F32, false, false, false, {},
-                   64 * 32 * 4}),
+        LinearCase{"prefill_f32_in_parts", 32, 150, 15, Storage::F32, false, false, false, {},
+                   64 * 32 * 4},
+        LinearCase{"rows5_f16_in_parts", 32, 150, 5, Storage::F16, false, false, true, {},
+                   64 * 32 * 2}),
     [](const ::testing::TestParamInfo<LinearCase> &info) { return info.param.label; });
 
 //===- Embedding ------------------------------------------------------------===//
