@@ -75,13 +75,15 @@ std::string describeKind(uint32_t kind) {
     return "2 (executable)";
   case uint32_t(SectionKind::Data):
     return "3 (data)";
+  case uint32_t(SectionKind::Spirv):
+    return "4 (spirv)";
   default:
     return std::to_string(kind);
   }
 }
 
 bool isKnownKind(uint32_t kind) {
-  return kind >= uint32_t(SectionKind::Manifest) && kind <= uint32_t(SectionKind::Data);
+  return kind >= uint32_t(SectionKind::Manifest) && kind <= uint32_t(SectionKind::Spirv);
 }
 
 // Length of the well-formed UTF-8 sequence at text[i] (lead byte >= 0x80), or 0.
@@ -225,8 +227,9 @@ Entry readEntry(const std::string &file, size_t index, const uint8_t *bytes, uin
     return fileError(file, fmt::format("{}: {}", label(entry), what));
   };
   if (!isKnownKind(entry.kind))
-    throw reject(fmt::format("kind: expected 1 (manifest), 2 (executable) or 3 (data), found {}",
-                             entry.kind));
+    throw reject(fmt::format(
+        "kind: expected 1 (manifest), 2 (executable), 3 (data) or 4 (spirv), found {}",
+        entry.kind));
   bool namedManifest = entry.name == kManifestSectionName;
   bool isManifest = entry.kind == uint32_t(SectionKind::Manifest);
   if (isManifest && !namedManifest)
@@ -254,6 +257,9 @@ Entry readEntry(const std::string &file, size_t index, const uint8_t *bytes, uin
   if (entry.offset % kArtifactAlignment != 0)
     throw reject(fmt::format("offset: expected a multiple of {}, found {}", kArtifactAlignment,
                              entry.offset));
+  if (entry.kind == uint32_t(SectionKind::Spirv) && entry.size % 4 != 0)
+    throw reject(fmt::format("size: expected whole 32-bit SPIR-V words, found {} bytes",
+                             entry.size));
   return entry;
 }
 
@@ -355,10 +361,15 @@ Plan planArtifact(const std::string &path, const Json &manifest,
   for (const ArtifactSection &section : sections) {
     if (std::string problem = nameProblem(section.name); !problem.empty())
       throw writeError(path, section.name, "name: " + problem);
-    if (section.kind != SectionKind::Executable && section.kind != SectionKind::Data)
+    if (section.kind != SectionKind::Executable && section.kind != SectionKind::Data &&
+        section.kind != SectionKind::Spirv)
       throw writeError(path, section.name,
-                       fmt::format("kind: expected 2 (executable) or 3 (data), found {}",
+                       fmt::format("kind: expected 2 (executable), 3 (data) or 4 (spirv), found {}",
                                    describeKind(uint32_t(section.kind))));
+    if (section.kind == SectionKind::Spirv && section.bytes.size() % 4 != 0)
+      throw writeError(path, section.name,
+                       fmt::format("size: expected whole 32-bit SPIR-V words, found {} bytes",
+                                   section.bytes.size()));
     if (!names.emplace(section.name, true).second)
       throw writeError(path, section.name,
                        section.name == kManifestSectionName

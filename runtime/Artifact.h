@@ -2,7 +2,7 @@
 // runtime (q3run) maps and runs. A fixed 64-byte header, a table of up to 64
 // named sections, and the section payloads, each 64-byte aligned. One section
 // is the manifest (a JSON object); the others hold executable code (an ELF
-// shared object) or raw data. Byte layout, versioning and every check the
+// shared object), SPIR-V modules or raw data. Byte layout, versioning and every check the
 // reader makes: docs/artifact.md.
 #pragma once
 
@@ -21,7 +21,8 @@
 
 namespace q3::runtime {
 
-enum class SectionKind : uint32_t { Manifest = 1, Executable = 2, Data = 3 };
+// Spirv: one SPIR-V module (a whole number of little-endian 32-bit words).
+enum class SectionKind : uint32_t { Manifest = 1, Executable = 2, Data = 3, Spirv = 4 };
 
 struct ArtifactSection {
   std::string name; // 1..39 bytes of UTF-8 without control characters, unique
@@ -29,7 +30,7 @@ struct ArtifactSection {
   std::vector<uint8_t> bytes;
 };
 
-constexpr uint32_t kArtifactFormatVersion = 1;
+constexpr uint32_t kArtifactFormatVersion = 2; // 2: SPIR-V sections (kind 4)
 constexpr char kArtifactMagic[8] = {'Q', '3', 'C', 'A', 'R', 'T', '\r', '\n'};
 constexpr uint64_t kArtifactHeaderSize = 64;
 constexpr uint64_t kArtifactSectionEntrySize = 64;

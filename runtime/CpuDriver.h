@@ -30,6 +30,7 @@ public:
   void dispatch(int64_t kernel, const std::vector<BufferRange> &buffers,
                 const std::vector<int64_t> &scalars, int64_t workgroups) override;
   void finish() override {} // dispatches run to completion when issued
+  std::string deviceName() const override { return "cpu"; }
 
 private:
   struct Free {

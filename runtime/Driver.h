@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,17 @@ public:
   virtual void setProfiling(bool enabled) {}
   /// The device time of each dispatch of the last pass, in issue order.
   virtual std::vector<double> dispatchSeconds() { return {}; }
+
+  /// What the dispatches run on, for reports ("cpu", a Vulkan device's name).
+  virtual std::string deviceName() const = 0;
+  /// A device with its own memory measures how fast it reads it (GB/s, the
+  /// best of `reads` timed reads of a `bytes()` buffer); nullopt: the host's
+  /// memory is the device's, and the caller probes it.
+  struct Bandwidth {
+    double gigabytesPerSecond = 0;
+    int64_t bytes = 0;
+  };
+  virtual std::optional<Bandwidth> measureReadBandwidth(int reads) { return std::nullopt; }
 };
 
 /// How q3run asked for the driver to be set up.

@@ -519,6 +519,15 @@ int64_t Model::weightBytes() const {
 }
 const nlohmann::json &Model::manifest() const { return state->artifact->manifest(); }
 ThreadPool &Model::pool() { return *state->pool; }
+std::string Model::deviceName() const { return state->driver->deviceName(); }
+std::optional<double> Model::deviceReadBandwidth(int reads, int64_t *bytes) {
+  std::optional<Driver::Bandwidth> measured = state->driver->measureReadBandwidth(reads);
+  if (!measured)
+    return std::nullopt;
+  if (bytes)
+    *bytes = measured->bytes;
+  return measured->gigabytesPerSecond;
+}
 
 void Model::setProfiling(bool enabled) {
   State &s = *state;

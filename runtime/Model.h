@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -68,6 +69,12 @@ public:
   int64_t weightBytes() const;
   const nlohmann::json &manifest() const;
   ThreadPool &pool();
+  /// What the kernels run on: "cpu", or the Vulkan device's name.
+  std::string deviceName() const;
+  /// The Vulkan device's read bandwidth, measured by the artifact's read
+  /// kernel (the best of `reads`); nullopt for the CPU, whose memory the
+  /// caller probes itself (runtime/MemoryBandwidth.h).
+  std::optional<double> deviceReadBandwidth(int reads, int64_t *bytes = nullptr);
 
   /// Starts (clearing what was collected) or stops timing each dispatch.
   /// Off by default: it adds two clock reads to every dispatch.

@@ -81,7 +81,7 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
       table.push_back(members.empty() ? 0.0f : float(members[size_t(std::min<int64_t>(j, int64_t(members.size()) - 1))]));
     }
     Value asFloat = k.tableLookup(g, table);
-    return k.b.create<arith::FPToSIOp>(k.loc, k.b.getIndexType(), asFloat);
+    return k.toIndex(k.b.create<arith::FPToSIOp>(k.loc, k.b.getI32Type(), asFloat));
   };
   auto memberValid = [&](Value g, int64_t j) -> Value {
     if (consecutive)
@@ -89,7 +89,8 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
     std::vector<float> sizes;
     for (const auto &members : groups)
       sizes.push_back(float(members.size()));
-    Value size = k.b.create<arith::FPToSIOp>(k.loc, k.b.getIndexType(), k.tableLookup(g, sizes));
+    Value size = k.toIndex(
+        k.b.create<arith::FPToSIOp>(k.loc, k.b.getI32Type(), k.tableLookup(g, sizes)));
     return k.lt(k.index(j), size);
   };
 

@@ -19,6 +19,7 @@
 #include "ir/Q3Ops.h"
 #include "passes/Statistics.h"
 #include "runtime/Artifact.h"
+#include "runtime/vulkan/VulkanKernelABI.h"
 #include "runtime/vulkan/VulkanManifest.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -35,10 +36,6 @@ namespace rv = q3::runtime::vulkan;
 
 namespace q3::vulkan {
 namespace {
-
-/// Vectors per invocation of the bandwidth probe: 256 invocations of 64
-/// reads of 16 bytes each move 256 KiB per workgroup.
-constexpr int64_t kBandwidthVectorsPerInvocation = 64;
 
 void runTargetPasses(ModuleOp module) {
   PassManager pm(module.getContext());
@@ -92,7 +89,7 @@ CompiledVulkanModel compileForVulkan(ModuleOp module) {
     compiled.kernels.push_back(std::move(k));
   }
   compiled.kernels.push_back(
-      compiler.readBandwidth(kReadBandwidthKernel, kBandwidthVectorsPerInvocation));
+      compiler.readBandwidth(rv::kReadBandwidthKernel, rv::kBandwidthVectorsPerInvocation));
   for (const CompiledKernel &k : compiled.kernels) {
     target.kernels.push_back(k.spec);
     for (const CompiledKernel::Module &m : k.modules) {
@@ -128,6 +125,9 @@ std::string vulkanKernelSource(ModuleOp module) {
   for (func::FuncOp kernel : kernelFunctions(module))
     for (const CompiledKernel::Module &m : compileKernel(compiler, kernel).modules)
       text += m.mlir;
+  for (const CompiledKernel::Module &m :
+       compiler.readBandwidth(rv::kReadBandwidthKernel, rv::kBandwidthVectorsPerInvocation).modules)
+    text += m.mlir;
   return text;
 }
 
@@ -137,7 +137,7 @@ void writeVulkanArtifact(const std::string &path, const CompiledVulkanModel &mod
     for (const CompiledKernel::Module &m : kernel.modules) {
       std::vector<uint8_t> bytes(m.words.size() * 4);
       std::memcpy(bytes.data(), m.words.data(), bytes.size());
-      sections.push_back({m.section, runtime::SectionKind::Data, std::move(bytes)});
+      sections.push_back({m.section, runtime::SectionKind::Spirv, std::move(bytes)});
     }
   sections.push_back({"kernels.mlir", runtime::SectionKind::Data,
                       std::vector<uint8_t>(model.kernelSource.begin(), model.kernelSource.end())});

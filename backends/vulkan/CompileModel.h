@@ -18,9 +18,6 @@ struct CompiledVulkanModel {
   std::string kernelSource;            // the MLIR of every kernel variant, before lowering
 };
 
-/// The read-bandwidth kernel every Vulkan artifact carries (q3run bench).
-inline constexpr const char *kReadBandwidthKernel = "q3_read_bandwidth";
-
 /// Runs the Vulkan target passes (VulkanPasses.h) on `module`, which must
 /// be at the dispatch stage, then generates, lowers and validates every
 /// kernel and records the schedule, buffer plan and weight plan. Throws

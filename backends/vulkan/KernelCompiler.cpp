@@ -5,6 +5,8 @@
 #include "runtime/vulkan/VulkanKernelABI.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <numeric>
@@ -48,6 +50,13 @@ CompiledKernel::Module KernelCompiler::lower(OwningOpRef<ModuleOp> module,
                                              rv::KernelVariant &variant) {
   if (failed(module->verify()))
     throw std::runtime_error("generated kernel " + variant.entryPoint + " does not verify");
+  // The builders emit constants and push-constant loads where they are
+  // needed; folded and deduplicated, the kernel reads (and lowers) better.
+  PassManager cleanup(module->getContext());
+  cleanup.addPass(createCanonicalizerPass());
+  cleanup.addPass(createCSEPass());
+  if (failed(cleanup.run(*module)))
+    throw std::runtime_error("cleaning up kernel " + variant.entryPoint + " failed");
   CompiledKernel::Module result;
   result.section = "spirv." + std::to_string(nextSection_++);
   result.mlir = printed(*module);
@@ -70,17 +79,23 @@ CompiledKernel KernelCompiler::linear(const LinearKernel &kernel, const MatMulTi
   spec.name = kernel.name;
   WeightAccess weight(context_, kernel.weight, kernel.inFeatures);
   spec.elementBytes = {linearVectorInput(context_, kernel) ? 16 : 4, weight.unitBytes()};
+  if (kernel.swiglu)
+    spec.elementBytes.push_back(weight.unitBytes());
   if (kernel.gain)
     spec.elementBytes.push_back(WeightAccess(context_, *kernel.gain, kernel.inFeatures, 2).unitBytes());
   if (kernel.residual)
     spec.elementBytes.push_back(4);
   spec.elementBytes.push_back(4);
   const int64_t rowBytes = kernel.inFeatures * storageBytes(kernel.weight);
-  if (perPart > 0 && perPart < kernel.weightRows()) {
-    if (kernel.swiglu)
-      throw std::runtime_error(kernel.name + ": a SwiGLU weight too large for one binding");
+  // SwiGLU's weight is bound as its two halves, in parts or not; others
+  // in parts when they must.
+  if (kernel.swiglu)
+    spec.split = rv::WeightSplit{1, kernel.outFeatures, rowBytes,
+                                 perPart > 0 && perPart < kernel.outFeatures ? perPart
+                                                                             : kernel.outFeatures,
+                                 /*halves=*/true};
+  else if (perPart > 0 && perPart < kernel.weightRows())
     spec.split = rv::WeightSplit{1, kernel.weightRows(), rowBytes, perPart};
-  }
 
   // Matrix-vector products for one row (decode) and for up to
   // matVecRows rows (short prompts), a tiled GEMM above.

@@ -39,8 +39,10 @@ mlir::OwningOpRef<mlir::ModuleOp> buildEmbedding(mlir::MLIRContext &context,
 /// q3.fused_linear (q3.linear without bias is the plain case):
 /// y = epilogue(x W^T) with an optional RMSNorm prologue, a prologue gain
 /// (x * gain before the product; its own binding after the weight), SwiGLU
-/// (W stacks gate over up) and a residual. Bindings: x, W, [gain],
-/// [residual], y.
+/// (W stacks gate over up) and a residual. Bindings: x, W, [W's up half],
+/// [gain], [residual], y: with SwiGLU the stacked weight is bound twice, its
+/// gate rows and the matching up rows (LinearBindings), so a weight too
+/// large for one binding runs in parts of both halves alike.
 struct LinearKernel {
   std::string name;
   int64_t inFeatures = 0;  // K
@@ -51,6 +53,21 @@ struct LinearKernel {
   bool residual = false;
   std::optional<Storage> gain;
   int64_t weightRows() const { return swiglu ? 2 * outFeatures : outFeatures; }
+};
+
+/// Where each tensor of a LinearKernel is bound (-1: absent).
+struct LinearBindings {
+  int x = 0, weight = 1, up = -1, gain = -1, residual = -1, y = -1;
+  explicit LinearBindings(const LinearKernel &kernel) {
+    int next = 2;
+    if (kernel.swiglu)
+      up = next++;
+    if (kernel.gain)
+      gain = next++;
+    if (kernel.residual)
+      residual = next++;
+    y = next++;
+  }
 };
 
 /// Whether the products read x as 16-byte vectors (K a multiple of 4 and of

@@ -29,7 +29,7 @@ using namespace mlir;
 namespace q3::vulkan {
 namespace {
 
-/// Weight rows a tile holds: SwiGLU stacks the up rows after the gate rows.
+/// Weight rows a tile holds: with SwiGLU, the up rows after the gate rows.
 int64_t tileWeightRows(const LinearKernel &kernel, const MatMulTiling &tiling) {
   return kernel.swiglu ? 2 * tiling.tileColumns : tiling.tileColumns;
 }
@@ -53,17 +53,19 @@ OwningOpRef<ModuleOp> buildMatMul(MLIRContext &context, const LinearKernel &kern
   Type f32 = FloatType::getF32(&context);
   const bool vectorX = linearVectorInput(context, kernel);
   Type xElement = vectorX ? Type(VectorType::get({4}, f32)) : f32;
+  const LinearBindings slots(kernel);
   std::vector<TensorBinding> bindings = {{"x", xElement}, {"weight", weight.element()}};
+  if (kernel.swiglu)
+    bindings.push_back({"weight_up", weight.element()});
   std::optional<WeightAccess> gain;
   if (kernel.gain) {
     gain.emplace(context, *kernel.gain, kernel.inFeatures, /*maxElementsPerUnit=*/2);
     bindings.push_back({"gain", gain->element()});
   }
-  const size_t residualBinding = bindings.size();
   if (kernel.residual)
     bindings.push_back({"residual", f32});
-  const size_t outBinding = bindings.size();
   bindings.push_back({"y", f32});
+  const size_t residualBinding = size_t(slots.residual), outBinding = size_t(slots.y);
   GpuKernelBuilder k(context, kernel.name, bindings, int32_t(tiling.threads()));
 
   const int64_t TM = tiling.tileRows, TN = tiling.tileColumns, TK = tiling.tileK;
@@ -133,39 +135,46 @@ OwningOpRef<ModuleOp> buildMatMul(MLIRContext &context, const LinearKernel &kern
             Value at = k.select(valid, k.add(k.mul(t, k.index(K / xWidth)), k.div(kIndex, k.index(xWidth))),
                                 k.index(0));
             Value loaded = k.load(x, k.add(xOffset, at));
+            // The gains of these columns (of column 0 outside K; unused).
+            std::vector<Value> gains;
+            if (gain)
+              gains = gain->loadColumns(k, k.tensor(size_t(slots.gain)), k.tensorOffset(size_t(slots.gain)),
+                                        k.select(valid, kIndex, k.index(0)), xWidth, xWidth);
             for (int64_t v = 0; v < xWidth; ++v) {
               Value value = vectorX ? k.extract(loaded, v) : loaded;
               if (gain)
-                value = k.mul(value, gain->loadElement(k, k.tensor(2), k.tensorOffset(2),
-                                                       k.min(k.add(kIndex, k.index(v)), k.index(K - 1))));
+                value = k.mul(value, gains[size_t(v)]);
               k.store(k.select(valid, value, k.f32(0.0)), xTile,
                       k.add(k.mul(r, k.index(stride)), k.add(kk, k.index(v))));
             }
           });
-          // Weight tile: weightRows x TK, loaded in whole units.
+          // Weight tile: TN rows x TK (then, with SwiGLU, the matching up
+          // rows from the up half's binding), loaded in whole units.
           const int64_t unitsPerTileRow = TK / perUnit;
-          k.forLoop(tid, k.index(weightRows * unitsPerTileRow), threads, [&](Value e) {
-            Value tr = k.div(e, k.index(unitsPerTileRow)), uu = k.rem(e, k.index(unitsPerTileRow));
-            // SwiGLU: tile rows [0, TN) are gate rows, [TN, 2TN) their up rows.
-            Value isUp = k.ge(tr, k.index(TN));
-            Value local = kernel.swiglu ? k.select(isUp, k.sub(tr, k.index(TN)), tr) : tr;
-            Value n = k.add(column0, local);
-            Value weightRow =
-                kernel.swiglu ? k.select(isUp, k.add(n, k.index(kernel.outFeatures)), n) : n;
-            Value kIndex = k.add(k0, k.mul(uu, k.index(perUnit)));
-            Value valid = k.andI(k.lt(n, partRows), k.lt(kIndex, k.index(K)));
-            // Outside the part or K: read the part's first unit (in bounds)
-            // and store zeros.
-            Value unit = k.select(valid,
-                                  k.add(wOffset, k.add(weight.unitsBefore(k, weightRow),
-                                                       k.div(kIndex, k.index(perUnit)))),
-                                  wOffset);
-            std::vector<Value> loaded = weight.loadUnit(k, w, unit);
-            Value base = k.add(k.mul(tr, k.index(stride)), k.mul(uu, k.index(perUnit)));
-            for (int64_t v = 0; v < perUnit; ++v)
-              k.store(k.select(valid, loaded[size_t(v)], k.f32(0.0)), wTile,
-                      k.add(base, k.index(v)));
-          });
+          auto loadRows = [&](Value memref, Value offset, int64_t firstTileRow) {
+            k.forLoop(tid, k.index(TN * unitsPerTileRow), threads, [&](Value e) {
+              Value tr = k.div(e, k.index(unitsPerTileRow));
+              Value uu = k.rem(e, k.index(unitsPerTileRow));
+              Value n = k.add(column0, tr);
+              Value kIndex = k.add(k0, k.mul(uu, k.index(perUnit)));
+              Value valid = k.andI(k.lt(n, partRows), k.lt(kIndex, k.index(K)));
+              // Outside the part or K: read the part's first unit (in
+              // bounds) and store zeros.
+              Value unit = k.select(valid,
+                                    k.add(offset, k.add(weight.unitsBefore(k, n),
+                                                        k.div(kIndex, k.index(perUnit)))),
+                                    offset);
+              std::vector<Value> loaded = weight.loadUnit(k, memref, unit);
+              Value base = k.add(k.mul(k.add(tr, k.index(firstTileRow)), k.index(stride)),
+                                 k.mul(uu, k.index(perUnit)));
+              for (int64_t v = 0; v < perUnit; ++v)
+                k.store(k.select(valid, loaded[size_t(v)], k.f32(0.0)), wTile,
+                        k.add(base, k.index(v)));
+            });
+          };
+          loadRows(w, wOffset, 0);
+          if (kernel.swiglu)
+            loadRows(k.tensor(size_t(slots.up)), k.tensorOffset(size_t(slots.up)), TN);
           k.barrier();
           // The block's products over this step's TK.
           return k.forLoop(k.index(0), k.index(TK), k.index(1), in,

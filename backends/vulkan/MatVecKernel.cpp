@@ -7,7 +7,8 @@
 // decode, a few for short prompts, so each weight unit loaded serves every
 // row). Its lanes read the weight row in 16-byte units, lane l taking units
 // l, l + S, ... (S the subgroup size), so a subgroup's loads are contiguous
-// and coalesce. Each lane widens its unit (bf16: shift and mask of 32-bit
+// and coalesce (SwiGLU: the up half's row n from its own binding too).
+// Each lane widens its unit (bf16: shift and mask of 32-bit
 // words), reads the matching x values (16 bytes at a time where K allows),
 // scales them by the prologue gain, and accumulates the dot products, and
 // for an RMSNorm input also Sum x^2 (every subgroup reads all of x anyway).
@@ -39,17 +40,19 @@ OwningOpRef<ModuleOp> buildMatVec(MLIRContext &context, const LinearKernel &kern
   // x as 16-byte vectors when a weight unit covers whole vectors of it.
   const bool vectorX = linearVectorInput(context, kernel);
   Type xElement = vectorX ? Type(VectorType::get({4}, f32)) : f32;
+  const LinearBindings slots(kernel);
   std::vector<TensorBinding> bindings = {{"x", xElement}, {"weight", weight.element()}};
+  if (kernel.swiglu)
+    bindings.push_back({"weight_up", weight.element()});
   std::optional<WeightAccess> gain;
   if (kernel.gain) {
     gain.emplace(context, *kernel.gain, kernel.inFeatures, /*maxElementsPerUnit=*/2);
     bindings.push_back({"gain", gain->element()});
   }
-  const size_t residualBinding = bindings.size();
   if (kernel.residual)
     bindings.push_back({"residual", f32});
-  const size_t outBinding = bindings.size();
   bindings.push_back({"y", f32});
+  const size_t residualBinding = size_t(slots.residual), outBinding = size_t(slots.y);
   GpuKernelBuilder k(context, kernel.name, bindings, /*defaultWorkgroupSize=*/128);
 
   const int64_t K = kernel.inFeatures;
@@ -66,8 +69,7 @@ OwningOpRef<ModuleOp> buildMatVec(MLIRContext &context, const LinearKernel &kern
                            k.mul(k.min(k.index(r), k.sub(rows, k.index(1))), k.index(xPerRow))));
     Value gateRow = k.add(k.tensorOffset(1), weight.unitsBefore(k, column));
     Value upRow = kernel.swiglu
-                      ? k.add(k.tensorOffset(1),
-                              weight.unitsBefore(k, k.add(column, k.index(kernel.outFeatures))))
+                      ? k.add(k.tensorOffset(size_t(slots.up)), weight.unitsBefore(k, column))
                       : Value();
     // Carried per row: the gate dot, the up dot (SwiGLU), Sum x^2 (norm).
     const size_t perRow = 3;
@@ -79,13 +81,12 @@ OwningOpRef<ModuleOp> buildMatVec(MLIRContext &context, const LinearKernel &kern
           std::vector<Value> gates = weight.loadUnit(k, w, k.add(gateRow, unit));
           std::vector<Value> ups;
           if (kernel.swiglu)
-            ups = weight.loadUnit(k, w, k.add(upRow, unit));
+            ups = weight.loadUnit(k, k.tensor(size_t(slots.up)), k.add(upRow, unit));
           Value first = k.mul(unit, k.index(perUnit)); // the unit's first column
           std::vector<Value> gains;
           if (gain)
-            for (int64_t e = 0; e < perUnit; ++e)
-              gains.push_back(gain->loadElement(k, k.tensor(2), k.tensorOffset(2),
-                                                k.add(first, k.index(e))));
+            gains = gain->loadColumns(k, k.tensor(size_t(slots.gain)), k.tensorOffset(size_t(slots.gain)),
+                                      first, perUnit, perUnit);
           for (int64_t r = 0; r < maxRows; ++r) {
             std::vector<Value> xs;
             if (vectorX) {

@@ -6,7 +6,8 @@
 // fused_linear kernel reads fold_gain(W, g), or concat_rows of such folds
 // sharing one g, with checkpoint weights Wi of one dtype, the kernel binds
 // the Wi stacked as stored and applies g to its input in the prologue
-// (x * g): the same arithmetic to f32 rounding.
+// (x * g): the same arithmetic to f32 rounding. f32 checkpoints keep the
+// fold: it streams no more bytes and saves the prologue's multiplies.
 //
 //   q3.dispatch @fused_linear_rms_norm_0(%x, %folded)   with %folded =
 //       q3.concat_rows(fold_gain(%wq, %g), fold_gain(%wk, %g), fold_gain(%wv, %g))
@@ -58,6 +59,10 @@ struct PrologueGainPass : PassWrapper<PrologueGainPass, OperationPass<ModuleOp>>
     for (auto &[name, unfolded] : everyDispatch) {
       auto kernel = module.lookupSymbol<func::FuncOp>(name);
       if (!unfolded || !kernel || !isa_and_nonnull<ir::FusedLinearOp>(kernelAnchor(kernel)))
+        continue;
+      // An f32 checkpoint's folded weight streams as many bytes as the
+      // weight itself: the fold stays (it costs nothing).
+      if (unfolded->parts[0].getType().cast<RankedTensorType>().getElementType().isF32())
         continue;
       Builder b(module.getContext());
       setLoweringConfig(kernel, "prologue_gain",

@@ -110,4 +110,20 @@ Value WeightAccess::loadElement(GpuKernelBuilder &k, Value memref, Value rowUnit
   return chosen;
 }
 
+std::vector<Value> WeightAccess::loadColumns(GpuKernelBuilder &k, Value memref, Value rowUnit,
+                                             Value first, int64_t firstMultiple,
+                                             int64_t count) const {
+  std::vector<Value> values;
+  if (firstMultiple % elementsPerUnit_ == 0 && count % elementsPerUnit_ == 0) {
+    Value unit = k.add(rowUnit, k.div(first, k.index(elementsPerUnit_)));
+    for (int64_t u = 0; u < count / elementsPerUnit_; ++u)
+      for (Value v : loadUnit(k, memref, k.add(unit, k.index(u))))
+        values.push_back(v);
+    return values;
+  }
+  for (int64_t e = 0; e < count; ++e)
+    values.push_back(loadElement(k, memref, rowUnit, k.add(first, k.index(e))));
+  return values;
+}
+
 } // namespace q3::vulkan

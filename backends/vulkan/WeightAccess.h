@@ -42,6 +42,12 @@ public:
   /// widened (for reads that are not unit-aligned).
   mlir::Value loadElement(GpuKernelBuilder &k, mlir::Value memref, mlir::Value rowUnit,
                           mlir::Value column) const;
+  /// `count` elements from column `first` on, widened: whole units when
+  /// `first` is known to be a multiple of `firstMultiple` that units divide
+  /// (and so does `count`), else element by element.
+  std::vector<mlir::Value> loadColumns(GpuKernelBuilder &k, mlir::Value memref,
+                                       mlir::Value rowUnit, mlir::Value first,
+                                       int64_t firstMultiple, int64_t count) const;
 
 private:
   Storage storage_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace q3::runtime::vulkan {
@@ -228,6 +229,17 @@ DeviceInfo VulkanInstance::describe(int index, VkPhysicalDevice device) {
       d.deviceLocalBytes = std::max<uint64_t>(d.deviceLocalBytes, memory.memoryHeaps[h].size);
   d.hasComputeQueue =
       computeQueueFamily(api, device, &d.timestampPeriodNs, base.limits.timestampPeriod) >= 0;
+  // Tests take a feature away ($Q3_VULKAN_INJECT "hide:<feature>") to see
+  // the error a device without it gives.
+  if (const char *inject = std::getenv("Q3_VULKAN_INJECT")) {
+    const std::string hide = inject;
+    if (hide == "hide:shaderFloat16")
+      d.shaderFloat16 = false;
+    else if (hide == "hide:storageBuffer16BitAccess")
+      d.storageBuffer16BitAccess = false;
+    else if (hide == "hide:subgroupArithmetic")
+      d.subgroupArithmetic = false;
+  }
   if (!base.limits.timestampComputeAndGraphics)
     d.timestampPeriodNs = 0;
   return d;

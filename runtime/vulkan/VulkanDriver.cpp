@@ -20,6 +20,7 @@ constexpr uint32_t kSetsPerPool = 1024;
 constexpr uint32_t kMaxTimestamps = 8192;
 constexpr size_t kMaxRecordedPasses = 32;
 
+
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 bool envFlag(const char *name) {
@@ -184,6 +185,8 @@ VulkanDriver::~VulkanDriver() {
     destroyBuffer(buffer);
   destroyBuffer(stepParams_);
   destroyBuffer(staging_);
+  destroyBuffer(probe_);
+  destroyBuffer(probeSink_);
   if (fence_)
     api_->vkDestroyFence(device, fence_, nullptr);
   if (pool_)
@@ -242,6 +245,9 @@ VulkanDriver::Pipeline VulkanDriver::createPipeline(const VulkanKernel &kernel,
   if (!section)
     throw VulkanError("kernel " + kernel.name + ": no section '" + printable(variant.section) +
                       "' in the artifact");
+  if (section->kind != SectionKind::Spirv)
+    throw VulkanError("section '" + printable(variant.section) +
+                      "': kind: expected 4 (spirv) for a kernel's module");
   if (std::string problem = checkSpirv(section->data, section->size, variant.entryPoint);
       !problem.empty())
     throw VulkanError("section '" + printable(variant.section) + "': corrupt SPIR-V: " + problem);
@@ -340,9 +346,10 @@ VulkanDriver::Buffer VulkanDriver::createBuffer(int64_t bytes, VkMemoryPropertyF
   auto outOfMemory = [&](const std::string &why) {
     return VulkanError(fmt::format(
         "out of device memory: {} needs {}, {} are already allocated, and the device ({}) has {} "
-        "of device-local memory{}; use a smaller --ctx",
+        "of device-local memory{}{}",
         what, formatBytes(uint64_t(size)), formatBytes(uint64_t(allocatedBytes_)), info.name,
-        formatBytes(info.deviceLocalBytes), why));
+        formatBytes(info.deviceLocalBytes), why,
+        std::strstr(what, "KV-cache") ? "; use a smaller --ctx" : ""));
   };
   if (uint64_t(allocatedBytes_ + size) > info.deviceLocalBytes)
     throw outOfMemory("");
@@ -686,31 +693,29 @@ void VulkanDriver::dispatch(int64_t kernelId, const std::vector<BufferRange> &ra
     throw VulkanError(fmt::format("kernel {} has no variant for {} rows", spec.name, rows));
   const Pipeline &pipeline = kernel.pipelines[chosen];
   const KernelVariant &variant = spec.variants[chosen];
-  if (ranges.size() != spec.elementBytes.size())
+  const bool halves = spec.split && spec.split->halves;
+  if (ranges.size() + (halves ? 1 : 0) != spec.elementBytes.size())
     throw VulkanError(fmt::format("kernel {} takes {} tensors, the schedule binds {}", spec.name,
-                                  spec.elementBytes.size(), ranges.size()));
+                                  spec.elementBytes.size() - (halves ? 1 : 0), ranges.size()));
   const DeviceInfo &info = device_->info();
   const int64_t align = int64_t(info.limits.minStorageBufferOffsetAlignment);
   const int64_t maxRange = int64_t(info.limits.maxStorageBufferRange);
   const int64_t parts = spec.split ? ceilDiv(spec.split->rows, spec.split->rowsPerPart) : 1;
   for (int64_t part = 0; part < parts; ++part) {
     std::vector<Binding> bindings = {{stepParams_.buffer, 0, VkDeviceSize(stepParams_.bytes)}};
-    std::vector<uint32_t> push(kPushFirstTensorOffset + ranges.size() + spec.pushScalars.size());
+    std::vector<uint32_t> push(kPushFirstTensorOffset + spec.elementBytes.size() +
+                               spec.pushScalars.size());
     int64_t partFirst = 0, partRows = variant.grid.units;
     if (spec.split) {
       partFirst = part * spec.split->rowsPerPart;
       partRows = std::min(spec.split->rowsPerPart, spec.split->rows - partFirst);
     }
-    for (size_t i = 0; i < ranges.size(); ++i) {
-      const Buffer &buffer = buffers_.at(size_t(ranges[i].buffer));
-      int64_t offset = ranges[i].offset, bytes = ranges[i].bytes;
-      if (spec.split && int64_t(i) == spec.split->binding) {
-        offset += partFirst * spec.split->rowBytes;
-        bytes = partRows * spec.split->rowBytes;
-      }
-      // The window starts at the aligned offset below the range and covers as
-      // much of the buffer as one binding may (so one descriptor set serves
-      // every shape that starts in it); the rest of the offset is pushed.
+    // The window starts at the aligned offset below the range and covers as
+    // much of the buffer as one binding may (so one descriptor set serves
+    // every shape that starts in it); the rest of the offset is pushed.
+    auto bind = [&](const BufferRange &range, int64_t offset, int64_t bytes) {
+      const size_t b = bindings.size() - 1; // the tensor binding's index
+      const Buffer &buffer = buffers_.at(size_t(range.buffer));
       const int64_t start = offset / align * align;
       const int64_t window = std::min(buffer.bytes - start, maxRange);
       if (offset - start + bytes > window)
@@ -719,18 +724,30 @@ void VulkanDriver::dispatch(int64_t kernelId, const std::vector<BufferRange> &ra
             "(maxStorageBufferRange): run fewer rows at a time",
             spec.name, formatBytes(uint64_t(bytes)), formatBytes(uint64_t(maxRange))));
       const int64_t delta = offset - start;
-      if (delta % spec.elementBytes[i] != 0)
+      if (delta % spec.elementBytes[b] != 0)
         throw VulkanError(fmt::format("kernel {}: tensor {} starts at byte {}, not a multiple "
                                       "of its {}-byte elements",
-                                      spec.name, i, offset, spec.elementBytes[i]));
-      bindings.push_back({buffer.buffer, VkDeviceSize(start), VkDeviceSize(std::max<int64_t>(window, 4))});
-      push[kPushFirstTensorOffset + i] = uint32_t(delta / spec.elementBytes[i]);
+                                      spec.name, b, offset, spec.elementBytes[b]));
+      bindings.push_back(
+          {buffer.buffer, VkDeviceSize(start), VkDeviceSize(std::max<int64_t>(window, 4))});
+      push[kPushFirstTensorOffset + b] = uint32_t(delta / spec.elementBytes[b]);
+    };
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      if (spec.split && int64_t(i) == spec.split->binding) {
+        const int64_t rowBytes = spec.split->rowBytes;
+        bind(ranges[i], ranges[i].offset + partFirst * rowBytes, partRows * rowBytes);
+        if (halves)
+          bind(ranges[i], ranges[i].offset + (spec.split->rows + partFirst) * rowBytes,
+               partRows * rowBytes);
+        continue;
+      }
+      bind(ranges[i], ranges[i].offset, ranges[i].bytes);
     }
     push[kPushRows] = uint32_t(rows);
     push[kPushPartFirstRow] = uint32_t(partFirst);
     push[kPushPartRows] = uint32_t(partRows);
     for (size_t s = 0; s < spec.pushScalars.size(); ++s)
-      push[kPushFirstTensorOffset + ranges.size() + s] =
+      push[kPushFirstTensorOffset + spec.elementBytes.size() + s] =
           uint32_t(scalars.at(size_t(spec.pushScalars[s])));
     // The grid (VulkanManifest.h's GridSpec).
     const GridSpec &grid = variant.grid;
@@ -818,6 +835,77 @@ std::vector<double> VulkanDriver::dispatchSeconds() {
     previous = end;
   }
   return seconds;
+}
+
+//===- Reports ------------------------------------------------------------------===//
+
+std::string VulkanDriver::deviceName() const {
+  return device_->info().name + " (Vulkan, " + device_->info().type + ")";
+}
+
+std::optional<Driver::Bandwidth> VulkanDriver::measureReadBandwidth(int reads) {
+  auto it = kernelIds_.find(kReadBandwidthKernel);
+  if (it == kernelIds_.end() || device_->info().timestampPeriodNs <= 0)
+    return std::nullopt;
+  const Kernel &kernel = kernels_[size_t(it->second)];
+  const Pipeline &pipeline = kernel.pipelines.at(0);
+  finish();
+  if (!probe_.buffer) {
+    // As large as one binding may be (128 MiB on lavapipe), at most 256 MiB:
+    // beyond any device's last-level cache either way.
+    const int64_t bytes = std::min<int64_t>(int64_t(256) << 20,
+                                            int64_t(device_->info().limits.maxStorageBufferRange) / 16 * 16);
+    probe_ = createBuffer(bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, "the bandwidth probe");
+    probeSink_ = createBuffer(16, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, "the bandwidth probe");
+    VkCommandBuffer commands = beginOneShot();
+    api_->vkCmdFillBuffer(commands, probe_.buffer, 0, VK_WHOLE_SIZE, 0x3F800000u);
+    submitAndWait(commands);
+  }
+  const int64_t vectors = probe_.bytes / 16;
+  // Every invocation reads kBandwidthVectorsPerInvocation vectors.
+  const int64_t perWorkgroup = int64_t(pipeline.workgroupSize) * kBandwidthVectorsPerInvocation;
+  const int64_t workgroups = (vectors + perWorkgroup - 1) / perWorkgroup;
+  std::vector<Binding> bindings = {{stepParams_.buffer, 0, VkDeviceSize(stepParams_.bytes)},
+                                   {probe_.buffer, 0, VkDeviceSize(probe_.bytes)},
+                                   {probeSink_.buffer, 0, VkDeviceSize(probeSink_.bytes)}};
+  VkDescriptorSet set = descriptorSet(pipeline, bindings);
+  std::vector<uint32_t> push(kernel.pushWords, 0);
+  push[kPushRows] = uint32_t(workgroups);
+  push[kPushFirstTensorOffset + 2] = uint32_t(vectors);
+  VkQueryPool queries = VK_NULL_HANDLE;
+  VkQueryPoolCreateInfo poolInfo{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+  poolInfo.queryType = VK_QUERY_TYPE_TIMESTAMP;
+  poolInfo.queryCount = uint32_t(reads + 1);
+  check(api_->vkCreateQueryPool(device_->handle(), &poolInfo, nullptr, &queries),
+        "creating a timestamp query pool");
+  Recording recording = startRecording();
+  api_->vkCmdResetQueryPool(recording.commands, queries, 0, poolInfo.queryCount);
+  api_->vkCmdWriteTimestamp(recording.commands, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, 0);
+  for (int r = 0; r < reads; ++r) {
+    recordDispatch(recording, pipeline, uint32_t(workgroups), set, push);
+    api_->vkCmdWriteTimestamp(recording.commands, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries,
+                              uint32_t(r + 1));
+  }
+  check(api_->vkEndCommandBuffer(recording.commands), "recording the bandwidth probe");
+  submit(recording.commands);
+  finish();
+  std::vector<uint64_t> ticks(poolInfo.queryCount);
+  check(api_->vkGetQueryPoolResults(device_->handle(), queries, 0, poolInfo.queryCount,
+                                    ticks.size() * 8, ticks.data(), 8,
+                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+        "reading timestamps");
+  api_->vkDestroyQueryPool(device_->handle(), queries, nullptr);
+  api_->vkFreeCommandBuffers(device_->handle(), pool_, 1, &recording.commands);
+  if (recording.timestamps)
+    api_->vkDestroyQueryPool(device_->handle(), recording.timestamps, nullptr);
+  double best = 0;
+  for (int r = 0; r < reads; ++r) {
+    const double seconds = double(ticks[size_t(r + 1)] - ticks[size_t(r)]) *
+                           device_->info().timestampPeriodNs * 1e-9;
+    if (seconds > 0)
+      best = std::max(best, double(vectors * 16) / seconds / 1e9);
+  }
+  return Bandwidth{best, vectors * 16};
 }
 
 //===- Devices ------------------------------------------------------------------===//

@@ -49,6 +49,8 @@ public:
   bool timesDispatches() const override { return profiling_; }
   void setProfiling(bool enabled) override;
   std::vector<double> dispatchSeconds() override;
+  std::string deviceName() const override;
+  std::optional<Bandwidth> measureReadBandwidth(int reads) override;
 
   const DeviceInfo &device() const { return device_->info(); }
   /// The workgroup and subgroup size chosen for a kernel's first variant.
@@ -121,6 +123,7 @@ private:
   std::vector<Buffer> buffers_;
   Buffer stepParams_;
   Buffer staging_;
+  Buffer probe_, probeSink_; // the read-bandwidth kernel's buffers, made on first use
   int64_t allocatedBytes_ = 0;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
@@ -137,7 +140,8 @@ private:
   bool profiling_ = false;
   bool forceStaging_ = false;
   // Fault injection for tests ($Q3_VULKAN_INJECT: "alloc:N" fails the N-th
-  // device allocation, "lost:N" reports a lost device at the N-th submit).
+  // device allocation, "lost:N" reports a lost device at the N-th submit,
+  // "hide:<feature>" takes a feature away: VulkanDevice.cpp).
   int injectAllocAt_ = 0, injectLostAt_ = 0, allocations_ = 0, submits_ = 0;
 };
 

@@ -49,4 +49,10 @@ inline constexpr int64_t kPortableBindingBytes = int64_t(1) << 27;
 /// start at multiples of it.
 inline constexpr int64_t kMaxOffsetAlignment = 256;
 
+/// The kernel every Vulkan artifact carries for `q3run bench`: it binds a
+/// buffer of 16-byte vectors and a sink, takes the vector count as its push
+/// scalar, and each invocation reads kBandwidthVectorsPerInvocation of them.
+inline constexpr const char *kReadBandwidthKernel = "q3_read_bandwidth";
+inline constexpr int64_t kBandwidthVectorsPerInvocation = 64;
+
 } // namespace q3::runtime::vulkan

@@ -51,12 +51,17 @@ struct KernelVariant {
 };
 
 /// A weight larger than a storage-buffer binding may be, run as one
-/// dispatch per part of `rowsPerPart` rows (the last part: the rest).
+/// dispatch per part of `rowsPerPart` rows (the last part: the rest). With
+/// `halves`, the scheduler's weight (two stacked halves of `rows` rows each,
+/// SwiGLU's gate and up) is bound twice, at bindings `binding` and
+/// `binding` + 1: a part's rows of the first half and the same rows of the
+/// second.
 struct WeightSplit {
   int64_t binding = 0; // index among the kernel's tensors
   int64_t rows = 0;
   int64_t rowBytes = 0;
   int64_t rowsPerPart = 0;
+  bool halves = false;
 };
 
 struct VulkanKernel {
@@ -136,14 +141,15 @@ inline void from_json(const nlohmann::json &j, KernelVariant &v) {
 }
 
 inline void to_json(nlohmann::json &j, const WeightSplit &s) {
-  j = {{"binding", s.binding}, {"rows", s.rows}, {"row_bytes", s.rowBytes},
-       {"rows_per_part", s.rowsPerPart}};
+  j = {{"binding", s.binding},       {"rows", s.rows}, {"row_bytes", s.rowBytes},
+       {"rows_per_part", s.rowsPerPart}, {"halves", s.halves}};
 }
 inline void from_json(const nlohmann::json &j, WeightSplit &s) {
   j.at("binding").get_to(s.binding);
   j.at("rows").get_to(s.rows);
   j.at("row_bytes").get_to(s.rowBytes);
   j.at("rows_per_part").get_to(s.rowsPerPart);
+  j.at("halves").get_to(s.halves);
   if (s.binding < 0 || s.rows < 1 || s.rowBytes < 1 || s.rowsPerPart < 1)
     throw std::invalid_argument("split: expected positive rows, row_bytes and rows_per_part");
 }
@@ -168,7 +174,7 @@ inline void from_json(const nlohmann::json &j, VulkanKernel &k) {
   for (int64_t bytes : k.elementBytes)
     if (bytes != 2 && bytes != 4 && bytes != 8 && bytes != 16)
       throw std::invalid_argument("kernel " + k.name + ": element_bytes must be 2, 4, 8 or 16");
-  if (k.split && k.split->binding >= int64_t(k.elementBytes.size()))
+  if (k.split && k.split->binding + (k.split->halves ? 1 : 0) >= int64_t(k.elementBytes.size()))
     throw std::invalid_argument("kernel " + k.name + ": split binding out of range");
 }
 

@@ -168,7 +168,7 @@ TEST(ArtifactRoundTrip, FileEqualsSerializedImage) {
 TEST(ArtifactRoundTrip, HeaderAndTableLayout) {
   std::vector<uint8_t> image = validImage();
   EXPECT_EQ(std::memcmp(image.data(), "Q3CART\r\n", 8), 0);
-  EXPECT_EQ(getU32(image, 8), 1u);
+  EXPECT_EQ(getU32(image, 8), kArtifactFormatVersion);
   EXPECT_EQ(getU32(image, 12), 64u);
   EXPECT_EQ(getU64(image, 16), image.size());
   EXPECT_EQ(getU64(image, 24), 3u);
@@ -253,9 +253,12 @@ TEST(ArtifactValidation, OtherFormatVersion) {
   std::vector<uint8_t> image = validImage();
   setU32(image, 8, 7);
   EXPECT_CONTAINS(parseError(image), "model.q3c: artifact format version 7, this q3run reads "
-                                     "version 1: recompile the model with a matching q3c");
+                                     "version 2: recompile the model with a matching q3c");
   setU32(image, 8, 0);
-  EXPECT_CONTAINS(parseError(image), "artifact format version 0, this q3run reads version 1");
+  EXPECT_CONTAINS(parseError(image), "artifact format version 0, this q3run reads version 2");
+  // Version 1, before SPIR-V sections: refused the same way.
+  setU32(image, 8, 1);
+  EXPECT_CONTAINS(parseError(image), "artifact format version 1, this q3run reads version 2");
 }
 
 TEST(ArtifactValidation, HeaderSize) {
@@ -328,13 +331,18 @@ TEST(ArtifactValidation, UnknownKindAndFlags) {
   std::vector<uint8_t> image = validImage();
   setU32(image, kindAt(1), 9);
   EXPECT_CONTAINS(sealedError(image), "section 1 'kernels': kind: expected 1 (manifest), 2 "
-                                      "(executable) or 3 (data), found 9");
+                                      "(executable), 3 (data) or 4 (spirv), found 9");
   image = validImage();
   setU32(image, kindAt(2), 0);
   EXPECT_CONTAINS(sealedError(image), "section 2 'constants': kind: expected");
   image = validImage();
   setU32(image, flagsAt(2), 4);
   EXPECT_CONTAINS(sealedError(image), "section 2 'constants': flags: expected 0, found 0x4");
+  // A SPIR-V section is whole 32-bit words.
+  image = validImage();
+  setU32(image, kindAt(2), 4);
+  EXPECT_CONTAINS(sealedError(image),
+                  "section 2 'constants': size: expected whole 32-bit SPIR-V words, found 70 bytes");
 }
 
 TEST(ArtifactValidation, SectionOutsideTheFile) {
@@ -514,7 +522,10 @@ TEST(ArtifactWriter, RejectsBadInput) {
       writeError(kManifest, {{"a", SectionKind::Data, {}}, {"a", SectionKind::Data, {}}}),
       "section 'a': name: expected a unique name, found it twice");
   EXPECT_CONTAINS(writeError(kManifest, {{"m", SectionKind::Manifest, {}}}),
-                  "section 'm': kind: expected 2 (executable) or 3 (data), found 1 (manifest)");
+                  "section 'm': kind: expected 2 (executable), 3 (data) or 4 (spirv), found 1 "
+                  "(manifest)");
+  EXPECT_CONTAINS(writeError(kManifest, {{"s", SectionKind::Spirv, pattern(6, 1)}}),
+                  "section 's': size: expected whole 32-bit SPIR-V words, found 6 bytes");
   EXPECT_CONTAINS(writeError(kManifest, {{"m", SectionKind(7), {}}}), "found 7");
   std::vector<ArtifactSection> many;
   for (int i = 0; i < 64; ++i)

@@ -73,12 +73,19 @@ TEST(CpuDriver, WritesAndReadsRangesAndRefusesRangesOutsideABuffer) {
 }
 
 TEST(CpuDriver, RefusesOtherFormatsAndMissingCpuFeatures) {
-  nlohmann::json vulkan = cpuManifest();
-  vulkan["format"] = "q3c-vulkan";
-  std::vector<uint8_t> image = cpuArtifact(vulkan);
+  nlohmann::json metal = cpuManifest();
+  metal["format"] = "q3c-metal";
+  std::vector<uint8_t> image = cpuArtifact(metal);
   auto artifact = Artifact::parse(kFile, image.data(), image.size());
   ThreadPool pool(1);
-  EXPECT_LOAD_ERROR(createDriver(*artifact, kFile, pool), "test.q3: not a CPU artifact");
+  EXPECT_LOAD_ERROR(createDriver(*artifact, kFile, pool),
+                    "test.q3: unknown artifact format 'q3c-metal'; this runtime has drivers for "
+                    "q3c-cpu and q3c-vulkan");
+  // A device is a Vulkan choice.
+  image = cpuArtifact(cpuManifest());
+  artifact = Artifact::parse(kFile, image.data(), image.size());
+  EXPECT_LOAD_ERROR(createDriver(*artifact, kFile, pool, DriverOptions{0}),
+                    "test.q3: a CPU artifact runs on the CPU; --device selects a Vulkan device");
 
   nlohmann::json future = cpuManifest();
   future["target"]["required_features"] = {"sse2", "fma4"}; // fma4: AMD Bulldozer only

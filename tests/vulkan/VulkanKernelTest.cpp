@@ -79,7 +79,7 @@ public:
     for (const auto &module : compiled_.modules) {
       std::vector<uint8_t> bytes(module.words.size() * 4);
       std::memcpy(bytes.data(), module.words.data(), bytes.size());
-      sections.push_back({module.section, runtime::SectionKind::Data, bytes});
+      sections.push_back({module.section, runtime::SectionKind::Spirv, bytes});
     }
     image_ = runtime::serializeArtifact("kernel.q3", manifest, sections);
     artifact_ = runtime::Artifact::parse("kernel.q3", image_.data(), image_.size());
@@ -142,7 +142,7 @@ TEST_P(VulkanLinearTest, MatchesTheReference) {
   const vulkan::MatMulTiling tiling;
   DeviceKernel device(compiler.linear(
       kernel, tiling,
-      vulkan::KernelCompiler::rowsPerPart(kernel.weightRows(),
+      vulkan::KernelCompiler::rowsPerPart(c.swiglu ? c.out : kernel.weightRows(),
                                           c.in * vulkan::storageBytes(c.weight),
                                           c.maxBindingBytes, tiling.tileColumns)));
 
@@ -231,7 +231,13 @@ INSTANTIATE_TEST_SUITE_P(
         LinearCase{"prefill_f32_in_parts", 32, 150, 15, Storage::F32, false, false, false, {},
                    64 * 32 * 4},
         LinearCase{"rows5_f16_in_parts", 32, 150, 5, Storage::F16, false, false, true, {},
-                   64 * 32 * 2}),
+                   64 * 32 * 2},
+        // SwiGLU in parts: each dispatch binds a part's gate rows and the
+        // same up rows.
+        LinearCase{"decode_bf16_swiglu_in_parts", 48, 150, 1, Storage::BF16, true, true, false,
+                   Storage::BF16, 64 * 48 * 2},
+        LinearCase{"prefill_bf16_swiglu_in_parts", 48, 150, 20, Storage::BF16, true, true, true,
+                   {}, 64 * 48 * 2}),
     [](const ::testing::TestParamInfo<LinearCase> &info) { return info.param.label; });
 
 //===- Embedding ------------------------------------------------------------===//

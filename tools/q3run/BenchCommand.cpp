@@ -210,6 +210,36 @@ std::vector<PhaseProfile> profilePhases(runtime::Model &model, const std::vector
   return phases;
 }
 
+/// Where decode's floor comes from: the host's memory (a STREAM-like read on
+/// the thread pool) for CPU artifacts, the device's for Vulkan ones (the
+/// artifact's read kernel, timed with device timestamps).
+class BandwidthFloor {
+public:
+  explicit BandwidthFloor(runtime::Model &model) : model_(model) {
+    int64_t bytes = 0;
+    if (model.deviceReadBandwidth(1, &bytes)) {
+      bytes_ = bytes;
+      return;
+    }
+    cpu_.emplace(model.pool(), kBandwidthBytes);
+    bytes_ = cpu_->bytes();
+  }
+  double measure() {
+    if (cpu_)
+      return cpu_->measure(kProbeReads).gigabytesPerSecond;
+    return model_.deviceReadBandwidth(kProbeReads).value_or(0.0);
+  }
+  bool onDevice() const { return !cpu_; }
+  int64_t bytes() const { return bytes_; }
+  /// Host memory the probe holds (counted out of the peak RSS).
+  int64_t hostBytes() const { return cpu_ ? cpu_->bytes() : 0; }
+
+private:
+  runtime::Model &model_;
+  std::optional<runtime::ReadBandwidthProbe> cpu_;
+  int64_t bytes_ = 0;
+};
+
 /// The timed repetitions and the read bandwidth probed between them.
 struct TimedRuns {
   std::vector<double> prefillRates, decodeRates; // tokens/s, one per repetition
@@ -219,7 +249,7 @@ struct TimedRuns {
 // Each decode run is bracketed by bandwidth probes: the shared machine's
 // bandwidth drifts by tens of percent within seconds, so the floor is sampled
 // when the decode runs are, not only before or after them all.
-TimedRuns runRepetitions(runtime::Model &model, runtime::ReadBandwidthProbe &probe,
+TimedRuns runRepetitions(runtime::Model &model, BandwidthFloor &probe,
                          const std::vector<int32_t> &prompt,
                          const std::vector<int32_t> &decodeTokens, int64_t repetitions) {
   TimedRuns runs;
@@ -230,7 +260,7 @@ TimedRuns runRepetitions(runtime::Model &model, runtime::ReadBandwidthProbe &pro
       model.forward(prompt, runtime::Model::Logits::Last);
       runs.prefillRates.push_back(double(prompt.size()) / secondsSince(start));
     }
-    runs.bandwidths.push_back(probe.measure(kProbeReads).gigabytesPerSecond);
+    runs.bandwidths.push_back(probe.measure());
     if (!decodeTokens.empty()) {
       const Clock::time_point start = Clock::now();
       for (int32_t id : decodeTokens)
@@ -238,7 +268,7 @@ TimedRuns runRepetitions(runtime::Model &model, runtime::ReadBandwidthProbe &pro
       runs.decodeRates.push_back(double(decodeTokens.size()) / secondsSince(start));
     }
   }
-  runs.bandwidths.push_back(probe.measure(kProbeReads).gigabytesPerSecond);
+  runs.bandwidths.push_back(probe.measure());
   model.reset();
   return runs;
 }
@@ -317,11 +347,15 @@ int benchCommand(const std::vector<std::string> &args) {
   const int64_t loadPeakRss = peakRssBytes();
   TimedRuns runs;
   int64_t peakRss = loadPeakRss;
+  bool deviceFloor = false;
+  int64_t bandwidthBytes = 0;
   {
-    runtime::ReadBandwidthProbe probe(model->pool(), kBandwidthBytes);
+    BandwidthFloor probe(*model);
+    deviceFloor = probe.onDevice();
+    bandwidthBytes = probe.bytes();
     runs = runRepetitions(*model, probe, prompt, decodeTokens, repetitions);
     if (loadPeakRss >= 0)
-      peakRss = std::max(loadPeakRss, peakRssBytes() - probe.bytes());
+      peakRss = std::max(loadPeakRss, peakRssBytes() - probe.hostBytes());
   }
   std::vector<PhaseProfile> phases;
   if (profile)
@@ -347,6 +381,7 @@ int benchCommand(const std::vector<std::string> &args) {
   if (jsonOutput) {
     json out = {
         {"model", name},
+        {"device", model->deviceName()},
         {"threads", model->threads()},
         {"context_length", model->contextLength()},
         {"prompt_tokens", promptTokens},
@@ -364,7 +399,7 @@ int benchCommand(const std::vector<std::string> &args) {
         {"measured_bandwidth_gb_s", bandwidth},
         {"best_bandwidth_gb_s", bestBandwidth},
         {"bandwidth_gb_s_runs", runs.bandwidths},
-        {"bandwidth_buffer_bytes", kBandwidthBytes},
+        {"bandwidth_buffer_bytes", bandwidthBytes},
         {"bandwidth_repetitions", kProbeReads},
         {"fraction_of_bandwidth", orNull(fraction)},
         {"fraction_of_best_bandwidth", orNull(fractionOfBest)},
@@ -390,9 +425,16 @@ int benchCommand(const std::vector<std::string> &args) {
                     fmt::format("{:.2f}", *decodeRate), formatBytes(double(bytesPerToken)),
                     fmt::format("{:.1f}", *decodeGBs), fmt::format("{:.0f}%", *fraction * 100)});
   printTable(rows);
-  fmt::print("machine read bandwidth: {:.1f} GB/s (STREAM-like, median of {} probes around the "
-             "decode runs, each the best of {} reads: {:.1f} GB/s)\n",
-             bandwidth, runs.bandwidths.size(), kProbeReads, fmt::join(runs.bandwidths, ", "));
+  if (deviceFloor)
+    fmt::print("device read bandwidth: {:.1f} GB/s ({}: the artifact's read kernel over {}, "
+               "median of {} probes around the decode runs, each the best of {} reads: {:.1f} "
+               "GB/s)\n",
+               bandwidth, model->deviceName(), formatBytes(double(bandwidthBytes)),
+               runs.bandwidths.size(), kProbeReads, fmt::join(runs.bandwidths, ", "));
+  else
+    fmt::print("machine read bandwidth: {:.1f} GB/s (STREAM-like, median of {} probes around the "
+               "decode runs, each the best of {} reads: {:.1f} GB/s)\n",
+               bandwidth, runs.bandwidths.size(), kProbeReads, fmt::join(runs.bandwidths, ", "));
   if (fractionOfBest)
     fmt::print("against the best probe, {:.1f} GB/s, decode runs at {:.0f}%\n", bestBandwidth,
                *fractionOfBest * 100);
