@@ -21,8 +21,11 @@ PACKAGES=(
   llvm-16-dev llvm-16-tools libmlir-16-dev mlir-16-tools clang-16 libclang-rt-16-dev lld-16
   # libraries
   nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
-  # Vulkan: headers, loader, the lavapipe CPU device, GLSL/SPIR-V tools
-  libvulkan-dev mesa-vulkan-drivers glslc glslang-tools spirv-tools libshaderc-dev
+  # Vulkan: headers, loader, the lavapipe CPU device (the Vulkan tests run on
+  # it), the Khronos validation layer (a test runs a generation under it),
+  # GLSL/SPIR-V tools (spirv-val checks every generated module)
+  libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers glslc glslang-tools spirv-tools
+  libshaderc-dev
   # the independent numpy reference used by the parity tests
   python3 python3-numpy
   # memcheck of the interpreter and passes (tests/unit/CMakeLists.txt)
