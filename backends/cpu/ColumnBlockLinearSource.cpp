@@ -209,7 +209,7 @@ std::string tileAndStore(const FusedLinearKernel &kernel, const Layout &l, int r
 std::string storeFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l) {
   const std::string vector = "vector<16xf32>";
   const Epilogue e =
-      epilogue(kernel, vector, "dense<1.0> : " + vector, "%v", "%up", "%s",
+      epilogue(kernel, vector, "%v", "%up", "%s",
                fmt::format("%rv = vector.load %res[%t, %col] : {}, {}", l.yType, vector));
   const std::string body = "  %s = vector.broadcast %scale : f32 to vector<16xf32>\n" + e.ops;
   return fmt::format(R"mlir(

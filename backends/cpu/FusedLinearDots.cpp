@@ -1,5 +1,6 @@
 //===- FusedLinearDots.cpp - the dot products of the fused_linear kernel --===//
 #include "backends/cpu/FusedLinearDots.h"
+#include "backends/common/KernelMathFunctions.h"
 #include "backends/cpu/KernelSourceUtil.h"
 
 #include <fmt/format.h>
@@ -106,19 +107,14 @@ func.func private @{name}_inverse_rms(%x: {xType}, %t: index) -> f32 {{
     %r = math.fma %xs, %xs, %s : f32
     scf.yield %r : f32
   }}
-  %count = arith.constant {kFloat:e} : f32
-  %eps = arith.constant {eps:e} : f32
-  %one = arith.constant 1.0 : f32
-  %mean = arith.divf %total, %count : f32
-  %shifted = arith.addf %mean, %eps : f32
-  %root = math.sqrt %shifted : f32
-  %inverse = arith.divf %one, %root : f32
+  %inverse = func.call @{name}_rms_scale(%total) : (f32) -> f32
   return %inverse : f32
 }}
 )mlir",
                      fmt::arg("name", kernel.name), fmt::arg("xType", xType),
-                     fmt::arg("vectorEnd", vectorEnd), fmt::arg("k", k),
-                     fmt::arg("kFloat", double(k)), fmt::arg("eps", *kernel.normEps));
+                     fmt::arg("vectorEnd", vectorEnd), fmt::arg("k", k)) +
+         // 1 / sqrt(sum / K + eps): the shared RMSNorm scale.
+         kernels::inverseRmsFunctionText(kernel.name + "_rms_scale", k, *kernel.normEps);
 }
 
 /// Constants and row indices %t0 .. %t3 (and weight rows %n0 .. %n3 when
@@ -256,19 +252,15 @@ std::string gainPrologue(const FusedLinearKernel &kernel, const std::string &xTy
 }
 } // namespace
 
-Epilogue epilogue(const FusedLinearKernel &kernel, const std::string &type, const std::string &one,
+Epilogue epilogue(const FusedLinearKernel &kernel, const std::string &type,
                   const std::string &dot, const std::string &up, const std::string &scale,
                   const std::string &loadResidual) {
   Epilogue e{fmt::format("  %v0 = arith.mulf {}, {} : {}\n", dot, scale, type), "%v0"};
   if (kernel.swiglu) {
-    e.ops += fmt::format("  %one = arith.constant {0}\n"
-                         "  %u = arith.mulf {1}, {2} : {3}\n"
-                         "  %neg = arith.negf %v0 : {3}\n"
-                         "  %e = math.exp %neg : {3}\n"
-                         "  %den = arith.addf %one, %e : {3}\n"
-                         "  %silu = arith.divf %v0, %den : {3}\n"
-                         "  %v1 = arith.mulf %silu, %u : {3}\n",
-                         one, up, scale, type);
+    // silu(gate) * up: the shared SwiGLU (kernelFrame adds the functions).
+    e.ops += fmt::format("  %u = arith.mulf {0}, {1} : {2}\n"
+                         "  %v1 = func.call @{3}_swiglu{4}(%v0, %u) : ({2}, {2}) -> {2}\n",
+                         up, scale, type, kernel.name, type == "f32" ? "" : "_v16");
     e.result = "%v1";
   }
   if (kernel.residual) {
@@ -283,9 +275,12 @@ Epilogue epilogue(const FusedLinearKernel &kernel, const std::string &type, cons
 KernelFrame kernelFrame(const FusedLinearKernel &kernel, const std::string &xType,
                         const std::string &yType) {
   KernelFrame frame;
+  if (kernel.swiglu)
+    frame.helpers += kernels::swigluFunctionText(kernel.name + "_swiglu", 1) +
+                     kernels::swigluFunctionText(kernel.name + "_swiglu_v16", kLanes);
   std::string rowScale = "arith.constant 1.0 : f32";
   if (kernel.normEps) {
-    frame.helpers = inverseRmsFunction(kernel, xType);
+    frame.helpers += inverseRmsFunction(kernel, xType);
     rowScale =
         fmt::format("func.call @{}_inverse_rms(%x, %t) : ({}, index) -> f32", kernel.name, xType);
   }

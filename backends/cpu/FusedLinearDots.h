@@ -22,17 +22,19 @@ std::string dot4Function(const FusedLinearKernel &kernel, const std::string &xTy
 /// @<name>_dot4x4(x, w, t, n) -> 16 x f32: rows t .. t+3 against weight rows n .. n+3
 std::string dot4x4Function(const FusedLinearKernel &kernel, const std::string &xType,
                            const std::string &weightType);
-/// @<name>_inverse_rms(x, t) -> f32
+/// @<name>_inverse_rms(x, t) -> f32: Sum x^2 here, the scale from the shared
+/// RMSNorm function (@<name>_rms_scale, KernelMathFunctions.h)
 std::string inverseRmsFunction(const FusedLinearKernel &kernel, const std::string &xType);
 
 /// The epilogue of one output of `type` (f32 or vector<16xf32>) from its
-/// product `dot`: %v0 = dot x `scale`; SwiGLU: silu(%v0) x (`up` x `scale`)
-/// (`one` is the literal 1 of that type); the residual, which
+/// product `dot`: %v0 = dot x `scale`; SwiGLU: silu(%v0) x (`up` x `scale`),
+/// a call of the shared function kernelFrame adds
+/// (backends/common/KernelMathFunctions.h); the residual, which
 /// `loadResidual` loads as %rv. `ops` define them; `result` names the last.
 struct Epilogue {
   std::string ops, result;
 };
-Epilogue epilogue(const FusedLinearKernel &kernel, const std::string &type, const std::string &one,
+Epilogue epilogue(const FusedLinearKernel &kernel, const std::string &type,
                   const std::string &dot, const std::string &up, const std::string &scale,
                   const std::string &loadResidual);
 

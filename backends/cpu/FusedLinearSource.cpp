@@ -24,7 +24,7 @@ using namespace detail;
 /// Stores column %n of row %t from its dot product(s): the norm scale, SwiGLU
 /// (with the up half's dot product %du), the residual.
 std::string finishFunction(const FusedLinearKernel &kernel, const std::string &yType) {
-  const Epilogue e = epilogue(kernel, "f32", "1.0 : f32", "%d", "%du", "%st",
+  const Epilogue e = epilogue(kernel, "f32", "%d", "%du", "%st",
                               fmt::format("%rv = memref.load %res[%t, %n] : {}", yType));
   return fmt::format(R"mlir(
 func.func private @{name}_finish(%d: f32, %du: f32, %st: f32, %t: index, %n: index, %y: {yType}, %res: {yType}) {{

@@ -1,5 +1,6 @@
 //===- KernelSourceUtil.cpp -----------------------------------------------===//
 #include "backends/cpu/KernelSourceUtil.h"
+#include "backends/common/KernelMathFunctions.h"
 
 #include <fmt/format.h>
 
@@ -61,35 +62,7 @@ std::string vectorWidenedLoad(WeightStorage storage, const std::string &result,
 }
 
 std::string bf16RoundingFunction(const std::string &name, bool vector) {
-  const std::string f32 = vector ? "vector<16xf32>" : "f32",
-                    i32 = vector ? "vector<16xi32>" : "i32",
-                    i16 = vector ? "vector<16xi16>" : "i16", i1 = vector ? "vector<16xi1>" : "i1";
-  auto constant = [&](int value) {
-    return vector ? fmt::format("dense<{}> : {}", value, i32) : fmt::format("{} : i32", value);
-  };
-  return fmt::format(R"mlir(
-func.func private @{name}(%v: {f32}) -> {i16} {{
-  %bits16 = arith.constant {c16}
-  %roundBias = arith.constant {bias}
-  %oneBit = arith.constant {one}
-  %quiet = arith.constant {quiet}
-  %bits = arith.bitcast %v : {f32} to {i32}
-  %high = arith.shrui %bits, %bits16 : {i32}
-  %odd = arith.andi %high, %oneBit : {i32}
-  %addend = arith.addi %roundBias, %odd : {i32}
-  %sum = arith.addi %bits, %addend : {i32}
-  %rounded = arith.shrui %sum, %bits16 : {i32}
-  %quietNaN = arith.ori %high, %quiet : {i32}
-  %isNaN = arith.cmpf uno, %v, %v : {f32}
-  %chosen = arith.select %isNaN, %quietNaN, %rounded : {i1}, {i32}
-  %halves = arith.trunci %chosen : {i32} to {i16}
-  return %halves : {i16}
-}}
-)mlir",
-                     fmt::arg("name", name), fmt::arg("f32", f32), fmt::arg("i32", i32),
-                     fmt::arg("i16", i16), fmt::arg("i1", i1), fmt::arg("c16", constant(16)),
-                     fmt::arg("bias", constant(32767)), fmt::arg("one", constant(1)),
-                     fmt::arg("quiet", constant(64)));
+  return kernels::bf16RoundingFunctionText(name, vector ? kLanes : 1);
 }
 
 std::string vectorWeightLoad(const FusedLinearKernel &kernel, const std::string &weightType,

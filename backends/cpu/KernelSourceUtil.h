@@ -32,7 +32,8 @@ std::string vectorWidenedLoad(WeightStorage storage, const std::string &result,
 
 /// `func.func private @<name>`: f32 (vector<16xf32> with `vector`, else one
 /// f32) to bf16 bits (i16), rounded to nearest even; a NaN stays a quiet NaN.
-/// The same rounding as runtime::floatToBf16.
+/// The same rounding as runtime::floatToBf16, built by the shared
+/// backends/common/KernelMath (as the Vulkan kernels' is).
 std::string bf16RoundingFunction(const std::string &name, bool vector);
 
 /// Loads weights [row, column .. column + 16) as vector<16xf32> into %wf<suffix>.
