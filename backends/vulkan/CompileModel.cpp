@@ -19,12 +19,12 @@
 #include "ir/Q3Ops.h"
 #include "passes/Statistics.h"
 #include "runtime/Artifact.h"
+#include "runtime/vulkan/SpirvCheck.h"
 #include "runtime/vulkan/VulkanKernelABI.h"
 #include "runtime/vulkan/VulkanManifest.h"
 
 #include "mlir/Pass/PassManager.h"
 
-#include <spirv-tools/libspirv.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -53,18 +53,15 @@ std::vector<func::FuncOp> kernelFunctions(ModuleOp module) {
   return kernels;
 }
 
-/// SPIRV-Tools' validator (spirv-val) over a module q3c is about to write:
-/// an invalid module is a compiler bug, caught here rather than on a device.
-void validate(const CompiledKernel::Module &module) {
-  std::string problem;
-  spvtools::SpirvTools tools(SPV_ENV_VULKAN_1_1);
-  tools.SetMessageConsumer([&](spv_message_level_t, const char *, const spv_position_t &,
-                               const char *message) {
-    if (problem.empty())
-      problem = message;
-  });
-  if (!tools.Validate(module.words))
-    throw std::runtime_error("generated SPIR-V (" + module.section + ") is invalid: " + problem);
+/// SPIRV-Tools' validator (spirv-val, the runtime's check at load) over a
+/// module q3c is about to write: an invalid module is a compiler bug, caught
+/// here rather than on a device.
+void validate(const CompiledKernel::Module &module, const std::string &entryPoint) {
+  std::string problem = runtime::vulkan::checkSpirv(
+      reinterpret_cast<const uint8_t *>(module.words.data()), module.words.size() * 4, entryPoint);
+  if (!problem.empty())
+    throw std::runtime_error("generated SPIR-V (" + module.section + ", " + entryPoint +
+                             ") is invalid: " + problem);
 }
 
 } // namespace
@@ -92,9 +89,9 @@ CompiledVulkanModel compileForVulkan(ModuleOp module) {
       compiler.readBandwidth(rv::kReadBandwidthKernel, rv::kBandwidthVectorsPerInvocation));
   for (const CompiledKernel &k : compiled.kernels) {
     target.kernels.push_back(k.spec);
-    for (const CompiledKernel::Module &m : k.modules) {
-      validate(m);
-      compiled.kernelSource += m.mlir;
+    for (size_t v = 0; v < k.modules.size(); ++v) {
+      validate(k.modules[v], k.spec.variants.at(v).entryPoint);
+      compiled.kernelSource += k.modules[v].mlir;
     }
   }
   SchedulePlan plan = writeSchedule(module);

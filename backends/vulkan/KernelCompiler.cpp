@@ -1,7 +1,7 @@
 //===- KernelCompiler.cpp - a kernel's variants as SPIR-V and manifest entry ===//
 #include "backends/vulkan/KernelCompiler.h"
 #include "backends/vulkan/SpirvLowering.h"
-#include "backends/vulkan/WeightAccess.h"
+#include "backends/vulkan/LinearOperands.h"
 #include "runtime/vulkan/VulkanKernelABI.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -77,12 +77,13 @@ CompiledKernel KernelCompiler::linear(const LinearKernel &kernel, const MatMulTi
   CompiledKernel out;
   rv::VulkanKernel &spec = out.spec;
   spec.name = kernel.name;
-  WeightAccess weight(context_, kernel.weight, kernel.inFeatures);
-  spec.elementBytes = {linearVectorInput(context_, kernel) ? 16 : 4, weight.unitBytes()};
+  // The element sizes of the bindings, as every variant views them.
+  const LinearOperands operands(context_, kernel);
+  spec.elementBytes = {operands.vectorX ? 16 : 4, operands.weight.unitBytes()};
   if (kernel.swiglu)
-    spec.elementBytes.push_back(weight.unitBytes());
-  if (kernel.gain)
-    spec.elementBytes.push_back(WeightAccess(context_, *kernel.gain, kernel.inFeatures, 2).unitBytes());
+    spec.elementBytes.push_back(operands.weight.unitBytes());
+  if (operands.gain)
+    spec.elementBytes.push_back(operands.gain->unitBytes());
   if (kernel.residual)
     spec.elementBytes.push_back(4);
   spec.elementBytes.push_back(4);

@@ -17,7 +17,7 @@
 #include "backends/common/KernelMath.h"
 #include "backends/vulkan/GpuKernelBuilder.h"
 #include "backends/vulkan/Kernels.h"
-#include "backends/vulkan/WeightAccess.h"
+#include "backends/vulkan/LinearOperands.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -44,29 +44,19 @@ int64_t matMulSharedBytes(const LinearKernel &kernel, const MatMulTiling &tiling
 
 OwningOpRef<ModuleOp> buildMatMul(MLIRContext &context, const LinearKernel &kernel,
                                   const MatMulTiling &tiling) {
-  WeightAccess weight(context, kernel.weight, kernel.inFeatures);
+  const LinearOperands operands(context, kernel);
+  const WeightAccess &weight = operands.weight;
+  const std::optional<WeightAccess> &gain = operands.gain;
+  const LinearBindings &slots = operands.slots;
+  const bool vectorX = operands.vectorX;
+  Type f32 = FloatType::getF32(&context);
   const int64_t perUnit = weight.elementsPerUnit();
   if (tiling.tileK % perUnit != 0 || tiling.tileK % 4 != 0 ||
       tiling.tileRows % tiling.registerRows != 0 ||
       tiling.tileColumns % tiling.registerColumns != 0)
     throw std::invalid_argument("matmul tiling does not divide its tiles");
-  Type f32 = FloatType::getF32(&context);
-  const bool vectorX = linearVectorInput(context, kernel);
-  Type xElement = vectorX ? Type(VectorType::get({4}, f32)) : f32;
-  const LinearBindings slots(kernel);
-  std::vector<TensorBinding> bindings = {{"x", xElement}, {"weight", weight.element()}};
-  if (kernel.swiglu)
-    bindings.push_back({"weight_up", weight.element()});
-  std::optional<WeightAccess> gain;
-  if (kernel.gain) {
-    gain.emplace(context, *kernel.gain, kernel.inFeatures, /*maxElementsPerUnit=*/2);
-    bindings.push_back({"gain", gain->element()});
-  }
-  if (kernel.residual)
-    bindings.push_back({"residual", f32});
-  bindings.push_back({"y", f32});
   const size_t residualBinding = size_t(slots.residual), outBinding = size_t(slots.y);
-  GpuKernelBuilder k(context, kernel.name, bindings, int32_t(tiling.threads()));
+  GpuKernelBuilder k(context, kernel.name, operands.bindings, int32_t(tiling.threads()));
 
   const int64_t TM = tiling.tileRows, TN = tiling.tileColumns, TK = tiling.tileK;
   const int64_t RM = tiling.registerRows, RN = tiling.registerColumns;

@@ -19,7 +19,7 @@
 #include "backends/common/KernelMath.h"
 #include "backends/vulkan/GpuKernelBuilder.h"
 #include "backends/vulkan/Kernels.h"
-#include "backends/vulkan/WeightAccess.h"
+#include "backends/vulkan/LinearOperands.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 
@@ -27,33 +27,16 @@ using namespace mlir;
 
 namespace q3::vulkan {
 
-bool linearVectorInput(MLIRContext &context, const LinearKernel &kernel) {
-  return kernel.inFeatures % 4 == 0 &&
-         WeightAccess(context, kernel.weight, kernel.inFeatures).elementsPerUnit() % 4 == 0;
-}
-
 OwningOpRef<ModuleOp> buildMatVec(MLIRContext &context, const LinearKernel &kernel,
                                   int64_t maxRows) {
-  WeightAccess weight(context, kernel.weight, kernel.inFeatures);
-  Type f32 = FloatType::getF32(&context);
+  const LinearOperands operands(context, kernel);
+  const WeightAccess &weight = operands.weight;
+  const std::optional<WeightAccess> &gain = operands.gain;
+  const LinearBindings &slots = operands.slots;
+  const bool vectorX = operands.vectorX;
   const int64_t perUnit = weight.elementsPerUnit();
-  // x as 16-byte vectors when a weight unit covers whole vectors of it.
-  const bool vectorX = linearVectorInput(context, kernel);
-  Type xElement = vectorX ? Type(VectorType::get({4}, f32)) : f32;
-  const LinearBindings slots(kernel);
-  std::vector<TensorBinding> bindings = {{"x", xElement}, {"weight", weight.element()}};
-  if (kernel.swiglu)
-    bindings.push_back({"weight_up", weight.element()});
-  std::optional<WeightAccess> gain;
-  if (kernel.gain) {
-    gain.emplace(context, *kernel.gain, kernel.inFeatures, /*maxElementsPerUnit=*/2);
-    bindings.push_back({"gain", gain->element()});
-  }
-  if (kernel.residual)
-    bindings.push_back({"residual", f32});
-  bindings.push_back({"y", f32});
   const size_t residualBinding = size_t(slots.residual), outBinding = size_t(slots.y);
-  GpuKernelBuilder k(context, kernel.name, bindings, /*defaultWorkgroupSize=*/128);
+  GpuKernelBuilder k(context, kernel.name, operands.bindings, /*defaultWorkgroupSize=*/128);
 
   const int64_t K = kernel.inFeatures;
   const int64_t xPerRow = vectorX ? K / 4 : K; // x elements (as bound) per row

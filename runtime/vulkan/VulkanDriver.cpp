@@ -437,6 +437,14 @@ int64_t VulkanDriver::wrapHost(const void *data, int64_t bytes) {
   }
 }
 
+void VulkanDriver::ensureStaging() {
+  if (!staging_.buffer)
+    staging_ = createBuffer(2 * kStagingSlotBytes,
+                            VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                            0, "the staging ring");
+}
+
 void VulkanDriver::upload(Buffer &to, int64_t offset, const void *from, int64_t bytes) {
   if (to.mapped && !forceStaging_) {
     std::memcpy(to.mapped + offset, from, size_t(bytes));
@@ -444,11 +452,7 @@ void VulkanDriver::upload(Buffer &to, int64_t offset, const void *from, int64_t 
   }
   // The staging ring: two host-visible slots; while the device copies one,
   // the host fills the other.
-  if (!staging_.buffer)
-    staging_ = createBuffer(2 * kStagingSlotBytes,
-                            VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                            0, "the staging ring");
+  ensureStaging();
   VkDevice device = device_->handle();
   VkFence slotFences[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE};
   VkCommandBuffer slotCommands[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE};
@@ -494,11 +498,7 @@ void VulkanDriver::download(const Buffer &from, int64_t offset, void *to, int64_
     std::memcpy(to, from.mapped + offset, size_t(bytes));
     return;
   }
-  if (!staging_.buffer)
-    staging_ = createBuffer(2 * kStagingSlotBytes,
-                            VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                            0, "the staging ring");
+  ensureStaging();
   auto *target = static_cast<uint8_t *>(to);
   for (int64_t done = 0; done < bytes; done += 2 * kStagingSlotBytes) {
     const int64_t chunk = std::min(2 * kStagingSlotBytes, bytes - done);

@@ -100,6 +100,7 @@ private:
   Buffer createBuffer(int64_t bytes, VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred,
                       const char *what);
   void destroyBuffer(Buffer &buffer);
+  void ensureStaging(); // the staging ring, made on first use
   void upload(Buffer &to, int64_t offset, const void *from, int64_t bytes);
   void download(const Buffer &from, int64_t offset, void *to, int64_t bytes);
   VkCommandBuffer beginOneShot();

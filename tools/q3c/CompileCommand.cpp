@@ -21,15 +21,21 @@
 
 namespace q3::tools {
 
-/// q3c compile --target vulkan: SPIR-V kernels in the artifact.
-static int compileVulkan() {
-  const auto start = std::chrono::steady_clock::now();
+/// The model of the command line at the dispatch stage.
+static mlir::OwningOpRef<mlir::ModuleOp> dispatchStage(mlir::MLIRContext &context) {
   std::vector<std::string> warnings;
   frontend::ModelConfig config = frontend::resolveModelConfig(compileModel, &warnings);
   printWarnings(warnings);
-  mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
   runPipelineFromFlags(*module);
+  return module;
+}
+
+/// q3c compile --target vulkan: SPIR-V kernels in the artifact.
+static int compileVulkan() {
+  const auto start = std::chrono::steady_clock::now();
+  mlir::MLIRContext context;
+  auto module = dispatchStage(context);
   vulkan::CompiledVulkanModel compiled = vulkan::compileForVulkan(*module);
   vulkan::writeVulkanArtifact(compileOutput, compiled);
   size_t modules = 0;
@@ -53,12 +59,8 @@ int runCompile() {
     return compileVulkan();
   const auto start = std::chrono::steady_clock::now();
   cpu::CpuTarget target = cpu::resolveCpuTarget(compileCpu);
-  std::vector<std::string> warnings;
-  frontend::ModelConfig config = frontend::resolveModelConfig(compileModel, &warnings);
-  printWarnings(warnings);
   mlir::MLIRContext context;
-  auto module = ir::buildQwen3Graph(context, config);
-  runPipelineFromFlags(*module);
+  auto module = dispatchStage(context);
   cpu::CpuCompileOptions options;
   if (compilePrefillMatmul != "auto") {
     options.prefillMatmul = cpu::parsePrefillMatmul(compilePrefillMatmul);
