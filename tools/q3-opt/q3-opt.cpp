@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/BuildGraph.h"
+#include "backends/cpu/CpuPipeline.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -17,6 +18,7 @@ int main(int argc, char **argv) {
   // Generic cleanups (canonicalize, cse, ...) are available on q3 IR too.
   mlir::registerTransformsPasses();
   q3::passes::registerQ3Passes();
+  q3::cpu::registerCpuPassesForOpt();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "q3 IR optimizer driver\n", registry));
 }
