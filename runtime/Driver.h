@@ -21,6 +21,13 @@ namespace q3::runtime {
 
 class Artifact;
 class ThreadPool;
+} // namespace q3::runtime
+
+namespace q3::manifest {
+struct Manifest;
+} // namespace q3::manifest
+
+namespace q3::runtime {
 
 /// Bytes [offset, offset + bytes) of one driver buffer.
 struct BufferRange {
@@ -54,10 +61,10 @@ public:
   virtual void finish() = 0;
 };
 
-/// The driver for `artifact`'s format (the manifest's "format"). Throws
+/// The driver for `artifact`'s format (its validated manifest `m`). Throws
 /// LoadError naming `path` for a format this runtime has no driver for, or
 /// an artifact the driver cannot run here (missing CPU features, say).
-std::unique_ptr<Driver> createDriver(const Artifact &artifact, const std::string &path,
-                                     ThreadPool &pool);
+std::unique_ptr<Driver> createDriver(const Artifact &artifact, const manifest::Manifest &m,
+                                     const std::string &path, ThreadPool &pool);
 
 } // namespace q3::runtime

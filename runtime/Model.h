@@ -4,9 +4,8 @@
 // KV cache. No MLIR, no LLVM.
 #pragma once
 
+#include "runtime/Manifest.h"
 #include "runtime/ThreadPool.h"
-
-#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -57,15 +56,21 @@ public:
   enum class Logits { All, Last };
 
   /// Runs `tokens` at positions [position(), position() + T) and returns the
-  /// logits, row-major, valid until the next call.
+  /// logits, row-major, valid until the next call. A T longer than
+  /// prefillRows() runs in chunks of at most that many rows.
   const std::vector<float> &forward(const std::vector<int32_t> &tokens, Logits which = Logits::All);
+
+  /// Rows one dispatch handles at most (the activation buffers' rows).
+  int64_t prefillRows() const;
 
   /// Bytes one decode step reads and writes: every weight as stored, plus
   /// activations and K/V rows (at position 0).
   int64_t decodeBytesPerToken() const;
   /// Bytes of all bound weights (transforms applied), as held in memory.
   int64_t weightBytes() const;
-  const nlohmann::json &manifest() const;
+  /// The artifact's manifest (validated), with the model's config.
+  const manifest::Manifest &manifest() const;
+  const manifest::ModelConfig &config() const;
   ThreadPool &pool();
 
   /// Starts (clearing what was collected) or stops timing each dispatch.

@@ -1,6 +1,8 @@
 //===- CommandLine.cpp ----------------------------------------------------===//
 #include "tools/q3c/CommandLine.h"
 
+#include "backends/cpu/CpuPipeline.h"
+
 #include "llvm/Support/raw_ostream.h"
 
 #include <limits>
@@ -66,31 +68,56 @@ cl::opt<std::string> compileModel(cl::Positional, cl::Required, cl::sub(compileC
                                   cl::cat(q3Category));
 cl::opt<std::string> compileTarget("target", cl::sub(compileCommand), cl::init("cpu"),
                                    cl::desc("Backend: cpu"), cl::cat(q3Category));
-cl::opt<std::string> compileCpu("cpu", cl::sub(compileCommand), cl::init("host"),
-                                cl::desc("CPU: host, x86-64-v2, x86-64-v3 or x86-64-v4"),
-                                cl::cat(q3Category));
-cl::opt<std::string> compilePrefillMatmul(
-    "prefill-matmul", cl::sub(compileCommand), cl::init("auto"),
-    cl::desc("Prefill products on bf16 weights: auto (amx where the CPU has AMX-BF16, "
-             "avx512bf16 on AMD Zen with AVX512-BF16, else f32), f32, avx512bf16 (vdpbf16ps) "
-             "or amx. The bf16 ones round activations to bf16: logits then differ from f32 by "
-             "up to ~1%"),
+cl::opt<std::string> compileOutput("o", cl::sub(compileCommand), cl::Required,
+                                   cl::desc("The artifact to write"), cl::value_desc("file.q3"),
+                                   cl::cat(q3Category));
+cl::opt<std::string> compileTune(
+    "tune", cl::sub(compileCommand), cl::init("quick"),
+    cl::desc("Measure the kernel variants on this machine (--cpu=host only) and keep the "
+             "fastest: off, quick (default, a few seconds; cached per CPU) or full"),
+    cl::value_desc("off|quick|full"), cl::cat(q3Category));
+cl::opt<bool> compileVerbose("v", cl::sub(compileCommand),
+                             cl::desc("Print the choices and the measured rates"),
+                             cl::cat(q3Category));
+
+// Target options, shared by dump, eval and compile.
+cl::opt<std::string> targetCpu("cpu", cl::sub(dumpCommand), cl::sub(evalCommand),
+                               cl::sub(compileCommand), cl::init("host"),
+                               cl::desc("CPU: host, x86-64-v2, x86-64-v3 or x86-64-v4"),
+                               cl::cat(q3Category));
+cl::opt<std::string> targetPrefillMatmul(
+    "prefill-matmul", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init("auto"),
+    cl::desc("Prefill products on bf16 weights: auto (the fastest measured on this machine by "
+             "--tune; without a measurement amx where the CPU has AMX-BF16, else f32), f32, "
+             "avx512bf16 (vdpbf16ps) or amx. The bf16 ones round prefill activations to bf16: "
+             "logits then differ from f32 by up to ~1%"),
     cl::value_desc("auto|f32|avx512bf16|amx"), cl::cat(q3Category));
-cl::opt<std::string> compileKvCache(
-    "kv-cache", cl::sub(compileCommand), cl::init("f32"),
+cl::opt<int64_t> targetPrefillRows(
+    "prefill-rows", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init(0),
+    cl::desc("Rows of the prefill register tile, 1 to 8 (default 0: measured by --tune, else 6 "
+             "with AVX-512 and 2 without)"),
+    cl::cat(q3Category));
+cl::opt<std::string> targetKvCache(
+    "kv-cache", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init("f32"),
     cl::desc("Element type of the KV cache: f32 (default, exact) or bf16 (half the memory and "
              "the attention reads; keys and values rounded to bf16, so logits differ from f32 "
              "by up to ~1%)"),
     cl::value_desc("f32|bf16"), cl::cat(q3Category));
-cl::opt<std::string> compileOutput("o", cl::sub(compileCommand), cl::Required,
-                                   cl::desc("The artifact to write"), cl::value_desc("file.q3"),
-                                   cl::cat(q3Category));
 
 // Pipeline flags, shared by dump, eval and compile.
+cl::opt<std::string> emitStage(
+    "emit", cl::sub(dumpCommand), cl::sub(evalCommand),
+    cl::desc("Stop after this stage: graph, fused, dispatch (the default without --target), "
+             "target (the default with --target: the target passes' decisions recorded), or, "
+             "for dump, kernels (the generated kernels, before compilation)"),
+    cl::value_desc("stage"), cl::cat(q3Category));
 cl::opt<std::string>
-    emitStage("emit", cl::sub(dumpCommand), cl::sub(evalCommand), cl::init("dispatch"),
-              cl::desc("Stop after this stage: graph, fused or dispatch (default)"),
-              cl::value_desc("stage"), cl::cat(q3Category));
+    pipelineTarget("target", cl::sub(dumpCommand), cl::sub(evalCommand),
+                   cl::desc("Run this backend's target passes too: cpu (default: none)"),
+                   cl::value_desc("cpu"), cl::cat(q3Category));
 cl::list<std::string> disabledPasses("disable-pass", cl::sub(dumpCommand), cl::sub(evalCommand),
                                      cl::sub(compileCommand),
                                      cl::desc("Skip a pass of the pipeline (repeatable)"),
@@ -103,29 +130,55 @@ cl::list<std::string> printIRAfter("print-ir-after", cl::sub(dumpCommand), cl::s
                                    cl::sub(compileCommand),
                                    cl::desc("Print the IR to stderr after this pass (repeatable)"),
                                    cl::value_desc("pass"), cl::cat(q3Category));
-cl::opt<int64_t> maxSeqLen("max-seq-len", cl::sub(dumpCommand), cl::init(4096),
-                           cl::desc("Rows the activation buffers are planned for"),
-                           cl::cat(q3Category));
+cl::opt<int64_t> ubatch(
+    "ubatch", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand), cl::init(512),
+    cl::desc("Rows the activation buffers are planned for: the runtime runs longer prompts in "
+             "chunks of this many rows (default 512)"),
+    cl::cat(q3Category));
+cl::opt<std::string> foldGain(
+    "fold-gain", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init("f32-weights"),
+    cl::desc("Where fuse-rmsnorm-matmul folds an RMSNorm gain into the product's weights "
+             "(q3.fold_gain) instead of applying it in the kernel's prologue: f32-weights "
+             "(default: only where it costs no bytes), always (widens bf16/f16 weights to f32) "
+             "or never"),
+    cl::value_desc("f32-weights|always|never"), cl::cat(q3Category));
 cl::opt<bool> dumpStats("stats", cl::sub(dumpCommand),
                         cl::desc("Print what the pipeline did instead of the IR"),
                         cl::cat(q3Category));
 cl::opt<bool> dumpJson("json", cl::sub(dumpCommand),
                        cl::desc("With --stats: print one JSON object"), cl::cat(q3Category));
 
-passes::PipelineOptions pipelineOptionsFromFlags() {
+passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
   passes::PipelineOptions options;
-  options.stage = passes::parseStage(emitStage);
+  if (!target.empty() && target != "cpu")
+    throw std::invalid_argument("--target: expected cpu, got '" + target + "'");
+  const std::string stage =
+      emitStage.getNumOccurrences() ? emitStage.getValue() : (target.empty() ? "dispatch" : "target");
+  options.stage = passes::parseStage(stage == "kernels" ? "target" : stage);
   options.disabledPasses.insert(disabledPasses.begin(), disabledPasses.end());
   options.printIRAfterAll = printIRAfterAll;
   options.printIRAfter.insert(printIRAfter.begin(), printIRAfter.end());
-  if (maxSeqLen <= 0)
-    throw std::invalid_argument("--max-seq-len must be positive");
-  options.maxSeqLen = maxSeqLen;
+  if (ubatch <= 0)
+    throw std::invalid_argument("--ubatch must be positive, got " + std::to_string(ubatch));
+  options.maxSeqLen = ubatch;
+  options.kvCache = targetKvCache;
+  if (foldGain != "f32-weights" && foldGain != "always" && foldGain != "never")
+    throw std::invalid_argument("--fold-gain: expected f32-weights, always or never, got '" +
+                                foldGain + "'");
+  options.foldGain = foldGain;
+  if (target == "cpu") {
+    cpu::CpuPipelineOptions cpuOptions;
+    cpuOptions.cpu = targetCpu;
+    cpuOptions.matmul = targetPrefillMatmul;
+    cpuOptions.prefillRows = targetPrefillRows;
+    options.target = cpu::cpuTargetPipeline(cpuOptions);
+  }
   return options;
 }
 
-void runPipelineFromFlags(mlir::ModuleOp module) {
-  if (mlir::failed(passes::runPipeline(module, pipelineOptionsFromFlags())))
+void runPipelineFromFlags(mlir::ModuleOp module, const std::string &target) {
+  if (mlir::failed(passes::runPipeline(module, pipelineOptionsFromFlags(target))))
     throw std::runtime_error("the pass pipeline failed (see the diagnostics above)");
 }
 

@@ -33,25 +33,33 @@ extern llvm::cl::opt<std::string> randomOutput;
 
 extern llvm::cl::opt<std::string> compileModel;
 extern llvm::cl::opt<std::string> compileTarget;
-extern llvm::cl::opt<std::string> compileCpu;
-extern llvm::cl::opt<std::string> compilePrefillMatmul;
-extern llvm::cl::opt<std::string> compileKvCache;
 extern llvm::cl::opt<std::string> compileOutput;
+extern llvm::cl::opt<std::string> compileTune;
+extern llvm::cl::opt<bool> compileVerbose;
 
 // Pipeline flags shared by dump, eval and compile.
 extern llvm::cl::opt<std::string> emitStage;
+extern llvm::cl::opt<std::string> pipelineTarget; // dump and eval: the target stage to reach
 extern llvm::cl::list<std::string> disabledPasses;
 extern llvm::cl::opt<bool> printIRAfterAll;
 extern llvm::cl::list<std::string> printIRAfter;
-extern llvm::cl::opt<int64_t> maxSeqLen;
+extern llvm::cl::opt<int64_t> ubatch;
 extern llvm::cl::opt<bool> dumpStats;
 extern llvm::cl::opt<bool> dumpJson;
 
-/// The pipeline the flags above ask for.
-passes::PipelineOptions pipelineOptionsFromFlags();
+// Target options shared by dump, eval and compile.
+extern llvm::cl::opt<std::string> targetCpu;
+extern llvm::cl::opt<std::string> targetPrefillMatmul;
+extern llvm::cl::opt<int64_t> targetPrefillRows;
+extern llvm::cl::opt<std::string> targetKvCache;
+
+/// The pipeline the flags above ask for: up to `--emit` (the target stage
+/// when `target` is set and --emit is not), with `target`'s passes ("" for
+/// none, "cpu").
+passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target);
 
 /// Runs that pipeline on `module`; throws if a pass fails.
-void runPipelineFromFlags(mlir::ModuleOp module);
+void runPipelineFromFlags(mlir::ModuleOp module, const std::string &target);
 
 /// Prints warnings to stderr as "q3c: warning: ...".
 void printWarnings(const std::vector<std::string> &warnings);

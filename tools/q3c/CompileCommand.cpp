@@ -1,7 +1,8 @@
 //===- CompileCommand.cpp - q3c compile -----------------------------------===//
 //
-// Config -> graph -> default pipeline (dispatch stage) -> CPU kernels -> one
-// artifact. No weights are needed: the runtime binds them at load time.
+// Config -> graph -> default pipeline -> the CPU target stage (every
+// decision recorded in the IR) -> CPU kernels -> one artifact. No weights
+// are needed: the runtime binds them at load time.
 //
 //===----------------------------------------------------------------------===//
 #include "tools/q3c/CommandLine.h"
@@ -16,45 +17,47 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <set>
 #include <stdexcept>
 
 namespace q3::tools {
+namespace {
+
+/// "f32" or "amx, f32 (K % 32 != 0)": the prefill instructions the kernels use.
+std::string matmulSummary(const manifest::Manifest &m) {
+  std::set<std::string> choices;
+  for (const manifest::Kernel &k : m.kernels)
+    if (!k.matmul.empty())
+      choices.insert(k.matmul);
+  std::string text;
+  for (const std::string &c : choices)
+    text += (text.empty() ? "" : "+") + c;
+  return text.empty() ? "f32" : text;
+}
+
+} // namespace
 
 int runCompile() {
   if (compileTarget != "cpu")
     throw std::invalid_argument("--target: expected cpu, got '" + compileTarget +
                                 "' (the Vulkan backend is not built yet)");
-  if (emitStage != "dispatch")
-    throw std::invalid_argument("compile always runs the pipeline to the dispatch stage");
   const auto start = std::chrono::steady_clock::now();
-  cpu::CpuTarget target = cpu::resolveCpuTarget(compileCpu);
   std::vector<std::string> warnings;
   frontend::ModelConfig config = frontend::resolveModelConfig(compileModel, &warnings);
   printWarnings(warnings);
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
-  runPipelineFromFlags(*module);
-  cpu::CpuCompileOptions options;
-  if (compilePrefillMatmul != "auto") {
-    options.prefillMatmul = cpu::parsePrefillMatmul(compilePrefillMatmul);
-    if (!options.prefillMatmul)
-      throw std::invalid_argument("--prefill-matmul: expected auto, f32, avx512bf16 or amx, got '" +
-                                  compilePrefillMatmul + "'");
-  }
-  std::optional<cpu::WeightStorage> kvCache = cpu::parseKvCache(compileKvCache);
-  if (!kvCache)
-    throw std::invalid_argument("--kv-cache: expected f32 or bf16, got '" + compileKvCache + "'");
-  options.kvCache = *kvCache;
-  cpu::CompiledModel compiled = cpu::compileForCpu(*module, target, options);
+  runPipelineFromFlags(*module, "cpu");
+  cpu::CompiledModel compiled = cpu::compileForCpu(*module);
   cpu::writeCpuArtifact(compileOutput, compiled);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  llvm::outs() << "compiled " << compiled.manifest["kernels"].size() << " kernels, "
-               << compiled.manifest["schedule"].size() << " dispatches for " << target.name << " ("
-               << target.llvmCpu << ", prefill "
-               << compiled.manifest["target"]["prefill_matmul"].get<std::string>() << ", kv cache "
-               << compiled.manifest["kv_cache_dtype"].get<std::string>() << ") in "
-               << llvm::format("%.2f", seconds) << " s -> " << compileOutput << "\n";
+  const manifest::Manifest &m = compiled.manifest;
+  llvm::outs() << "compiled " << m.kernels.size() << " kernels, " << m.steps.size()
+               << " dispatches for " << m.target.cpu << " (" << m.target.llvmCpu << ", prefill "
+               << matmulSummary(m) << ", kv cache " << manifest::elementTypeName(m.kvCache)
+               << ", ubatch " << m.prefillRows << ") in " << llvm::format("%.2f", seconds)
+               << " s -> " << compileOutput << "\n";
   return 0;
 }
 

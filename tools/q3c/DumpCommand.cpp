@@ -2,6 +2,7 @@
 #include "tools/q3c/CommandLine.h"
 #include "tools/q3c/Commands.h"
 
+#include "backends/cpu/CompileModel.h"
 #include "frontend/Presets.h"
 #include "ir/BuildGraph.h"
 #include "passes/Statistics.h"
@@ -69,12 +70,17 @@ int runDump() {
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
   mlir::OwningOpRef<mlir::ModuleOp> graph = module->clone();
-  runPipelineFromFlags(*module);
+  runPipelineFromFlags(*module, pipelineTarget);
+  const bool kernels = emitStage.getNumOccurrences() && emitStage == "kernels";
+  if (kernels && pipelineTarget != "cpu")
+    throw std::invalid_argument("--emit=kernels needs --target cpu");
   std::error_code error;
   llvm::ToolOutputFile output(dumpOutput, error, llvm::sys::fs::OF_Text);
   if (error)
     throw std::runtime_error(dumpOutput + ": " + error.message());
-  if (dumpStats) {
+  if (kernels) {
+    output.os() << cpu::cpuKernelsSource(*module);
+  } else if (dumpStats) {
     passes::PipelineStatistics stats = passes::collectStatistics(*graph, *module);
     output.os() << (dumpJson ? statisticsJson(stats) : statisticsText(stats));
   } else {

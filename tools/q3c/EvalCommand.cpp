@@ -30,7 +30,7 @@ int runEval() {
   frontend::ModelConfig config = frontend::loadModelConfig(evalModel, &warnings);
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
-  runPipelineFromFlags(*module);
+  runPipelineFromFlags(*module, pipelineTarget);
   reference::CheckpointWeights weights(evalModel, ir::collectParams(*module),
                                        config.tieWordEmbeddings, &warnings);
   printWarnings(warnings);
