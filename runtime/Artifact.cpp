@@ -1,5 +1,6 @@
 #include "runtime/Artifact.h"
 
+#include "runtime/AtomicFile.h"
 #include "runtime/Checksum.h"
 
 #include <fmt/format.h>
@@ -450,20 +451,10 @@ void writeArtifact(const std::string &path, const Json &manifest,
                    const std::vector<ArtifactSection> &sections) {
   Plan plan = planArtifact(path, manifest, sections);
   sealChecksum(plan);
-  FILE *file = std::fopen(path.c_str(), "wb");
-  if (!file)
-    throw LoadError(systemError(path, "open", errno));
-  int error = 0;
-  emit(plan, [&](const uint8_t *bytes, size_t size) {
-    if (error == 0 && std::fwrite(bytes, 1, size, file) != size)
-      error = errno ? errno : EIO;
-  });
-  if (std::fclose(file) != 0 && error == 0)
-    error = errno ? errno : EIO;
-  if (error != 0) {
-    std::remove(path.c_str());
-    throw LoadError(systemError(path, "write", error));
-  }
+  // Whatever was at `path` stays until the complete file replaces it.
+  AtomicFile file(path);
+  emit(plan, [&](const uint8_t *bytes, size_t size) { file.write(bytes, size); });
+  file.commit();
 }
 
 std::unique_ptr<Artifact> Artifact::parse(const std::string &displayName, const uint8_t *data,

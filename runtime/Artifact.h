@@ -46,7 +46,9 @@ uint64_t artifactChecksum(const uint8_t *image, size_t size);
 // Writes `manifest` (a JSON object, serialized with dump()) as the section
 // "manifest", followed by `sections` in the given order. Throws LoadError
 // naming `path` on bad names or kinds, too many sections, a manifest that is
-// not an object or not valid UTF-8, and I/O errors (the partial file is removed).
+// not an object or not valid UTF-8; OutputError on I/O errors. The file is
+// written atomically (runtime/AtomicFile.h): a failure leaves what was at
+// `path` untouched.
 void writeArtifact(const std::string &path, const nlohmann::json &manifest,
                    const std::vector<ArtifactSection> &sections);
 // The same file image in memory (tests, fuzzer seeds). `displayName` goes in errors.

@@ -10,6 +10,7 @@
 #include "backends/cpu/CompileModel.h"
 #include "frontend/Presets.h"
 #include "ir/BuildGraph.h"
+#include "runtime/AtomicFile.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Format.h"
@@ -26,6 +27,8 @@ int runCompile() {
                                 "' (the Vulkan backend is not built yet)");
   if (emitStage != "dispatch")
     throw std::invalid_argument("compile always runs the pipeline to the dispatch stage");
+  // Before the work: -o must not name the config or a file of the model folder.
+  runtime::refuseOutputThatIsInput("-o", compileOutput, {compileModel});
   const auto start = std::chrono::steady_clock::now();
   cpu::CpuTarget target = cpu::resolveCpuTarget(compileCpu);
   std::vector<std::string> warnings;

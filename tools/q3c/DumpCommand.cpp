@@ -5,12 +5,11 @@
 #include "frontend/Presets.h"
 #include "ir/BuildGraph.h"
 #include "passes/Statistics.h"
+#include "runtime/AtomicFile.h"
 
 #include <nlohmann/json.hpp>
 
 #include "mlir/IR/MLIRContext.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <stdexcept>
@@ -63,6 +62,7 @@ static std::string statisticsText(const passes::PipelineStatistics &stats) {
 }
 
 int runDump() {
+  runtime::refuseOutputThatIsInput("-o", dumpOutput, {dumpModel});
   std::vector<std::string> warnings;
   frontend::ModelConfig config = frontend::resolveModelConfig(dumpModel, &warnings);
   printWarnings(warnings);
@@ -70,18 +70,17 @@ int runDump() {
   auto module = ir::buildQwen3Graph(context, config);
   mlir::OwningOpRef<mlir::ModuleOp> graph = module->clone();
   runPipelineFromFlags(*module);
-  std::error_code error;
-  llvm::ToolOutputFile output(dumpOutput, error, llvm::sys::fs::OF_Text);
-  if (error)
-    throw std::runtime_error(dumpOutput + ": " + error.message());
+  std::string text;
   if (dumpStats) {
     passes::PipelineStatistics stats = passes::collectStatistics(*graph, *module);
-    output.os() << (dumpJson ? statisticsJson(stats) : statisticsText(stats));
+    text = dumpJson ? statisticsJson(stats) : statisticsText(stats);
   } else {
-    module->print(output.os());
-    output.os() << "\n";
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    os << "\n";
   }
-  output.keep();
+  // Atomically: a failed write leaves what was at the path (runtime/AtomicFile.h).
+  runtime::writeFileAtomically(dumpOutput, text);
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "frontend/ModelConfig.h"
 #include "ir/BuildGraph.h"
 #include "ir/Params.h"
+#include "runtime/AtomicFile.h"
 #include "runtime/Npy.h"
 #include "runtime/TokenList.h"
 
@@ -24,6 +25,7 @@ namespace q3::tools {
 
 int runEval() {
   std::vector<int32_t> prompt = runtime::parseTokenIds(evalTokens);
+  runtime::refuseOutputThatIsInput("--logits", evalLogits, {evalModel});
   if (evalGenerate < 0)
     throw std::invalid_argument("-n must not be negative");
   std::vector<std::string> warnings;

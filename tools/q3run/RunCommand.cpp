@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "tools/q3run/Commands.h"
 
+#include "runtime/AtomicFile.h"
 #include "runtime/Npy.h"
 #include "runtime/TokenList.h"
 
@@ -70,6 +71,7 @@ int runCommand(const std::vector<std::string> &args) {
     return 0;
 
   const std::vector<int32_t> prompt = runtime::parseTokenIds(tokenText);
+  runtime::refuseOutputThatIsInput("--logits", logitsPath, {common.artifact, common.weights});
   const int64_t promptLength = int64_t(prompt.size());
   // Positions the KV cache must hold: the prompt, then each generated token
   // but the last, which is never fed back.
