@@ -141,6 +141,11 @@ Checkpoint Checkpoint::open(const std::string &path) {
         fmt::format("{}: cannot open checkpoint: {}", printable(path), std::strerror(error)));
   }
   case PathKind::File:
+    if (endsWith(path, ".json") && !endsWith(path, ".index.json"))
+      throw LoadError(fmt::format("{}: a JSON file that is not a sharded index "
+                                  "(*.index.json): expected the checkpoint folder, a "
+                                  ".safetensors file or an index",
+                                  printable(path)));
     if (!endsWith(path, ".index.json")) {
       checkpoint.addFile(SafeTensorsFile::open(path), path);
       return checkpoint;

@@ -61,10 +61,10 @@ void passOn(int signal, siginfo_t *info, void *context, const struct sigaction &
     previous.sa_handler(signal);
     return;
   }
-  // The default action: for SIGBUS the faulting read runs again and dumps
-  // core as usual; an interrupt is raised again.
+  // The default action: a faulting read runs again and dumps core as usual;
+  // a signal sent by a process (si_code <= 0) is raised again.
   std::signal(signal, SIG_DFL);
-  if (signal != SIGBUS)
+  if (signal != SIGBUS || info == nullptr || info->si_code <= 0)
     ::raise(signal);
 }
 

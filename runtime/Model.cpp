@@ -12,6 +12,7 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/Checkpoint.h"
+#include "runtime/CheckpointConfig.h"
 #include "runtime/DType.h"
 #include "runtime/Driver.h"
 #include "runtime/LoadError.h"
@@ -411,6 +412,10 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   std::unique_ptr<Model> model(new Model());
   State &s = *model->state;
   s.artifact = Artifact::open(artifactPath);
+  // Weights of a model with another config bind without a shape error when
+  // only a constant differs (rms_norm_eps, rope_theta): refuse them first.
+  checkCheckpointConfig(weightsPath, s.artifact->manifest().value("config", nlohmann::json()),
+                        artifactPath);
   try {
     s.pool = std::make_unique<ThreadPool>(options.threads); // also packs weights in parallel
     s.driver = createDriver(*s.artifact, artifactPath, *s.pool);
