@@ -16,6 +16,7 @@
 #include "runtime/DType.h"
 #include "runtime/Driver.h"
 #include "runtime/LoadError.h"
+#include "runtime/ModelMemory.h"
 #include "runtime/WeightBinder.h"
 #include "runtime/WeightLayout.h"
 
@@ -428,6 +429,12 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
     const int64_t maxPositions = config.at("max_position_embeddings").get<int64_t>();
     s.context =
         options.contextLength > 0 ? options.contextLength : std::min<int64_t>(maxPositions, 4096);
+    // Refuse what cannot fit before allocating any of it.
+    requireMemory(fmt::format("{}: the model with a context of {} positions", artifactPath,
+                              s.context),
+                  estimateModelMemory(s.artifact->manifest(), s.context,
+                                      dtypeSize(kvCacheDType(s.artifact->manifest()))),
+                  availableMemory(), "; use a shorter context (q3run --ctx)");
     s.bindWeights(weightsPath);
     s.rowBytes = s.artifact->manifest().at("buffers").at("row_bytes").get<std::vector<int64_t>>();
     s.buildSchedule();

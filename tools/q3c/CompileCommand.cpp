@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "tools/q3c/CommandLine.h"
 #include "tools/q3c/Commands.h"
+#include "tools/q3c/MemoryEstimate.h"
 
 #include "backends/cpu/CompileModel.h"
 #include "frontend/Presets.h"
@@ -34,6 +35,7 @@ int runCompile() {
   std::vector<std::string> warnings;
   frontend::ModelConfig config = frontend::resolveModelConfig(compileModel, &warnings);
   printWarnings(warnings);
+  requireMemoryFor(MemoryUse::Compile, config);
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
   runPipelineFromFlags(*module);

@@ -1,6 +1,7 @@
 //===- DumpCommand.cpp - q3c dump -----------------------------------------===//
 #include "tools/q3c/CommandLine.h"
 #include "tools/q3c/Commands.h"
+#include "tools/q3c/MemoryEstimate.h"
 
 #include "frontend/Presets.h"
 #include "ir/BuildGraph.h"
@@ -66,6 +67,7 @@ int runDump() {
   std::vector<std::string> warnings;
   frontend::ModelConfig config = frontend::resolveModelConfig(dumpModel, &warnings);
   printWarnings(warnings);
+  requireMemoryFor(MemoryUse::Graph, config);
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
   mlir::OwningOpRef<mlir::ModuleOp> graph = module->clone();

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "tools/q3c/CommandLine.h"
 #include "tools/q3c/Commands.h"
+#include "tools/q3c/MemoryEstimate.h"
 
 #include "backends/reference/CheckpointWeights.h"
 #include "backends/reference/Interpreter.h"
@@ -30,6 +31,7 @@ int runEval() {
     throw std::invalid_argument("-n must not be negative");
   std::vector<std::string> warnings;
   frontend::ModelConfig config = frontend::loadModelConfig(evalModel, &warnings);
+  requireMemoryFor(MemoryUse::Eval, config, int64_t(prompt.size()) + evalGenerate);
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
   runPipelineFromFlags(*module);

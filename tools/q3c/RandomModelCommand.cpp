@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "tools/q3c/CommandLine.h"
 #include "tools/q3c/Commands.h"
+#include "tools/q3c/MemoryEstimate.h"
 
 #include "frontend/ConfigJson.h"
 #include "frontend/Presets.h"
@@ -79,6 +80,7 @@ int runRandomModel() {
   printWarnings(warnings);
   if (!randomDType.empty())
     config.dtype = parseDTypeOption(randomDType);
+  requireMemoryFor(MemoryUse::RandomModel, config);
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
 

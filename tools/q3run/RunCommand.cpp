@@ -12,6 +12,7 @@
 
 #include "runtime/AtomicFile.h"
 #include "runtime/Npy.h"
+#include "runtime/ResourceLimits.h"
 #include "runtime/TokenList.h"
 
 #include <algorithm>
@@ -28,7 +29,8 @@ void addCommonOptions(ArgParser &parser, CommonOptions &options) {
                    "the Hugging Face checkpoint folder (config.json, *.safetensors)",
                    /*required=*/true);
   parser.addInt({"--threads"}, &options.threads, "N",
-                "threads, the caller included (default: all cores)", 0, 1 << 16);
+                "threads, the caller included (default and most: the CPUs this process may use)",
+                0, 1 << 16);
   parser.addInt({"--ctx"}, &options.context, "N",
                 "KV cache positions (default: min(max_position_embeddings, 4096))", 1,
                 std::numeric_limits<int32_t>::max());
@@ -36,7 +38,18 @@ void addCommonOptions(ArgParser &parser, CommonOptions &options) {
 
 std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options) {
   runtime::ModelOptions modelOptions;
-  modelOptions.threads = int(options.threads);
+  // More threads than CPUs only makes the spinning workers wait for each
+  // other (and thousands of them can exhaust memory): cap, and say so.
+  const int cpus = runtime::availableCpus();
+  modelOptions.threads = options.threads == 0 ? cpus : int(options.threads);
+  if (options.threads > cpus) {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "q3run: warning: --threads %lld is more than the %d CPUs this process may use; "
+                 "using %d\n",
+                 static_cast<long long>(options.threads), cpus, cpus);
+    modelOptions.threads = cpus;
+  }
   modelOptions.contextLength = options.context;
   return runtime::Model::load(options.artifact, options.weights, modelOptions);
 }
