@@ -413,6 +413,9 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   std::unique_ptr<Model> model(new Model());
   State &s = *model->state;
   s.artifact = Artifact::open(artifactPath);
+  // Before anything of the artifact runs: it carries native code.
+  if (options.requiredSigner)
+    s.artifact->verifySignature(*options.requiredSigner);
   // Weights of a model with another config bind without a shape error when
   // only a constant differs (rms_norm_eps, rope_theta): refuse them first.
   checkCheckpointConfig(weightsPath, s.artifact->manifest().value("config", nlohmann::json()),

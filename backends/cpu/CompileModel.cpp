@@ -571,12 +571,13 @@ CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target,
   return compiled;
 }
 
-void writeCpuArtifact(const std::string &path, const CompiledModel &model) {
+void writeCpuArtifact(const std::string &path, const CompiledModel &model,
+                      const runtime::SecretKey *signer) {
   std::vector<runtime::ArtifactSection> sections;
   sections.push_back({"kernels.so", runtime::SectionKind::Executable, model.sharedObject});
   sections.push_back({"kernels.mlir", runtime::SectionKind::Data,
                       std::vector<uint8_t>(model.kernelSource.begin(), model.kernelSource.end())});
-  runtime::writeArtifact(path, model.manifest, sections);
+  runtime::writeArtifact(path, model.manifest, sections, signer);
 }
 
 } // namespace q3::cpu

@@ -4,6 +4,8 @@
 #include "backends/cpu/CpuTarget.h"
 #include "backends/cpu/KernelSource.h"
 
+#include "runtime/Signature.h"
+
 #include "mlir/IR/BuiltinOps.h"
 
 #include <nlohmann/json.hpp>
@@ -54,7 +56,9 @@ std::optional<PrefillMatmul> parsePrefillMatmul(const std::string &name);
 CompiledModel compileForCpu(mlir::ModuleOp module, const CpuTarget &target,
                             const CpuCompileOptions &options = {});
 
-/// Writes `model` as one artifact file (runtime/Artifact.h).
-void writeCpuArtifact(const std::string &path, const CompiledModel &model);
+/// Writes `model` as one artifact file (runtime/Artifact.h), signed when
+/// `signer` is given.
+void writeCpuArtifact(const std::string &path, const CompiledModel &model,
+                      const runtime::SecretKey *signer = nullptr);
 
 } // namespace q3::cpu

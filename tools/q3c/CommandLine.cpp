@@ -16,6 +16,8 @@ llvm::cl::SubCommand
                 "Run the reference interpreter on a checkpoint: logits, argmax, greedy ids");
 llvm::cl::SubCommand compileCommand(
     "compile", "Compile a Qwen3 config (file, model folder or preset) into a deployable artifact");
+llvm::cl::SubCommand keygenCommand(
+    "keygen", "Make an ed25519 key pair for signing artifacts (q3c compile --sign)");
 llvm::cl::SubCommand
     randomModelCommand("random-model",
                        "Write a random-weight Qwen3 checkpoint (config.json + model.safetensors)");
@@ -85,6 +87,18 @@ cl::opt<std::string> compileKvCache(
 cl::opt<std::string> compileOutput("o", cl::sub(compileCommand), cl::Required,
                                    cl::desc("The artifact to write"), cl::value_desc("file.q3"),
                                    cl::cat(q3Category));
+
+cl::opt<std::string> compileSign(
+    "sign", cl::sub(compileCommand),
+    cl::desc("Sign the artifact with this secret key (q3c keygen); q3run --require-signature "
+             "checks it"),
+    cl::value_desc("keyfile"), cl::cat(q3Category));
+
+// q3c keygen
+cl::opt<std::string> keygenOutput("o", cl::sub(keygenCommand), cl::Required,
+                                  cl::desc("The secret key file to write (mode 0600); the public "
+                                           "key goes to <keyfile>.pub"),
+                                  cl::value_desc("keyfile"), cl::cat(q3Category));
 
 // Pipeline flags, shared by dump, eval and compile.
 cl::opt<std::string>

@@ -15,6 +15,7 @@ extern llvm::cl::SubCommand dumpCommand;
 extern llvm::cl::SubCommand evalCommand;
 extern llvm::cl::SubCommand randomModelCommand;
 extern llvm::cl::SubCommand compileCommand;
+extern llvm::cl::SubCommand keygenCommand;
 extern llvm::cl::OptionCategory q3Category;
 
 // Every option lives in CommandLine.cpp: llvm::cl options must be constructed
@@ -37,6 +38,8 @@ extern llvm::cl::opt<std::string> compileCpu;
 extern llvm::cl::opt<std::string> compilePrefillMatmul;
 extern llvm::cl::opt<std::string> compileKvCache;
 extern llvm::cl::opt<std::string> compileOutput;
+extern llvm::cl::opt<std::string> compileSign;
+extern llvm::cl::opt<std::string> keygenOutput;
 
 // Pipeline flags shared by dump, eval and compile.
 extern llvm::cl::opt<std::string> emitStage;

@@ -12,12 +12,14 @@
 #include "frontend/Presets.h"
 #include "ir/BuildGraph.h"
 #include "runtime/AtomicFile.h"
+#include "runtime/Signature.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 
 namespace q3::tools {
@@ -29,7 +31,11 @@ int runCompile() {
   if (emitStage != "dispatch")
     throw std::invalid_argument("compile always runs the pipeline to the dispatch stage");
   // Before the work: -o must not name the config or a file of the model folder.
-  runtime::refuseOutputThatIsInput("-o", compileOutput, {compileModel});
+  runtime::refuseOutputThatIsInput("-o", compileOutput, {compileModel, compileSign});
+  // Read the key first: a bad key file should not cost a compilation.
+  std::optional<runtime::SecretKey> signer;
+  if (!compileSign.empty())
+    signer = runtime::readSecretKey(compileSign);
   const auto start = std::chrono::steady_clock::now();
   cpu::CpuTarget target = cpu::resolveCpuTarget(compileCpu);
   std::vector<std::string> warnings;
@@ -51,7 +57,7 @@ int runCompile() {
     throw std::invalid_argument("--kv-cache: expected f32 or bf16, got '" + compileKvCache + "'");
   options.kvCache = *kvCache;
   cpu::CompiledModel compiled = cpu::compileForCpu(*module, target, options);
-  cpu::writeCpuArtifact(compileOutput, compiled);
+  cpu::writeCpuArtifact(compileOutput, compiled, signer ? &*signer : nullptr);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   llvm::outs() << "compiled " << compiled.manifest["kernels"].size() << " kernels, "
@@ -59,7 +65,18 @@ int runCompile() {
                << target.llvmCpu << ", prefill "
                << compiled.manifest["target"]["prefill_matmul"].get<std::string>() << ", kv cache "
                << compiled.manifest["kv_cache_dtype"].get<std::string>() << ") in "
-               << llvm::format("%.2f", seconds) << " s -> " << compileOutput << "\n";
+               << llvm::format("%.2f", seconds) << " s -> " << compileOutput;
+  if (signer)
+    llvm::outs() << ", signed by key " << runtime::keyId(signer->publicKey());
+  llvm::outs() << "\n";
+  return 0;
+}
+
+int runKeygen() {
+  const runtime::PublicKey key = runtime::generateKeyPair(keygenOutput, keygenOutput + ".pub");
+  llvm::outs() << "wrote " << keygenOutput << " (secret: keep it private) and " << key.source
+               << " (public: give it to q3run --require-signature); key " << runtime::keyId(key)
+               << "\n";
   return 0;
 }
 

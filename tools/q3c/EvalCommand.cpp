@@ -16,6 +16,7 @@
 #include "ir/BuildGraph.h"
 #include "ir/Params.h"
 #include "runtime/AtomicFile.h"
+#include "runtime/LogitFormat.h"
 #include "runtime/Npy.h"
 #include "runtime/TokenList.h"
 
@@ -66,7 +67,8 @@ int runEval() {
     for (int64_t t = 0; t < logits.rows(); ++t) {
       int32_t best = reference::argmaxRow(logits, t);
       llvm::outs() << "position " << t << ": token " << prompt[t] << " -> argmax " << best
-                   << " (logit " << logits.data[t * config.vocabSize + best] << ")\n";
+                   << " (logit " << runtime::formatLogit(logits.data[t * config.vocabSize + best])
+                   << ")\n";
     }
   return 0;
 }

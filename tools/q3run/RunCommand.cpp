@@ -11,6 +11,7 @@
 #include "tools/q3run/Commands.h"
 
 #include "runtime/AtomicFile.h"
+#include "runtime/LogitFormat.h"
 #include "runtime/Npy.h"
 #include "runtime/ResourceLimits.h"
 #include "runtime/TokenList.h"
@@ -31,6 +32,8 @@ void addCommonOptions(ArgParser &parser, CommonOptions &options) {
   parser.addInt({"--threads"}, &options.threads, "N",
                 "threads, the caller included (default and most: the CPUs this process may use)",
                 0, 1 << 16);
+  parser.addString({"--require-signature"}, &options.requireSignature, "KEY.pub",
+                   "refuse an artifact not signed with this key (q3c compile --sign; q3c keygen)");
   parser.addInt({"--ctx"}, &options.context, "N",
                 "KV cache positions (default: min(max_position_embeddings, 4096))", 1,
                 std::numeric_limits<int32_t>::max());
@@ -51,6 +54,8 @@ std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options) {
     modelOptions.threads = cpus;
   }
   modelOptions.contextLength = options.context;
+  if (!options.requireSignature.empty())
+    modelOptions.requiredSigner = runtime::readPublicKey(options.requireSignature);
   return runtime::Model::load(options.artifact, options.weights, modelOptions);
 }
 
@@ -126,9 +131,9 @@ int runCommand(const std::vector<std::string> &args) {
   if (generate == 0)
     for (int64_t t = 0; t < promptLength; ++t) {
       const int32_t best = argmaxRow(logits, vocab, t);
-      // {:e} is printf's %e, which `q3c eval` prints (llvm::raw_ostream << double).
-      fmt::print("position {}: token {} -> argmax {} (logit {:e})\n", t, prompt[size_t(t)], best,
-                 double(logits[size_t(t * vocab + best)]));
+      // The spelling `q3c eval` prints too (runtime/LogitFormat.h).
+      fmt::print("position {}: token {} -> argmax {} (logit {})\n", t, prompt[size_t(t)], best,
+                 runtime::formatLogit(logits[size_t(t * vocab + best)]));
     }
   return 0;
 }
