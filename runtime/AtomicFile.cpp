@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -102,6 +103,24 @@ bool isCheckpointFileName(const std::string &name) {
 
 bool sameFile(const struct stat &a, const struct stat &b) {
   return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/// Whether `output` is (a hard link to) a checkpoint file directly in `folder`.
+bool linksToCheckpointFileOf(const std::string &folder, const struct stat &output) {
+  DIR *dir = ::opendir(folder.c_str());
+  if (!dir)
+    return false;
+  bool found = false;
+  while (const struct dirent *entry = ::readdir(dir)) {
+    struct stat info;
+    if (isCheckpointFileName(entry->d_name) &&
+        ::stat((folder + "/" + entry->d_name).c_str(), &info) == 0 && sameFile(info, output)) {
+      found = true;
+      break;
+    }
+  }
+  ::closedir(dir);
+  return found;
 }
 
 } // namespace
@@ -270,8 +289,9 @@ void refuseOutputThatIsInput(const std::string &what, const std::string &output,
       continue;
     const bool same = sameFile(out, in);
     const bool insideCheckpointFolder = S_ISDIR(in.st_mode) && S_ISREG(out.st_mode) &&
-                                        haveFolder && sameFile(folder, in) &&
-                                        isCheckpointFileName(outputName);
+                                        ((haveFolder && sameFile(folder, in) &&
+                                          isCheckpointFileName(outputName)) ||
+                                         linksToCheckpointFileOf(input, out));
     if (same || insideCheckpointFolder)
       throw OutputError(fmt::format("{}: {} would overwrite {} of this run; choose another path",
                                     printable(output), what,

@@ -100,6 +100,9 @@ void onInterrupt(int signal, siginfo_t *info, void *context) {
 
 void installFatalSignalHandlers(const char *tool) {
   toolName = tool;
+  // A file-size limit (ulimit -f) then fails the write with EFBIG, which
+  // AtomicFile reports as one line, instead of killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   struct sigaction action {};
   action.sa_flags = SA_SIGINFO | SA_NODEFER;
   sigemptyset(&action.sa_mask);

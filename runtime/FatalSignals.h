@@ -13,8 +13,9 @@
 
 namespace q3::runtime {
 
-/// Installs the SIGBUS, SIGINT, SIGTERM and SIGHUP handlers; `tool` starts
-/// the error line ("q3run: error: ..."). Call once, early in main.
+/// Installs the SIGBUS, SIGINT, SIGTERM and SIGHUP handlers, and ignores
+/// SIGXFSZ (a write past ulimit -f then fails with EFBIG: one line, exit 1);
+/// `tool` starts the error line ("q3run: error: ..."). Call once, early in main.
 void installFatalSignalHandlers(const char *tool);
 
 /// MappedFile registers each mapping, so that a SIGBUS inside it can be

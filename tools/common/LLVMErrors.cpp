@@ -76,6 +76,21 @@ std::string tidyLine(std::string line, const std::string &tool) {
     line.pop_back();
   if (!line.empty() && line[0] >= 'A' && line[0] <= 'Z')
     line[0] = char(line[0] - 'A' + 'a');
+  // "for the -o option: must be specified at least once" -> "missing -o".
+  const std::string forThe = "for the ", option = " option: ";
+  if (startsWith(line, forThe)) {
+    if (size_t at = line.find(option); at != std::string::npos) {
+      const std::string name = line.substr(forThe.size(), at - forThe.size());
+      const std::string what = line.substr(at + option.size());
+      if (what == "must be specified at least once")
+        return "missing " + name;
+      if (what == "requires a value")
+        return name + " needs a value";
+      if (size_t value = what.find(" value invalid for "); value != std::string::npos)
+        return name + ": " + what.substr(0, value) + " is not a valid value";
+      return name + ": " + what;
+    }
+  }
   return line;
 }
 
@@ -154,6 +169,9 @@ std::string parseCommandLine(int argc, char **argv, const char *overview, const 
     if (line.empty() || startsWith(line, "must specify at least") ||
         startsWith(line, "can specify at most"))
       continue; // the line before says it
+    if (startsWith(line, "missing ") &&
+        message.find(line.substr(8) + " needs a value") != std::string::npos)
+      continue; // "--tokens needs a value" says it
     message += (message.empty() ? "" : "; ") + line;
   }
   std::string help = tool;
