@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 
 #include <unistd.h>
@@ -96,6 +97,28 @@ void onInterrupt(int signal, siginfo_t *info, void *context) {
     }
 }
 
+// An exception nobody caught (one thrown on a thread of the tool's own, or
+// through a noexcept function) would abort with "terminate called ...".
+[[noreturn]] void onTerminate() {
+  removeTemporaryOutputs();
+  writeText(toolName);
+  writeText(": error: internal error: ");
+  const char *what = "an unknown exception";
+  try {
+    if (std::exception_ptr current = std::current_exception())
+      std::rethrow_exception(current);
+    what = "std::terminate without an exception";
+  } catch (const std::exception &error) {
+    writeText(printable(error.what()).c_str());
+    writeText("\n");
+    ::_exit(1);
+  } catch (...) {
+  }
+  writeText(what);
+  writeText("\n");
+  ::_exit(1);
+}
+
 } // namespace
 
 void installFatalSignalHandlers(const char *tool) {
@@ -103,6 +126,7 @@ void installFatalSignalHandlers(const char *tool) {
   // A file-size limit (ulimit -f) then fails the write with EFBIG, which
   // AtomicFile reports as one line, instead of killing the process.
   std::signal(SIGXFSZ, SIG_IGN);
+  std::set_terminate(onTerminate);
   struct sigaction action {};
   action.sa_flags = SA_SIGINFO | SA_NODEFER;
   sigemptyset(&action.sa_mask);

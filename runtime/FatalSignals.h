@@ -13,8 +13,9 @@
 
 namespace q3::runtime {
 
-/// Installs the SIGBUS, SIGINT, SIGTERM and SIGHUP handlers, and ignores
-/// SIGXFSZ (a write past ulimit -f then fails with EFBIG: one line, exit 1);
+/// Installs the SIGBUS, SIGINT, SIGTERM and SIGHUP handlers, ignores
+/// SIGXFSZ (a write past ulimit -f then fails with EFBIG: one line, exit 1),
+/// and makes an uncaught exception one line and exit code 1 (not an abort);
 /// `tool` starts the error line ("q3run: error: ..."). Call once, early in main.
 void installFatalSignalHandlers(const char *tool);
 

@@ -9,6 +9,9 @@
 
 #include <unistd.h>
 
+#include <stdexcept>
+#include <thread>
+
 namespace q3::runtime {
 namespace {
 
@@ -41,6 +44,18 @@ TEST(FatalSignalsDeathTest, OtherBusErrorsStayCrashes) {
         ::_exit(2);
       },
       ::testing::KilledBySignal(SIGBUS), "");
+}
+
+// An exception that escapes a thread would call std::terminate and abort.
+TEST(FatalSignalsDeathTest, AnUncaughtExceptionIsOneLineNotAnAbort) {
+  EXPECT_EXIT(
+      {
+        installFatalSignalHandlers("q3run");
+        std::thread([] { throw std::runtime_error("escaped\nwith a newline"); }).join();
+        ::_exit(2);
+      },
+      ::testing::ExitedWithCode(1),
+      "^q3run: error: internal error: escaped\\\\nwith a newline\n$");
 }
 
 } // namespace
