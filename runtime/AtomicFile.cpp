@@ -73,9 +73,6 @@ unsigned currentUmask() {
   return mask;
 }
 
-std::string displayName(const std::string &path) {
-  return path == kStandardOutputPath ? "standard output" : printable(path);
-}
 
 /// Writes all of [data, data + size) to `fd`; returns 0 or the errno.
 int writeAll(int fd, const uint8_t *data, size_t size) {
@@ -125,11 +122,13 @@ bool linksToCheckpointFileOf(const std::string &folder, const struct stat &outpu
 
 } // namespace
 
-AtomicFile::AtomicFile(std::string path, unsigned createMode) : path_(std::move(path)) {
+AtomicFile::AtomicFile(std::string path, unsigned createMode, Dash dash)
+    : path_(std::move(path)) {
   if (path_.empty())
     throw OutputError("an empty output path");
-  if (path_ == kStandardOutputPath) {
+  if (dash == Dash::IsStandardOutput && path_ == kStandardOutputPath) {
     fd_ = STDOUT_FILENO;
+    stdout_ = true;
     return;
   }
   target_ = path_;
@@ -195,8 +194,8 @@ void AtomicFile::discardTemporary() {
 
 void AtomicFile::fail(const char *action, int error) {
   discardTemporary();
-  throw OutputError(
-      fmt::format("{}: cannot {}: {}", displayName(path_), action, std::strerror(error)));
+  throw OutputError(fmt::format("{}: cannot {}: {}", stdout_ ? "standard output" : printable(path_),
+                                action, std::strerror(error)));
 }
 
 void AtomicFile::flushBuffer() {
@@ -263,8 +262,8 @@ void AtomicFile::commit() {
   }
 }
 
-void writeFileAtomically(const std::string &path, std::string_view bytes) {
-  AtomicFile file(path);
+void writeFileAtomically(const std::string &path, std::string_view bytes, Dash dash) {
+  AtomicFile file(path, 0666, dash);
   file.write(bytes);
   file.commit();
 }

@@ -23,17 +23,21 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-/// The path "-" names standard output.
+/// The path "-" names standard output where a caller allows it (text that is
+/// the command's whole output, like an IR dump); elsewhere it is a file name.
 inline constexpr const char *kStandardOutputPath = "-";
+
+enum class Dash { IsAFile, IsStandardOutput };
 
 class AtomicFile {
 public:
-  /// Prepares to write `path` ("-": standard output). A regular file, or
+  /// Prepares to write `path` (with Dash::IsStandardOutput, "-" is standard
+  /// output). A regular file, or
   /// nothing, at `path`: a temporary file is created next to it (the target
   /// of a symbolic link is the one replaced, the link stays). A special file:
   /// opened for writing as it is. A folder: OutputError. A new file gets
   /// `createMode` less the umask; a replaced one keeps its mode.
-  explicit AtomicFile(std::string path, unsigned createMode = 0666);
+  explicit AtomicFile(std::string path, unsigned createMode = 0666, Dash dash = Dash::IsAFile);
   /// Removes the temporary file unless commit() succeeded.
   ~AtomicFile();
   AtomicFile(const AtomicFile &) = delete;
@@ -58,6 +62,7 @@ private:
   std::string temporary_;   // empty when writing directly
   int fd_ = -1;
   bool ownsFd_ = false;     // false for standard output
+  bool stdout_ = false;
   bool committed_ = false;
   int slot_ = -1;           // in the registry removeTemporaryOutputs() reads
   unsigned mode_ = 0;       // of the file once in place
@@ -65,7 +70,8 @@ private:
 };
 
 /// Writes `bytes` to `path` through an AtomicFile.
-void writeFileAtomically(const std::string &path, std::string_view bytes);
+void writeFileAtomically(const std::string &path, std::string_view bytes,
+                         Dash dash = Dash::IsAFile);
 
 /// Throws OutputError when `output` (an existing file) is one of `inputs`,
 /// which name files, or folders whose checkpoint files (config.json,

@@ -82,7 +82,7 @@ int runDump() {
     os << "\n";
   }
   // Atomically: a failed write leaves what was at the path (runtime/AtomicFile.h).
-  runtime::writeFileAtomically(dumpOutput, text);
+  runtime::writeFileAtomically(dumpOutput, text, runtime::Dash::IsStandardOutput);
   return 0;
 }
 
