@@ -134,6 +134,11 @@ passes::PipelineOptions pipelineOptionsFromFlags() {
   options.printIRAfter.insert(printIRAfter.begin(), printIRAfter.end());
   if (maxSeqLen <= 0)
     throw std::invalid_argument("--max-seq-len must be positive");
+  // Token ids and positions are 32-bit; larger row counts only overflow the
+  // buffer plan's byte sizes (which wrapped to "0 bytes").
+  if (maxSeqLen > std::numeric_limits<int32_t>::max())
+    throw std::invalid_argument("--max-seq-len: expected at most 2147483647, got " +
+                                std::to_string(maxSeqLen));
   options.maxSeqLen = maxSeqLen;
   return options;
 }
