@@ -13,9 +13,11 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/Checkpoint.h"
+#include "runtime/CheckpointConfig.h"
 #include "runtime/DType.h"
 #include "runtime/Driver.h"
 #include "runtime/LoadError.h"
+#include "runtime/ModelMemory.h"
 #include "runtime/WeightPlan.h"
 
 #include <fmt/format.h>
@@ -178,6 +180,13 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   std::unique_ptr<Model> model(new Model());
   State &s = *model->state;
   s.artifact = Artifact::open(artifactPath);
+  // Before anything of the artifact runs: it carries native code.
+  if (options.requiredSigner)
+    s.artifact->verifySignature(*options.requiredSigner);
+  // Weights of a model with another config bind without a shape error when
+  // only a constant differs (rms_norm_eps, rope_theta): refuse them first.
+  checkCheckpointConfig(weightsPath, s.artifact->manifest().value("config", nlohmann::json()),
+                        artifactPath);
   try {
     s.manifest = manifest::manifestFromJson(s.artifact->manifest());
     manifest::validateManifest(s.manifest);
@@ -189,6 +198,12 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   const int64_t maxPositions = s.manifest.config.maxPositionEmbeddings;
   s.context =
       options.contextLength > 0 ? options.contextLength : std::min<int64_t>(maxPositions, 4096);
+  // Refuse what cannot fit before allocating any of it.
+  requireMemory(fmt::format("{}: the model with a context of {} positions", artifactPath,
+                            s.context),
+                estimateModelMemory(s.artifact->manifest(), s.context,
+                                    uint64_t(manifest::elementBytes(s.manifest.kvCache))),
+                availableMemory(), "; use a shorter context (q3run --ctx)");
   s.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(weightsPath));
   std::vector<std::string> warnings;
   s.weights = evaluateWeightPlan(s.manifest, *s.checkpoint, *s.pool, &warnings);

@@ -5,10 +5,12 @@
 #pragma once
 
 #include "runtime/Manifest.h"
+#include "runtime/Signature.h"
 #include "runtime/ThreadPool.h"
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -33,6 +35,9 @@ struct KernelProfile {
 struct ModelOptions {
   int threads = 0;           // 0: all cores
   int64_t contextLength = 0; // KV cache positions; 0: min(max_position_embeddings, 4096)
+  /// When set, the artifact must carry a signature that verifies with this
+  /// key, checked before any of its code is loaded (runtime/Signature.h).
+  std::optional<PublicKey> requiredSigner;
 };
 
 class Model {

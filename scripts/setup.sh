@@ -21,6 +21,8 @@ PACKAGES=(
   llvm-16-dev llvm-16-tools libmlir-16-dev mlir-16-tools clang-16 libclang-rt-16-dev lld-16
   # libraries
   nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
+  # ed25519 artifact signatures (q3c compile --sign, q3run --require-signature)
+  libsodium-dev
   # Vulkan: headers, loader, the lavapipe CPU device, GLSL/SPIR-V tools
   libvulkan-dev mesa-vulkan-drivers glslc glslang-tools spirv-tools libshaderc-dev
   # the independent numpy reference used by the parity tests

@@ -33,13 +33,14 @@ CompiledModel compileForCpu(mlir::ModuleOp module) {
 }
 
 void writeCpuArtifact(const std::string &path, const CompiledModel &model,
-                      const std::vector<runtime::ArtifactSection> &extra) {
+                      const std::vector<runtime::ArtifactSection> &extra,
+                      const runtime::SecretKey *signer) {
   std::vector<runtime::ArtifactSection> sections;
   sections.push_back({"kernels.so", runtime::SectionKind::Executable, model.sharedObject});
   sections.push_back({"kernels.mlir", runtime::SectionKind::Data,
                       std::vector<uint8_t>(model.kernelSource.begin(), model.kernelSource.end())});
   sections.insert(sections.end(), extra.begin(), extra.end());
-  runtime::writeArtifact(path, manifest::toJson(model.manifest), sections);
+  runtime::writeArtifact(path, manifest::toJson(model.manifest), sections, signer);
 }
 
 } // namespace q3::cpu

@@ -4,6 +4,8 @@
 #include "runtime/Artifact.h"
 #include "runtime/Manifest.h"
 
+#include "runtime/Signature.h"
+
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
@@ -29,8 +31,10 @@ std::string cpuKernelsSource(mlir::ModuleOp module);
 CompiledModel compileForCpu(mlir::ModuleOp module);
 
 /// Writes `model` as one artifact file (runtime/Artifact.h): the manifest,
-/// kernels.so, kernels.mlir, then `extra` sections.
+/// kernels.so, kernels.mlir, then `extra` sections; signed when `signer` is
+/// given.
 void writeCpuArtifact(const std::string &path, const CompiledModel &model,
-                      const std::vector<runtime::ArtifactSection> &extra = {});
+                      const std::vector<runtime::ArtifactSection> &extra = {},
+                      const runtime::SecretKey *signer = nullptr);
 
 } // namespace q3::cpu

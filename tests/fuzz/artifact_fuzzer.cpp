@@ -4,8 +4,12 @@
 //
 // Random bytes almost never carry a matching checksum, so each input is parsed
 // twice: as is (the header checks), and with file_size and the checksum fixed
-// up, which lets the fuzzer reach the section table and manifest checks.
+// up (re-sealed, as an attacker would), which lets the fuzzer reach the
+// section table, the manifest, the signature section and what the runtime
+// reads from the manifest before allocating (the memory estimate). (The
+// typed manifest validation of the CPU issue belongs here too once it lands.)
 #include "runtime/Artifact.h"
+#include "runtime/ModelMemory.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -37,6 +41,19 @@ void check(const uint8_t *data, size_t size) {
       sink = sink + sum;
       if (artifact->find(section.name) != &section)
         __builtin_trap(); // names are unique
+    }
+    // Any manifest: an estimate, never a crash or an exception.
+    for (int64_t context : {int64_t(1), int64_t(4096), int64_t(1) << 40})
+      for (const q3::runtime::MemoryPart &part :
+           q3::runtime::estimateModelMemory(artifact->manifest(), context, 4))
+        sink = sink + unsigned(part.bytes);
+    // A signature section that is present is checked without crashing.
+    if (artifact->find(q3::runtime::kSignatureSectionName)) {
+      q3::runtime::PublicKey key;
+      try {
+        artifact->verifySignature(key);
+      } catch (const LoadError &) {
+      }
     }
   } catch (const LoadError &) {
   }

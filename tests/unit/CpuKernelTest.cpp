@@ -179,8 +179,8 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu, bool sameRou
 
   double worst = 0.0, largest = 0.0;
   for (size_t i = 0; i < expected.size(); ++i) {
-    if (std::isnan(actual[i]))
-      return INFINITY; // an element was not written
+    if (!std::isfinite(actual[i]) || !std::isfinite(expected[i]))
+      return std::nan(""); // an element was not written, or overflowed: fails any bound
     worst = std::max(worst, std::fabs(double(actual[i]) - double(expected[i])));
     largest = std::max(largest, std::fabs(double(expected[i])));
   }
@@ -361,10 +361,12 @@ LoadedKernel compileForHost(const std::string &source, const std::string &name) 
 }
 
 double maxRelativeDiff(const std::vector<float> &actual, const std::vector<float> &expected) {
+  if (actual.size() != expected.size())
+    return std::nan("");
   double worst = 0.0, largest = 1e-30;
   for (size_t i = 0; i < expected.size(); ++i) {
-    if (std::isnan(actual[i]))
-      return INFINITY;
+    if (!std::isfinite(actual[i]) || !std::isfinite(expected[i]))
+      return std::nan(""); // fails any bound
     worst = std::max(worst, std::fabs(double(actual[i]) - double(expected[i])));
     largest = std::max(largest, std::fabs(double(expected[i])));
   }

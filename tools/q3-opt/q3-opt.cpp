@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "ir/BuildGraph.h"
 #include "backends/cpu/CpuPipeline.h"
+#include "tools/common/LLVMErrors.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -13,6 +14,8 @@
 #include "mlir/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
+  // A fatal LLVM error or a failed allocation is one line and exit code 1.
+  q3::tools::installLLVMErrorHandlers("q3-opt");
   mlir::DialectRegistry registry;
   q3::ir::registerQ3Dialects(registry);
   // Generic cleanups (canonicalize, cse, ...) are available on q3 IR too.

@@ -3,6 +3,7 @@
 
 #include "backends/cpu/CpuPipeline.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <limits>
@@ -18,6 +19,8 @@ llvm::cl::SubCommand
                 "Run the reference interpreter on a checkpoint: logits, argmax, greedy ids");
 llvm::cl::SubCommand compileCommand(
     "compile", "Compile a Qwen3 config (file, model folder or preset) into a deployable artifact");
+llvm::cl::SubCommand keygenCommand(
+    "keygen", "Make an ed25519 key pair for signing artifacts (q3c compile --sign)");
 llvm::cl::SubCommand
     randomModelCommand("random-model",
                        "Write a random-weight Qwen3 checkpoint (config.json + model.safetensors)");
@@ -107,6 +110,18 @@ cl::opt<std::string> targetKvCache(
              "by up to ~1%)"),
     cl::value_desc("f32|bf16"), cl::cat(q3Category));
 
+cl::opt<std::string> compileSign(
+    "sign", cl::sub(compileCommand),
+    cl::desc("Sign the artifact with this secret key (q3c keygen); q3run --require-signature "
+             "checks it"),
+    cl::value_desc("keyfile"), cl::cat(q3Category));
+
+// q3c keygen
+cl::opt<std::string> keygenOutput("o", cl::sub(keygenCommand), cl::Required,
+                                  cl::desc("The secret key file to write (mode 0600); the public "
+                                           "key goes to <keyfile>.pub"),
+                                  cl::value_desc("keyfile"), cl::cat(q3Category));
+
 // Pipeline flags, shared by dump, eval and compile.
 cl::opt<std::string> emitStage(
     "emit", cl::sub(dumpCommand), cl::sub(evalCommand),
@@ -161,6 +176,11 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
   options.printIRAfter.insert(printIRAfter.begin(), printIRAfter.end());
   if (ubatch <= 0)
     throw std::invalid_argument("--ubatch must be positive, got " + std::to_string(ubatch));
+  // Token ids and positions are 32-bit; larger row counts only overflow the
+  // buffer plan's byte sizes (which wrapped to "0 bytes").
+  if (ubatch > std::numeric_limits<int32_t>::max())
+    throw std::invalid_argument("--ubatch: expected at most 2147483647, got " +
+                                std::to_string(ubatch));
   options.maxSeqLen = ubatch;
   options.kvCache = targetKvCache;
   if (foldGain != "f32-weights" && foldGain != "always" && foldGain != "never")
@@ -178,8 +198,18 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
 }
 
 void runPipelineFromFlags(mlir::ModuleOp module, const std::string &target) {
-  if (mlir::failed(passes::runPipeline(module, pipelineOptionsFromFlags(target))))
-    throw std::runtime_error("the pass pipeline failed (see the diagnostics above)");
+  const passes::PipelineOptions options = pipelineOptionsFromFlags(target);
+  // A pass that refuses the module says why in an error diagnostic: that is
+  // the one line the user gets (the module's location would only say "tiny").
+  std::string errors;
+  mlir::ScopedDiagnosticHandler collect(module.getContext(), [&](mlir::Diagnostic &diagnostic) {
+    if (diagnostic.getSeverity() != mlir::DiagnosticSeverity::Error)
+      return mlir::failure(); // notes and warnings go to the default handler
+    errors += (errors.empty() ? "" : "; ") + diagnostic.str();
+    return mlir::success();
+  });
+  if (mlir::failed(passes::runPipeline(module, options)))
+    throw std::runtime_error(errors.empty() ? "the pass pipeline failed" : errors);
 }
 
 void printWarnings(const std::vector<std::string> &warnings) {

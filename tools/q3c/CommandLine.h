@@ -15,6 +15,7 @@ extern llvm::cl::SubCommand dumpCommand;
 extern llvm::cl::SubCommand evalCommand;
 extern llvm::cl::SubCommand randomModelCommand;
 extern llvm::cl::SubCommand compileCommand;
+extern llvm::cl::SubCommand keygenCommand;
 extern llvm::cl::OptionCategory q3Category;
 
 // Every option lives in CommandLine.cpp: llvm::cl options must be constructed
@@ -36,6 +37,8 @@ extern llvm::cl::opt<std::string> compileTarget;
 extern llvm::cl::opt<std::string> compileOutput;
 extern llvm::cl::opt<std::string> compileTune;
 extern llvm::cl::opt<bool> compileVerbose;
+extern llvm::cl::opt<std::string> compileSign;
+extern llvm::cl::opt<std::string> keygenOutput;
 
 // Pipeline flags shared by dump, eval and compile.
 extern llvm::cl::opt<std::string> emitStage;

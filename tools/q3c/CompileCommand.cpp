@@ -7,10 +7,13 @@
 //===----------------------------------------------------------------------===//
 #include "tools/q3c/CommandLine.h"
 #include "tools/q3c/Commands.h"
+#include "tools/q3c/MemoryEstimate.h"
 
 #include "backends/cpu/CompileModel.h"
 #include "frontend/Presets.h"
 #include "ir/BuildGraph.h"
+#include "runtime/AtomicFile.h"
+#include "runtime/Signature.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Format.h"
@@ -18,6 +21,7 @@
 
 #include <chrono>
 #include <set>
+#include <optional>
 #include <stdexcept>
 
 namespace q3::tools {
@@ -41,15 +45,22 @@ int runCompile() {
   if (compileTarget != "cpu")
     throw std::invalid_argument("--target: expected cpu, got '" + compileTarget +
                                 "' (the Vulkan backend is not built yet)");
+  // Before the work: -o must not name the config or a file of the model folder.
+  runtime::refuseOutputThatIsInput("-o", compileOutput, {compileModel, compileSign});
+  // Read the key first: a bad key file should not cost a compilation.
+  std::optional<runtime::SecretKey> signer;
+  if (!compileSign.empty())
+    signer = runtime::readSecretKey(compileSign);
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::string> warnings;
   frontend::ModelConfig config = frontend::resolveModelConfig(compileModel, &warnings);
   printWarnings(warnings);
+  requireMemoryFor(MemoryUse::Compile, config);
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
   runPipelineFromFlags(*module, "cpu");
   cpu::CompiledModel compiled = cpu::compileForCpu(*module);
-  cpu::writeCpuArtifact(compileOutput, compiled);
+  cpu::writeCpuArtifact(compileOutput, compiled, {}, signer ? &*signer : nullptr);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const manifest::Manifest &m = compiled.manifest;
@@ -57,7 +68,18 @@ int runCompile() {
                << " dispatches for " << m.target.cpu << " (" << m.target.llvmCpu << ", prefill "
                << matmulSummary(m) << ", kv cache " << manifest::elementTypeName(m.kvCache)
                << ", ubatch " << m.prefillRows << ") in " << llvm::format("%.2f", seconds)
-               << " s -> " << compileOutput << "\n";
+               << " s -> " << compileOutput;
+  if (signer)
+    llvm::outs() << ", signed by key " << runtime::keyId(signer->publicKey());
+  llvm::outs() << "\n";
+  return 0;
+}
+
+int runKeygen() {
+  const runtime::PublicKey key = runtime::generateKeyPair(keygenOutput, keygenOutput + ".pub");
+  llvm::outs() << "wrote " << keygenOutput << " (secret: keep it private) and " << key.source
+               << " (public: give it to q3run --require-signature); key " << runtime::keyId(key)
+               << "\n";
   return 0;
 }
 

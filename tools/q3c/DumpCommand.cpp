@@ -1,17 +1,17 @@
 //===- DumpCommand.cpp - q3c dump -----------------------------------------===//
 #include "tools/q3c/CommandLine.h"
 #include "tools/q3c/Commands.h"
+#include "tools/q3c/MemoryEstimate.h"
 
 #include "backends/cpu/CompileModel.h"
 #include "frontend/Presets.h"
 #include "ir/BuildGraph.h"
 #include "passes/Statistics.h"
+#include "runtime/AtomicFile.h"
 
 #include <nlohmann/json.hpp>
 
 #include "mlir/IR/MLIRContext.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <stdexcept>
@@ -64,9 +64,11 @@ static std::string statisticsText(const passes::PipelineStatistics &stats) {
 }
 
 int runDump() {
+  runtime::refuseOutputThatIsInput("-o", dumpOutput, {dumpModel});
   std::vector<std::string> warnings;
   frontend::ModelConfig config = frontend::resolveModelConfig(dumpModel, &warnings);
   printWarnings(warnings);
+  requireMemoryFor(MemoryUse::Graph, config);
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
   mlir::OwningOpRef<mlir::ModuleOp> graph = module->clone();
@@ -74,20 +76,19 @@ int runDump() {
   const bool kernels = emitStage.getNumOccurrences() && emitStage == "kernels";
   if (kernels && pipelineTarget != "cpu")
     throw std::invalid_argument("--emit=kernels needs --target cpu");
-  std::error_code error;
-  llvm::ToolOutputFile output(dumpOutput, error, llvm::sys::fs::OF_Text);
-  if (error)
-    throw std::runtime_error(dumpOutput + ": " + error.message());
+  std::string text;
   if (kernels) {
-    output.os() << cpu::cpuKernelsSource(*module);
+    text = cpu::cpuKernelsSource(*module);
   } else if (dumpStats) {
     passes::PipelineStatistics stats = passes::collectStatistics(*graph, *module);
-    output.os() << (dumpJson ? statisticsJson(stats) : statisticsText(stats));
+    text = dumpJson ? statisticsJson(stats) : statisticsText(stats);
   } else {
-    module->print(output.os());
-    output.os() << "\n";
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    os << "\n";
   }
-  output.keep();
+  // Atomically: a failed write leaves what was at the path (runtime/AtomicFile.h).
+  runtime::writeFileAtomically(dumpOutput, text, runtime::Dash::IsStandardOutput);
   return 0;
 }
 

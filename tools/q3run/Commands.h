@@ -18,6 +18,7 @@ struct CommonOptions {
   std::string weights;
   int64_t threads = 0; // 0: all cores
   int64_t context = 0; // 0: min(max_position_embeddings, 4096)
+  std::string requireSignature; // a public key file, or empty
 };
 
 /// Adds MODEL.q3, --weights, --threads and --ctx to `parser`.

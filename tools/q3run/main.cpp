@@ -9,17 +9,32 @@
 //===----------------------------------------------------------------------===//
 #include "tools/q3run/Commands.h"
 
+#include "runtime/AtomicFile.h"
+#include "runtime/FatalSignals.h"
+
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
 int main(int argc, char **argv) {
+  // A SIGBUS on the mapped artifact or checkpoint is one line naming it.
+  q3::runtime::installFatalSignalHandlers("q3run");
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    if (!args.empty() && args.front() == "bench")
-      return q3::q3run::benchCommand(std::vector<std::string>(args.begin() + 1, args.end()));
-    return q3::q3run::runCommand(args);
+    const int code =
+        !args.empty() && args.front() == "bench"
+            ? q3::q3run::benchCommand(std::vector<std::string>(args.begin() + 1, args.end()))
+            : q3::q3run::runCommand(args);
+    // Output that never arrived (a full disk, a closed pipe) is an error.
+    q3::runtime::flushStandardOutput();
+    return code;
+  } catch (const std::bad_alloc &) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "q3run: error: out of memory: the model needs more memory than this "
+                         "process may use\n");
+    return 1;
   } catch (const std::exception &error) {
     std::fflush(stdout);
     std::fprintf(stderr, "q3run: error: %s\n", error.what());

@@ -60,7 +60,14 @@ func.func @key_used_twice(%qkv: tensor<?x24xf32>, %cache: !cache, %pos: index) -
 !cache = !q3.kv_cache<layers = 4, kv_heads = 1, head_dim = 4>
 
 // Must NOT fire: q and k rotated with different thetas.
+// The norms, both rotations and the cache write stay as they were.
 // CHECK-LABEL: func.func @mismatched_theta
+// CHECK-NOT: q3.qk_norm_rope_cache
+// CHECK: q3.rms_norm %{{.*}}, %qn
+// CHECK: q3.rope %{{.*}} at %arg2 {theta = 1.000000e+04 : f64}
+// CHECK: q3.rms_norm %{{.*}}, %kn
+// CHECK: q3.rope %{{.*}} at %arg2 {theta = 1.000000e+06 : f64}
+// CHECK: q3.kv_cache_update
 // CHECK-NOT: q3.qk_norm_rope_cache
 func.func @mismatched_theta(%qkv: tensor<?x24xf32>, %cache: !cache, %pos: index) -> tensor<?x4x4xf32> {
   %q, %k, %v = q3.split_columns %qkv : tensor<?x24xf32> -> tensor<?x16xf32>, tensor<?x4xf32>, tensor<?x4xf32>
