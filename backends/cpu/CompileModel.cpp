@@ -571,11 +571,13 @@ CompiledModel compileForCpu(ModuleOp module, const CpuTarget &target,
   return compiled;
 }
 
-void writeCpuArtifact(const std::string &path, const CompiledModel &model) {
+void writeCpuArtifact(const std::string &path, const CompiledModel &model,
+                      const std::vector<runtime::ArtifactSection> &extraSections) {
   std::vector<runtime::ArtifactSection> sections;
   sections.push_back({"kernels.so", runtime::SectionKind::Executable, model.sharedObject});
   sections.push_back({"kernels.mlir", runtime::SectionKind::Data,
                       std::vector<uint8_t>(model.kernelSource.begin(), model.kernelSource.end())});
+  sections.insert(sections.end(), extraSections.begin(), extraSections.end());
   runtime::writeArtifact(path, model.manifest, sections);
 }
 

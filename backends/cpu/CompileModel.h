@@ -3,6 +3,7 @@
 
 #include "backends/cpu/CpuTarget.h"
 #include "backends/cpu/KernelSource.h"
+#include "runtime/Artifact.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -54,7 +55,10 @@ std::optional<PrefillMatmul> parsePrefillMatmul(const std::string &name);
 CompiledModel compileForCpu(mlir::ModuleOp module, const CpuTarget &target,
                             const CpuCompileOptions &options = {});
 
-/// Writes `model` as one artifact file (runtime/Artifact.h).
-void writeCpuArtifact(const std::string &path, const CompiledModel &model);
+/// Writes `model` as one artifact file (runtime/Artifact.h), with
+/// `extraSections` (the tokenizer and chat template, runtime/text/ArtifactText.h)
+/// after the kernels.
+void writeCpuArtifact(const std::string &path, const CompiledModel &model,
+                      const std::vector<runtime::ArtifactSection> &extraSections = {});
 
 } // namespace q3::cpu

@@ -108,6 +108,31 @@ TextAssets readTextAssets(const std::string &path) {
   return assets;
 }
 
+std::optional<std::string> chatTemplateSource(const TextAssets &assets) {
+  if (assets.chatTemplate)
+    return assets.chatTemplate->bytes;
+  if (!assets.tokenizerConfig)
+    return std::nullopt;
+  nlohmann::json config =
+      nlohmann::json::parse(assets.tokenizerConfig->bytes, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object())
+    throw runtime::LoadError(runtime::printable(assets.tokenizerConfig->name) +
+                             ": expected a JSON object");
+  auto it = config.find("chat_template");
+  if (it == config.end())
+    return std::nullopt;
+  if (it->is_string())
+    return it->get<std::string>();
+  if (it->is_array())
+    for (const auto &entry : *it)
+      if (entry.is_object() && entry.value("name", "") == "default" && entry.contains("template") &&
+          entry["template"].is_string())
+        return entry["template"].get<std::string>();
+  throw runtime::LoadError(runtime::printable(assets.tokenizerConfig->name) +
+                           ": chat_template: expected a string or a list with a \"default\" "
+                           "template");
+}
+
 std::vector<runtime::ArtifactSection> textSections(const TextAssets &assets) {
   std::vector<runtime::ArtifactSection> sections;
   for (size_t i = 0; i < 4; ++i)

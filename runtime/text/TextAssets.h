@@ -49,6 +49,12 @@ TextAssets readTextAssets(const std::string &path);
 /// True when `path` is a file that starts with the artifact magic.
 bool isArtifactFile(const std::string &path);
 
+/// The chat template's source: chat_template.jinja, else tokenizer_config.json's
+/// "chat_template" (a string, or a list of {name, template} whose "default"
+/// is taken). Nothing when neither has one; LoadError when
+/// tokenizer_config.json is not a JSON object.
+std::optional<std::string> chatTemplateSource(const TextAssets &assets);
+
 /// The assets as artifact data sections, in the order of kTextFileNames.
 std::vector<runtime::ArtifactSection> textSections(const TextAssets &assets);
 

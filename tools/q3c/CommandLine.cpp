@@ -56,6 +56,12 @@ cl::opt<std::string>
     randomDType("dtype", cl::sub(randomModelCommand),
                 cl::desc("Weight dtype: bf16, f16 or f32 (default: the config's torch_dtype)"),
                 cl::cat(q3Category));
+cl::opt<std::string> randomTokenizer(
+    "tokenizer", cl::sub(randomModelCommand),
+    cl::desc("Also write this tokenizer (tokenizer.json, a model folder or an artifact) with its "
+             "tokenizer_config.json and generation_config.json, cut down to the config's "
+             "vocabulary when it is smaller (the first merges, then the added tokens)"),
+    cl::value_desc("path"), cl::cat(q3Category));
 cl::opt<std::string> randomOutput("o", cl::sub(randomModelCommand), cl::Required,
                                   cl::desc("Output model folder"), cl::value_desc("dir"),
                                   cl::cat(q3Category));
@@ -82,6 +88,11 @@ cl::opt<std::string> compileKvCache(
              "the attention reads; keys and values rounded to bf16, so logits differ from f32 "
              "by up to ~1%)"),
     cl::value_desc("f32|bf16"), cl::cat(q3Category));
+cl::opt<bool> compileNoTokenizer(
+    "no-tokenizer", cl::sub(compileCommand),
+    cl::desc("Do not embed the model folder's tokenizer.json, tokenizer_config.json, "
+             "chat_template.jinja and generation_config.json (embedded by default when present)"),
+    cl::cat(q3Category));
 cl::opt<std::string> compileOutput("o", cl::sub(compileCommand), cl::Required,
                                    cl::desc("The artifact to write"), cl::value_desc("file.q3"),
                                    cl::cat(q3Category));

@@ -30,6 +30,7 @@ extern llvm::cl::opt<std::string> randomConfig;
 extern llvm::cl::opt<uint64_t> randomSeed;
 extern llvm::cl::opt<std::string> randomDType;
 extern llvm::cl::opt<std::string> randomOutput;
+extern llvm::cl::opt<std::string> randomTokenizer;
 
 extern llvm::cl::opt<std::string> compileModel;
 extern llvm::cl::opt<std::string> compileTarget;
@@ -37,6 +38,7 @@ extern llvm::cl::opt<std::string> compileCpu;
 extern llvm::cl::opt<std::string> compilePrefillMatmul;
 extern llvm::cl::opt<std::string> compileKvCache;
 extern llvm::cl::opt<std::string> compileOutput;
+extern llvm::cl::opt<bool> compileNoTokenizer;
 
 // Pipeline flags shared by dump, eval and compile.
 extern llvm::cl::opt<std::string> emitStage;

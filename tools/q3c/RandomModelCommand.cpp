@@ -14,6 +14,8 @@
 #include "ir/Params.h"
 #include "runtime/DType.h"
 #include "runtime/SafeTensorsWriter.h"
+#include "runtime/text/TextAssets.h"
+#include "runtime/text/TokenizerSubset.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/raw_ostream.h"
@@ -91,6 +93,13 @@ int runRandomModel() {
     throw std::runtime_error((dir / "config.json").string() + ": write failed");
   llvm::outs() << "wrote " << dir.string() << ": " << tensors.size() << " tensors, "
                << frontend::dtypeName(config.dtype) << ", seed " << randomSeed << "\n";
+  if (!randomTokenizer.empty()) {
+    text::TextAssets assets = text::fitTokenizerToVocabulary(
+        text::readTextAssets(randomTokenizer), config.vocabSize);
+    text::writeTextAssets(assets, dir.string());
+    llvm::outs() << "wrote " << (dir / "tokenizer.json").string() << " for " << config.vocabSize
+                 << " token ids (from " << randomTokenizer << ")\n";
+  }
   return 0;
 }
 
