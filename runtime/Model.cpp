@@ -133,7 +133,8 @@ struct Model::State {
   bool profiling = false;
   std::vector<KernelProfile> stepProfiles; // parallel to steps while profiling
 
-  void bindWeights(const std::string &weightsPath);
+  void bindWeights(const std::string &weightsPath,
+                   const std::function<void(int64_t, int64_t)> &progress);
   void packColumnBlocksOf(const WeightData &source, const nlohmann::json &entry,
                           WeightData &packed);
   void foldGainInto(const WeightData &matrix, const WeightData &gain, WeightData &folded);
@@ -248,7 +249,8 @@ void Model::State::materialize(const nlohmann::json &entry, const BoundWeights &
   weights.push_back(std::move(weight));
 }
 
-void Model::State::bindWeights(const std::string &weightsPath) {
+void Model::State::bindWeights(const std::string &weightsPath,
+                               const std::function<void(int64_t, int64_t)> &progress) {
   const nlohmann::json &manifest = artifact->manifest();
   std::vector<ParamSpec> params;
   for (const auto &entry : manifest.at("weights"))
@@ -286,6 +288,8 @@ void Model::State::bindWeights(const std::string &weightsPath) {
       continue;
     }
     materialize(entries[i], bound);
+    if (progress)
+      progress(int64_t(i + 1), int64_t(entries.size()));
     if (entries[i].contains("inputs"))
       for (int64_t input : entries[i].at("inputs").get<std::vector<int64_t>>())
         if (lastUse[size_t(input)] == i && !read[size_t(input)])
@@ -423,7 +427,7 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
     const int64_t maxPositions = config.at("max_position_embeddings").get<int64_t>();
     s.context =
         options.contextLength > 0 ? options.contextLength : std::min<int64_t>(maxPositions, 4096);
-    s.bindWeights(weightsPath);
+    s.bindWeights(weightsPath, options.progress);
     s.rowBytes = s.artifact->manifest().at("buffers").at("row_bytes").get<std::vector<int64_t>>();
     s.buildSchedule();
     for (int64_t bytes : s.rowBytes)

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,9 @@ struct KernelProfile {
 struct ModelOptions {
   int threads = 0;           // 0: all cores
   int64_t contextLength = 0; // KV cache positions; 0: min(max_position_embeddings, 4096)
+  /// Called as weights are bound (done of total weight-plan entries), for a
+  /// progress bar.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 class Model {
