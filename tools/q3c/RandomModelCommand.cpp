@@ -94,11 +94,13 @@ int runRandomModel() {
   llvm::outs() << "wrote " << dir.string() << ": " << tensors.size() << " tensors, "
                << frontend::dtypeName(config.dtype) << ", seed " << randomSeed << "\n";
   if (!randomTokenizer.empty()) {
-    text::TextAssets assets = text::fitTokenizerToVocabulary(
-        text::readTextAssets(randomTokenizer), config.vocabSize);
+    const text::TextAssets source = text::readTextAssets(randomTokenizer);
+    const text::TextAssets assets = text::fitTokenizerToVocabulary(source, config.vocabSize);
     text::writeTextAssets(assets, dir.string());
+    const bool cut = assets.tokenizer->bytes != source.tokenizer->bytes;
     llvm::outs() << "wrote " << (dir / "tokenizer.json").string() << " for " << config.vocabSize
-                 << " token ids (from " << randomTokenizer << ")\n";
+                 << " token ids (" << (cut ? "cut down from " : "copied from ") << randomTokenizer
+                 << ")\n";
   }
   return 0;
 }

@@ -62,7 +62,7 @@ void addTextOptions(ArgParser &parser, TextOptions &o, bool chat) {
                    0.01, 100);
   parser.addDouble({"--presence-penalty"}, &o.presencePenalty, "F",
                    "subtract F from the logits of tokens already in the answer (default: 0, off; "
-                   "Qwen suggests up to 1.5 against repetition)",
+                   "Qwen suggests 0 to 2 against endless repetition)",
                    -100, 100);
   parser.addInt({"--seed"}, &o.seed, "N",
                 "random seed: the same seed, artifact and flags give the same text (default: "
