@@ -84,7 +84,7 @@ int tokenizeCommand(const std::vector<std::string> &args) {
   bool specialAsText = false, showTokens = false, runBench = false, jsonLines = false;
   int64_t benchSeconds = 2;
   ArgParser parser("q3run tokenize",
-                   "q3run tokenize --tokenizer PATH (--text TEXT | --file FILE) [--show-tokens] "
+                   "q3run tokenize --tokenizer PATH (--text TEXT | --file FILE) [--show-tokens] [--jsonl] "
                    "[--special-as-text] [--bench [--bench-seconds N]]",
                    "Encodes text with the model's tokenizer and prints \"ids: a b c\". PATH is a\n"
                    "tokenizer.json, a model folder that has one, or an artifact that embeds one.\n"
