@@ -52,10 +52,10 @@ bool isRegularFile(const std::string &path) {
 
 } // namespace
 
-TextAssets readTextAssetsFromFolder(const std::string &folder) {
+TextAssets readTextAssetsFromFolder(const std::string &folder, bool withTokenizer) {
   TextAssets assets;
   assets.source = folder;
-  for (size_t i = 0; i < 4; ++i) {
+  for (size_t i = withTokenizer ? 0 : 1; i < 4; ++i) {
     const std::string path = (fs::path(folder) / kTextFileNames[i]).string();
     if (isRegularFile(path))
       slot(assets, i) = TextFile{path, readWholeFile(path)};
@@ -101,10 +101,11 @@ TextAssets readTextAssets(const std::string &path) {
     return assets;
   }
   // A tokenizer.json (any name); its folder may hold the other files.
+  TextFile tokenizer{path, readWholeFile(path)};
   const std::string folder = fs::path(path).parent_path().string();
-  assets = readTextAssetsFromFolder(folder.empty() ? "." : folder);
+  assets = readTextAssetsFromFolder(folder.empty() ? "." : folder, /*withTokenizer=*/false);
   assets.source = path;
-  assets.tokenizer = TextFile{path, readWholeFile(path)};
+  assets.tokenizer = std::move(tokenizer);
   return assets;
 }
 

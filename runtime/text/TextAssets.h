@@ -35,8 +35,9 @@ struct TextAssets {
 /// The file names above, which are also the artifact's section names.
 extern const char *const kTextFileNames[4];
 
-/// Reads what `folder` has of the four files (none is required).
-TextAssets readTextAssetsFromFolder(const std::string &folder);
+/// Reads what `folder` has of the four files (none is required);
+/// tokenizer.json only `withTokenizer`.
+TextAssets readTextAssetsFromFolder(const std::string &folder, bool withTokenizer = true);
 
 /// The text sections of `artifact` (none is required).
 TextAssets readTextAssetsFromArtifact(const runtime::Artifact &artifact);

@@ -5,7 +5,7 @@
 // Face tokenizers library gives; decoding gives valid UTF-8.
 //
 // What the loader accepts, and the one-line error for everything else:
-// docs/tokenizer.md.
+// docs/text.md.
 #pragma once
 
 #include "runtime/text/Bpe.h"
