@@ -107,7 +107,7 @@ int chatCommand(const std::vector<std::string> &args) {
                    (long long)session.model->contextLength());
       continue;
     }
-    TextPrinter printer(options.showThink);
+    TextPrinter printer(options.showThink, /*trimAnswerStart=*/true);
     const text::GenerationStats stats = session.generator->generate(
         tokens, generationOptions(options, session, &interruptFlag(), /*splitThinking=*/true),
         [&printer](text::TextKind kind, std::string_view piece) { printer(kind, piece); });

@@ -85,7 +85,7 @@ int generateCommand(const std::vector<std::string> &args) {
     if (done == total)
       prefillBar.finish();
   };
-  TextPrinter printer(options.showThink);
+  TextPrinter printer(options.showThink, /*trimAnswerStart=*/!raw);
   const text::GenerationStats stats = session.generator->generate(
       tokens, generation, [&printer](text::TextKind kind, std::string_view piece) {
         printer(kind, piece);

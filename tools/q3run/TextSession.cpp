@@ -201,9 +201,9 @@ void checkPromptFits(int64_t promptTokens, int64_t context) {
         context));
 }
 
-TextPrinter::TextPrinter(bool showThinking)
+TextPrinter::TextPrinter(bool showThinking, bool trimAnswerStart)
     : showThinking_(showThinking), stdoutTerminal_(text::isTerminal(stdout)),
-      stderrTerminal_(text::isTerminal(stderr)) {}
+      stderrTerminal_(text::isTerminal(stderr)), answerStarted_(!trimAnswerStart) {}
 
 void TextPrinter::write(std::string_view text) {
   if (text.empty())

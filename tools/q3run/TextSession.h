@@ -81,12 +81,13 @@ text::GenerationOptions generationOptions(const TextOptions &options, const Text
 /// "the prompt needs N positions, more than the context of C (--ctx)"
 void checkPromptFits(int64_t promptTokens, int64_t context);
 
-/// Prints generated text to stdout as it comes: the answer as is, its
-/// leading newlines dropped; thinking only with --show-think (dimmed on a
-/// terminal), else a "thinking..." note on a terminal's stderr.
+/// Prints generated text to stdout as it comes: the answer as is (with
+/// `trimAnswerStart`, its leading newlines dropped: what follows </think>);
+/// thinking only with --show-think (dimmed on a terminal), else a
+/// "thinking..." note on a terminal's stderr.
 class TextPrinter {
 public:
-  explicit TextPrinter(bool showThinking);
+  TextPrinter(bool showThinking, bool trimAnswerStart);
   void operator()(text::TextKind kind, std::string_view text);
   /// Ends the output with a newline (if anything was printed).
   void finish();
@@ -96,7 +97,7 @@ private:
   bool showThinking_;
   bool stdoutTerminal_, stderrTerminal_;
   bool dimmed_ = false, noteShown_ = false;
-  bool answerStarted_ = false;
+  bool answerStarted_;
   char last_ = '\n';
   bool printedAny_ = false;
 };
