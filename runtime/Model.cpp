@@ -206,7 +206,7 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
                 availableMemory(), "; use a shorter context (q3run --ctx)");
   s.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(weightsPath));
   std::vector<std::string> warnings;
-  s.weights = evaluateWeightPlan(s.manifest, *s.checkpoint, *s.pool, &warnings);
+  s.weights = evaluateWeightPlan(s.manifest, *s.checkpoint, *s.pool, &warnings, options.progress);
   s.allocate();
   return model;
 }

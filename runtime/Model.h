@@ -9,6 +9,7 @@
 #include "runtime/ThreadPool.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -38,6 +39,9 @@ struct ModelOptions {
   /// When set, the artifact must carry a signature that verifies with this
   /// key, checked before any of its code is loaded (runtime/Signature.h).
   std::optional<PublicKey> requiredSigner;
+  /// Called as weights are bound (done of total weight-plan entries), for a
+  /// progress bar.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 class Model {

@@ -38,7 +38,8 @@ public:
   PlanEvaluator(const manifest::Manifest &m, const Checkpoint &checkpoint, ThreadPool &pool)
       : m(m), checkpoint(checkpoint), pool(pool) {}
 
-  std::vector<WeightData> evaluate(std::vector<std::string> *warnings) {
+  std::vector<WeightData> evaluate(std::vector<std::string> *warnings,
+                                   const WeightPlanProgress &progress) {
     bind(warnings);
     markNeeded();
     for (size_t i = 0; i < m.weights.size(); ++i) {
@@ -47,6 +48,8 @@ public:
         continue;
       }
       materialize(m.weights[i]);
+      if (progress)
+        progress(int64_t(i + 1), int64_t(m.weights.size()));
       for (int64_t input : m.weights[i].inputs)
         if (lastUse[size_t(input)] == i && !read[size_t(input)])
           release(weights[size_t(input)]);
@@ -202,8 +205,9 @@ private:
 
 std::vector<WeightData> evaluateWeightPlan(const manifest::Manifest &m,
                                            const Checkpoint &checkpoint, ThreadPool &pool,
-                                           std::vector<std::string> *warnings) {
-  return PlanEvaluator(m, checkpoint, pool).evaluate(warnings);
+                                           std::vector<std::string> *warnings,
+                                           const WeightPlanProgress &progress) {
+  return PlanEvaluator(m, checkpoint, pool).evaluate(warnings, progress);
 }
 
 } // namespace q3::runtime

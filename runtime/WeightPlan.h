@@ -15,6 +15,7 @@
 #include "runtime/ThreadPool.h"
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace q3::runtime {
@@ -28,13 +29,17 @@ struct WeightData {
   int64_t bytes() const { return elements * int64_t(dtypeSize(dtype)); }
 };
 
+/// Called after each weight-plan entry is computed (done, total).
+using WeightPlanProgress = std::function<void(int64_t done, int64_t total)>;
+
 /// Evaluates `m.weights` against `checkpoint`: every weight a dispatch of
 /// `m.steps` reads ends up with data; the others (inputs of transforms only)
 /// are released. Throws LoadError naming the tensor on a checkpoint that does
 /// not fit the plan. `warnings` receives unused checkpoint tensors.
 std::vector<WeightData> evaluateWeightPlan(const manifest::Manifest &m,
                                            const Checkpoint &checkpoint, ThreadPool &pool,
-                                           std::vector<std::string> *warnings);
+                                           std::vector<std::string> *warnings,
+                                           const WeightPlanProgress &progress = {});
 
 DType runtimeDType(manifest::ElementType type);
 

@@ -31,8 +31,8 @@ std::string cpuKernelsSource(mlir::ModuleOp module);
 CompiledModel compileForCpu(mlir::ModuleOp module);
 
 /// Writes `model` as one artifact file (runtime/Artifact.h): the manifest,
-/// kernels.so, kernels.mlir, then `extra` sections; signed when `signer` is
-/// given.
+/// kernels.so, kernels.mlir, then `extra` sections (the tokenizer and chat
+/// template, runtime/text/ArtifactText.h); signed when `signer` is given.
 void writeCpuArtifact(const std::string &path, const CompiledModel &model,
                       const std::vector<runtime::ArtifactSection> &extra = {},
                       const runtime::SecretKey *signer = nullptr);

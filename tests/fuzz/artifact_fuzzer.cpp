@@ -6,9 +6,10 @@
 // twice: as is (the header checks), and with file_size and the checksum fixed
 // up (re-sealed, as an attacker would), which lets the fuzzer reach the
 // section table, the manifest, the signature section and what the runtime
-// reads from the manifest before allocating (the memory estimate). (The
-// typed manifest validation of the CPU issue belongs here too once it lands.)
+// reads from the manifest before allocating (the memory estimate) and the
+// typed manifest's reader and validation (manifest_fuzzer.cpp goes deeper).
 #include "runtime/Artifact.h"
+#include "runtime/Manifest.h"
 #include "runtime/ModelMemory.h"
 
 #include <cstddef>
@@ -47,6 +48,11 @@ void check(const uint8_t *data, size_t size) {
       for (const q3::runtime::MemoryPart &part :
            q3::runtime::estimateModelMemory(artifact->manifest(), context, 4))
         sink = sink + unsigned(part.bytes);
+    // The typed manifest: ManifestError is its only failure.
+    try {
+      q3::manifest::validateManifest(q3::manifest::manifestFromJson(artifact->manifest()));
+    } catch (const q3::manifest::ManifestError &) {
+    }
     // A signature section that is present is checked without crashing.
     if (artifact->find(q3::runtime::kSignatureSectionName)) {
       q3::runtime::PublicKey key;

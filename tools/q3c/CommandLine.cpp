@@ -61,6 +61,12 @@ cl::opt<std::string>
     randomDType("dtype", cl::sub(randomModelCommand),
                 cl::desc("Weight dtype: bf16, f16 or f32 (default: the config's torch_dtype)"),
                 cl::cat(q3Category));
+cl::opt<std::string> randomTokenizer(
+    "tokenizer", cl::sub(randomModelCommand),
+    cl::desc("Also write this tokenizer (tokenizer.json, a model folder or an artifact) with its "
+             "tokenizer_config.json and generation_config.json, cut down to the config's "
+             "vocabulary when it is smaller (the first merges, then the added tokens)"),
+    cl::value_desc("path"), cl::cat(q3Category));
 cl::opt<std::string> randomOutput("o", cl::sub(randomModelCommand), cl::Required,
                                   cl::desc("Output model folder"), cl::value_desc("dir"),
                                   cl::cat(q3Category));
@@ -115,6 +121,11 @@ cl::opt<std::string> compileSign(
     cl::desc("Sign the artifact with this secret key (q3c keygen); q3run --require-signature "
              "checks it"),
     cl::value_desc("keyfile"), cl::cat(q3Category));
+cl::opt<bool> compileNoTokenizer(
+    "no-tokenizer", cl::sub(compileCommand),
+    cl::desc("Do not embed the model folder's tokenizer.json, tokenizer_config.json, "
+             "chat_template.jinja and generation_config.json (embedded by default when present)"),
+    cl::cat(q3Category));
 
 // q3c keygen
 cl::opt<std::string> keygenOutput("o", cl::sub(keygenCommand), cl::Required,

@@ -31,6 +31,7 @@ extern llvm::cl::opt<std::string> randomConfig;
 extern llvm::cl::opt<uint64_t> randomSeed;
 extern llvm::cl::opt<std::string> randomDType;
 extern llvm::cl::opt<std::string> randomOutput;
+extern llvm::cl::opt<std::string> randomTokenizer;
 
 extern llvm::cl::opt<std::string> compileModel;
 extern llvm::cl::opt<std::string> compileTarget;
@@ -39,6 +40,7 @@ extern llvm::cl::opt<std::string> compileTune;
 extern llvm::cl::opt<bool> compileVerbose;
 extern llvm::cl::opt<std::string> compileSign;
 extern llvm::cl::opt<std::string> keygenOutput;
+extern llvm::cl::opt<bool> compileNoTokenizer;
 
 // Pipeline flags shared by dump, eval and compile.
 extern llvm::cl::opt<std::string> emitStage;

@@ -14,6 +14,8 @@
 #include "ir/BuildGraph.h"
 #include "runtime/AtomicFile.h"
 #include "runtime/Signature.h"
+#include "runtime/text/ArtifactText.h"
+#include "runtime/text/Terminal.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Format.h"
@@ -56,11 +58,24 @@ int runCompile() {
   frontend::ModelConfig config = frontend::resolveModelConfig(compileModel, &warnings);
   printWarnings(warnings);
   requireMemoryFor(MemoryUse::Compile, config);
+  // The tokenizer, chat template and generation defaults, checked first so a
+  // broken tokenizer.json fails before the long part.
+  const std::string modelFolder = text::modelFolderOf(compileModel);
+  const std::vector<runtime::ArtifactSection> textSections =
+      compileNoTokenizer || modelFolder.empty()
+          ? std::vector<runtime::ArtifactSection>()
+          : text::collectTextSections(modelFolder, config.vocabSize);
+  text::StageProgress progress("q3c compile", 4);
+  progress.stage(1, "graph");
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
+  progress.stage(2, "passes");
   runPipelineFromFlags(*module, "cpu");
+  progress.stage(3, "kernels (LLVM)");
   cpu::CompiledModel compiled = cpu::compileForCpu(*module);
-  cpu::writeCpuArtifact(compileOutput, compiled, {}, signer ? &*signer : nullptr);
+  progress.stage(4, "writing");
+  cpu::writeCpuArtifact(compileOutput, compiled, textSections, signer ? &*signer : nullptr);
+  progress.finish();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const manifest::Manifest &m = compiled.manifest;
@@ -72,6 +87,12 @@ int runCompile() {
   if (signer)
     llvm::outs() << ", signed by key " << runtime::keyId(signer->publicKey());
   llvm::outs() << "\n";
+  if (!textSections.empty()) {
+    llvm::outs() << "embedded";
+    for (const runtime::ArtifactSection &section : textSections)
+      llvm::outs() << " " << section.name;
+    llvm::outs() << " (from " << modelFolder << ")\n";
+  }
   return 0;
 }
 

@@ -16,6 +16,8 @@
 #include "runtime/AtomicFile.h"
 #include "runtime/DType.h"
 #include "runtime/SafeTensorsWriter.h"
+#include "runtime/text/TextAssets.h"
+#include "runtime/text/TokenizerSubset.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/raw_ostream.h"
@@ -104,6 +106,15 @@ int runRandomModel() {
   runtime::writeFileAtomically(configPath, frontend::toHuggingFaceJson(config) + "\n");
   llvm::outs() << "wrote " << dir.string() << ": " << tensors.size() << " tensors, "
                << frontend::dtypeName(config.dtype) << ", seed " << randomSeed << "\n";
+  if (!randomTokenizer.empty()) {
+    const text::TextAssets source = text::readTextAssets(randomTokenizer);
+    const text::TextAssets assets = text::fitTokenizerToVocabulary(source, config.vocabSize);
+    text::writeTextAssets(assets, dir.string());
+    const bool cut = assets.tokenizer->bytes != source.tokenizer->bytes;
+    llvm::outs() << "wrote " << (dir / "tokenizer.json").string() << " for " << config.vocabSize
+                 << " token ids (" << (cut ? "cut down from " : "copied from ") << randomTokenizer
+                 << ")\n";
+  }
   return 0;
 }
 

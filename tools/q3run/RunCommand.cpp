@@ -73,7 +73,13 @@ int runCommand(const std::vector<std::string> &args) {
                    "q3run MODEL.q3 --weights MODEL_DIR --tokens 1,2,3 [--logits OUT.npy] [-n N] "
                    "[--threads N] [--ctx N]\n"
                    "       q3run bench MODEL.q3 --weights MODEL_DIR [-p N] [-g N] [-r N] [--json] "
-                   "(see 'q3run bench --help')",
+                   "(see 'q3run bench --help')\n"
+                   "       q3run MODEL.q3 --weights MODEL_DIR --prompt TEXT [...]  text in, text out "
+                   "(see 'q3run generate --help')\n"
+                   "       q3run chat MODEL.q3 --weights MODEL_DIR [...]           interactive chat "
+                   "(see 'q3run chat --help')\n"
+                   "       q3run tokenize | detokenize | template ...             the tokenizer and "
+                   "chat template alone",
                    "Runs a compiled Qwen3 model on the token ids given. Without -n it prints each\n"
                    "position's argmax; --logits writes all positions' logits as a [T, vocab]\n"
                    "float32 .npy; -n N generates N tokens greedily and prints \"ids: ...\".");
