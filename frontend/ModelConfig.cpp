@@ -431,15 +431,27 @@ void readSpecialTokens(const FieldReader &fields, ModelConfig &config,
     warnIfOutsideVocabulary(fields, warnings, "eos_token_id", id, config.vocabSize);
 }
 
+// Real configs are a few kilobytes; the bound keeps /dev/zero or a
+// mistaken multi-gigabyte file from exhausting memory before parsing starts.
+constexpr uintmax_t kMaxConfigBytes = 16u << 20;
+
 std::string readFile(const std::string &path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error))
+    throw ConfigError(fmt::format("{}: is a folder, expected a config.json file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw ConfigError(fmt::format("{}: cannot open for reading: {}", path, std::strerror(errno)));
-  std::ostringstream contents;
-  contents << in.rdbuf();
+  // Bounded: a pipe or device (/dev/zero) may never end.
+  std::string contents(kMaxConfigBytes + 1, '\0');
+  in.read(contents.data(), std::streamsize(contents.size()));
   if (in.bad())
     throw ConfigError(fmt::format("{}: read error", path));
-  return contents.str();
+  if (size_t(in.gcount()) > kMaxConfigBytes)
+    throw ConfigError(fmt::format("{}: more than the {} bytes a config.json may have", path,
+                                  kMaxConfigBytes));
+  contents.resize(size_t(in.gcount()));
+  return contents;
 }
 
 } // namespace

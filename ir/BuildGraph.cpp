@@ -132,8 +132,9 @@ private:
         toHeads(linear(h, attn + "v_proj.weight", config.kvDim(), hidden), config.numKeyValueHeads);
     q = rope(rmsNorm(q, param(attn + "q_norm.weight", {config.headDim})));
     k = rope(rmsNorm(k, param(attn + "k_norm.weight", {config.headDim})));
-    auto update = builder.create<KVCacheUpdateOp>(loc, k.getType(), k.getType(), cache,
-                                                  builder.getI64IntegerAttr(layer), k, v, startPos);
+    Value layerIndex = builder.create<arith::ConstantIndexOp>(loc, layer);
+    auto update = builder.create<KVCacheUpdateOp>(loc, k.getType(), k.getType(), cache, layerIndex,
+                                                  k, v, startPos);
     double scale = 1.0 / std::sqrt(static_cast<double>(config.headDim));
     Value o = builder.create<AttentionOp>(loc, q.getType(), q, update.getKeys(), update.getValues(),
                                           builder.getF64FloatAttr(scale), DenseI64ArrayAttr());

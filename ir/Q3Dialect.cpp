@@ -1,9 +1,10 @@
-//===- Q3Dialect.cpp - dialect registration and type verification ---------===//
+//===- Q3Dialect.cpp - dialect registration, types and attributes ---------===//
 #include "ir/Q3Dialect.h"
 #include "ir/Q3Ops.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -14,6 +15,9 @@ using namespace q3::ir;
 #define GET_TYPEDEF_CLASSES
 #include "ir/Q3Types.cpp.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "ir/Q3Attributes.cpp.inc"
+
 void Q3Dialect::initialize() {
   addOperations<
 #define GET_OP_LIST
@@ -23,15 +27,193 @@ void Q3Dialect::initialize() {
 #define GET_TYPEDEF_LIST
 #include "ir/Q3Types.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "ir/Q3Attributes.cpp.inc"
+      >();
 }
 
 LogicalResult KVCacheType::verify(function_ref<InFlightDiagnostic()> emitError, int64_t layers,
-                                  int64_t kvHeads, int64_t headDim) {
+                                  int64_t kvHeads, int64_t headDim, Type element) {
   if (layers <= 0)
     return emitError() << "!q3.kv_cache: layers must be positive, got " << layers;
   if (kvHeads <= 0)
     return emitError() << "!q3.kv_cache: kv_heads must be positive, got " << kvHeads;
   if (headDim <= 0)
     return emitError() << "!q3.kv_cache: head_dim must be positive, got " << headDim;
+  if (!element || !(element.isF32() || element.isBF16() || element.isF16()))
+    return emitError() << "!q3.kv_cache: element must be f32, bf16 or f16, got " << element;
+  return success();
+}
+
+bool q3::ir::hasColumnBlocks(Type type) {
+  auto tensor = type.dyn_cast<RankedTensorType>();
+  return tensor && tensor.getEncoding() && tensor.getEncoding().isa<ColumnBlocksAttr>();
+}
+
+//===----------------------------------------------------------------------===//
+// LoweringConfigAttr: `#q3.lowering<key = value, ...>`, every key optional.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr llvm::StringLiteral kGridKinds[] = {"fixed", "per_row"};
+constexpr llvm::StringLiteral kMatmuls[] = {"f32", "avx512bf16", "amx"};
+constexpr int64_t kMaxChunksPerThread = 64;
+
+/// The mutable form of the attribute's parameters.
+struct LoweringFields {
+  std::string gridKind, matmul;
+  int64_t gridCount = 0, prefillChunks = 0, decodeChunks = 0;
+  SmallVector<int64_t> tile, workgroupSize;
+
+  explicit LoweringFields(LoweringConfigAttr attr = {}) {
+    if (!attr)
+      return;
+    gridKind = attr.getGridKind().str();
+    gridCount = attr.getGridCount();
+    matmul = attr.getMatmul().str();
+    tile.assign(attr.getTile().begin(), attr.getTile().end());
+    prefillChunks = attr.getPrefillChunks();
+    decodeChunks = attr.getDecodeChunks();
+    workgroupSize.assign(attr.getWorkgroupSize().begin(), attr.getWorkgroupSize().end());
+  }
+  LoweringConfigAttr get(MLIRContext *context) const {
+    return LoweringConfigAttr::get(context, gridKind, gridCount, matmul, tile, prefillChunks,
+                                   decodeChunks, workgroupSize);
+  }
+};
+
+ParseResult parseIntegerList(AsmParser &parser, SmallVector<int64_t> &values) {
+  return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() -> ParseResult {
+    int64_t value;
+    if (parser.parseInteger(value))
+      return failure();
+    values.push_back(value);
+    return success();
+  });
+}
+
+} // namespace
+
+LoweringConfigAttr LoweringConfigAttr::empty(MLIRContext *context) {
+  return LoweringFields().get(context);
+}
+
+LoweringConfigAttr LoweringConfigAttr::withGrid(StringRef kind, int64_t count) const {
+  LoweringFields fields(*this);
+  fields.gridKind = kind.str();
+  fields.gridCount = count;
+  return fields.get(getContext());
+}
+
+LoweringConfigAttr LoweringConfigAttr::withMatmul(StringRef matmul) const {
+  LoweringFields fields(*this);
+  fields.matmul = matmul.str();
+  return fields.get(getContext());
+}
+
+LoweringConfigAttr LoweringConfigAttr::withTile(ArrayRef<int64_t> tile) const {
+  LoweringFields fields(*this);
+  fields.tile.assign(tile.begin(), tile.end());
+  return fields.get(getContext());
+}
+
+LoweringConfigAttr LoweringConfigAttr::withChunks(int64_t prefill, int64_t decode) const {
+  LoweringFields fields(*this);
+  fields.prefillChunks = prefill;
+  fields.decodeChunks = decode;
+  return fields.get(getContext());
+}
+
+LoweringConfigAttr LoweringConfigAttr::withWorkgroupSize(ArrayRef<int64_t> size) const {
+  LoweringFields fields(*this);
+  fields.workgroupSize.assign(size.begin(), size.end());
+  return fields.get(getContext());
+}
+
+Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
+  LoweringFields fields;
+  auto parseField = [&]() -> ParseResult {
+    std::string key;
+    if (parser.parseKeywordOrString(&key) || parser.parseEqual())
+      return failure();
+    if (key == "grid") {
+      if (parser.parseKeywordOrString(&fields.gridKind) || parser.parseInteger(fields.gridCount))
+        return failure();
+      return success();
+    }
+    if (key == "matmul")
+      return parser.parseKeywordOrString(&fields.matmul);
+    if (key == "tile")
+      return parseIntegerList(parser, fields.tile);
+    if (key == "workgroup_size")
+      return parseIntegerList(parser, fields.workgroupSize);
+    if (key == "prefill_chunks")
+      return parser.parseInteger(fields.prefillChunks);
+    if (key == "decode_chunks")
+      return parser.parseInteger(fields.decodeChunks);
+    return parser.emitError(parser.getCurrentLocation())
+           << "#q3.lowering: unknown field '" << key
+           << "' (fields: grid, matmul, tile, prefill_chunks, decode_chunks, workgroup_size)";
+  };
+  if (parser.parseLess())
+    return {};
+  if (failed(parser.parseOptionalGreater())) {
+    if (parser.parseCommaSeparatedList(parseField) || parser.parseGreater())
+      return {};
+  }
+  return getChecked([&] { return parser.emitError(parser.getNameLoc()); }, parser.getContext(),
+                    fields.gridKind, fields.gridCount, fields.matmul, fields.tile,
+                    fields.prefillChunks, fields.decodeChunks, fields.workgroupSize);
+}
+
+void LoweringConfigAttr::print(AsmPrinter &printer) const {
+  SmallVector<std::string> fields;
+  auto list = [](ArrayRef<int64_t> values) {
+    std::string text = "[";
+    for (auto [i, v] : llvm::enumerate(values))
+      text += (i ? ", " : "") + std::to_string(v);
+    return text + "]";
+  };
+  if (hasGrid())
+    fields.push_back("grid = " + getGridKind().str() + " " + std::to_string(getGridCount()));
+  if (!getMatmul().empty())
+    fields.push_back("matmul = " + getMatmul().str());
+  if (!getTile().empty())
+    fields.push_back("tile = " + list(getTile()));
+  if (getPrefillChunks())
+    fields.push_back("prefill_chunks = " + std::to_string(getPrefillChunks()));
+  if (getDecodeChunks())
+    fields.push_back("decode_chunks = " + std::to_string(getDecodeChunks()));
+  if (!getWorkgroupSize().empty())
+    fields.push_back("workgroup_size = " + list(getWorkgroupSize()));
+  printer << "<";
+  for (auto [i, field] : llvm::enumerate(fields))
+    printer << (i ? ", " : "") << field;
+  printer << ">";
+}
+
+LogicalResult LoweringConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                         StringRef gridKind, int64_t gridCount, StringRef matmul,
+                                         ArrayRef<int64_t> tile, int64_t prefillChunks,
+                                         int64_t decodeChunks, ArrayRef<int64_t> workgroupSize) {
+  if (!gridKind.empty() && !llvm::is_contained(kGridKinds, gridKind))
+    return emitError() << "#q3.lowering: grid must be 'fixed N' or 'per_row N', got '" << gridKind
+                       << "'";
+  if (!gridKind.empty() && gridCount <= 0)
+    return emitError() << "#q3.lowering: grid count must be positive, got " << gridCount;
+  if (!matmul.empty() && !llvm::is_contained(kMatmuls, matmul))
+    return emitError() << "#q3.lowering: matmul must be f32, avx512bf16 or amx, got '" << matmul
+                       << "'";
+  for (int64_t chunks : {prefillChunks, decodeChunks})
+    if (chunks < 0 || chunks > kMaxChunksPerThread)
+      return emitError() << "#q3.lowering: chunks per thread must be 1 to " << kMaxChunksPerThread
+                         << ", got " << chunks;
+  for (ArrayRef<int64_t> sizes : {tile, workgroupSize})
+    for (int64_t size : sizes)
+      if (size <= 0)
+        return emitError() << "#q3.lowering: tile and workgroup sizes must be positive, got "
+                           << size;
   return success();
 }

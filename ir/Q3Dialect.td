@@ -26,6 +26,7 @@ def Q3_Dialect : Dialect {
     their Hugging Face tensor names.
   }];
   let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
   let useFoldAPI = kEmitFoldAdaptorFolder;
 }
 
@@ -42,16 +43,96 @@ def Q3_KVCacheType : Q3_Type<"KVCache", "kv_cache"> {
   let summary = "the key/value cache of every layer";
   let description = [{
     Per layer, room for `capacity` (chosen at run time) rotated keys and
-    values of `kv_heads` heads of `head_dim` features, stored in f32. Only
-    `q3.kv_cache_update` reads or writes it.
+    values of `kv_heads` heads of `head_dim` features, stored as `element`:
+    f32 (the default, exact; not printed), or bf16 / f16, to which keys and
+    values are rounded (to nearest even) when they are written and from
+    which they are widened exactly when attention reads them. Only the cache
+    ops (`q3.kv_cache_update`, `q3.qk_norm_rope_cache`) read or write it.
 
     ```mlir
     !q3.kv_cache<layers = 28, kv_heads = 8, head_dim = 128>
+    !q3.kv_cache<layers = 28, kv_heads = 8, head_dim = 128, element = bf16>
     ```
   }];
-  let parameters = (ins "int64_t":$layers, "int64_t":$kv_heads, "int64_t":$head_dim);
+  let parameters = (ins "int64_t":$layers, "int64_t":$kv_heads, "int64_t":$head_dim,
+                        DefaultValuedParameter<"::mlir::Type",
+                                               "::mlir::Float32Type::get($_ctxt)">:$element);
+  let builders = [
+    TypeBuilder<(ins "int64_t":$layers, "int64_t":$kvHeads, "int64_t":$headDim), [{
+      return $_get($_ctxt, layers, kvHeads, headDim, ::mlir::Float32Type::get($_ctxt));
+    }]>
+  ];
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+class Q3_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Q3_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def Q3_ColumnBlocksAttr : Q3_Attr<"ColumnBlocks", "column_blocks"> {
+  let summary = "tensor encoding: a 16-bit weight stored in column blocks";
+  let description = [{
+    The encoding of a `[N, K]` weight (bf16 or f16) whose bytes are laid out
+    as `[N/16][K/2][16][2]`: block `b` holds rows `16b .. 16b+15`, and for
+    each pair of columns `(k, k+1)` the 16 rows' two values side by side, so
+    one 64-byte load gives 16 output features times 2 inputs. The logical
+    shape and the values are unchanged: only the storage order differs.
+    Created by `q3.pack_column_blocks`.
+
+    ```mlir
+    tensor<4096x1024xbf16, #q3.column_blocks>
+    ```
+  }];
+}
+
+def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
+  let summary = "how a backend runs one kernel: grid, instructions, tiles, chunking";
+  let description = [{
+    Set on each `q3.kernel` function (as `q3.lowering`) by the target passes,
+    one decision per pass, and read by code generation and the runtime; the
+    artifact's manifest is its serialization. Every field is optional until
+    the pass that decides it ran.
+
+    - `grid`: the workgroups of a dispatch: `fixed N` (N workgroups whatever
+      the number of rows T) or `per_row N` (T x N).
+    - `matmul`: the instructions of a product's prefill (more than one row):
+      `f32` (f32 FMAs on exactly widened weights), `avx512bf16` or `amx`
+      (activations rounded to bf16, exact bf16 products accumulated in f32).
+    - `tile`: the register tile of a product's prefill, rows x column blocks.
+    - `prefill_chunks`, `decode_chunks`: how finely the runtime splits a
+      dispatch of several rows / of one row for its threads to claim, per
+      thread (1 to 64).
+    - `workgroup_size`: the invocations of one workgroup (GPU targets).
+
+    ```mlir
+    #q3.lowering<grid = fixed 64, matmul = amx, tile = [6, 2], decode_chunks = 16>
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"grid kind: fixed or per_row">:$grid_kind,
+                        "int64_t":$grid_count,
+                        StringRefParameter<"prefill product instructions">:$matmul,
+                        ArrayRefParameter<"int64_t", "register tile">:$tile,
+                        "int64_t":$prefill_chunks, "int64_t":$decode_chunks,
+                        ArrayRefParameter<"int64_t", "workgroup size">:$workgroup_size);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// An empty config (every field unset).
+    static LoweringConfigAttr empty(::mlir::MLIRContext *context);
+    /// Copies of this config with one field set.
+    LoweringConfigAttr withGrid(::llvm::StringRef kind, int64_t count) const;
+    LoweringConfigAttr withMatmul(::llvm::StringRef matmul) const;
+    LoweringConfigAttr withTile(::llvm::ArrayRef<int64_t> tile) const;
+    LoweringConfigAttr withChunks(int64_t prefill, int64_t decode) const;
+    LoweringConfigAttr withWorkgroupSize(::llvm::ArrayRef<int64_t> size) const;
+    bool hasGrid() const { return !getGridKind().empty(); }
+  }];
 }
 
 #endif // Q3_DIALECT_TD

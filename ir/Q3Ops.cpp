@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 
 using namespace mlir;
@@ -55,6 +56,14 @@ LogicalResult expectSameShape(Operation *op, StringRef what, Value v, StringRef 
   return success();
 }
 
+/// Weights that only products read in column blocks; everything else reads
+/// them row-major.
+LogicalResult expectRowMajor(Operation *op, StringRef what, Value v) {
+  if (hasColumnBlocks(v.getType()))
+    return op->emitOpError() << what << " must be row-major, got " << v.getType();
+  return success();
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -78,7 +87,8 @@ void ParamOp::getAsmResultNames(function_ref<void(Value, StringRef)> setNameFn) 
 //===----------------------------------------------------------------------===//
 
 LogicalResult EmbeddingOp::verify() {
-  if (failed(expectRank(*this, "table", getTable(), 2)) ||
+  if (failed(expectRowMajor(*this, "table", getTable())) ||
+      failed(expectRank(*this, "table", getTable(), 2)) ||
       failed(expectRank(*this, "result", getResult(), 2)))
     return failure();
   auto table = rankedType(getTable()), result = rankedType(getResult());
@@ -186,12 +196,22 @@ LogicalResult RopeOp::verify() {
 // KVCacheUpdateOp
 //===----------------------------------------------------------------------===//
 
+/// The layer operand of a cache op, when it is a constant: it must name a
+/// layer of the cache.
+static LogicalResult verifyCacheLayer(Operation *op, Value layer, KVCacheType cache) {
+  APInt value;
+  if (!matchPattern(layer, m_ConstantInt(&value)))
+    return success();
+  if (value.isNegative() || value.getSExtValue() >= cache.getLayers())
+    return op->emitOpError() << "layer " << value.getSExtValue() << " is outside the cache's "
+                             << cache.getLayers() << " layers";
+  return success();
+}
+
 LogicalResult KVCacheUpdateOp::verify() {
   auto cache = getCache().getType().cast<KVCacheType>();
-  if (getLayer() >= static_cast<uint64_t>(cache.getLayers()))
-    return emitOpError() << "layer " << getLayer() << " is outside the cache's "
-                         << cache.getLayers() << " layers";
-  if (failed(expectRank(*this, "key", getKey(), 3)))
+  if (failed(verifyCacheLayer(*this, getLayer(), cache)) ||
+      failed(expectRank(*this, "key", getKey(), 3)))
     return failure();
   auto key = rankedType(getKey());
   if (failed(expectExtent(*this, "key", 1, key.getDimSize(1), cache.getKvHeads(),
@@ -247,7 +267,9 @@ int64_t AttentionOp::kvHeadFor(int64_t h) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult FoldGainOp::verify() {
-  if (failed(expectRank(*this, "weight", getWeight(), 2)) ||
+  if (failed(expectRowMajor(*this, "weight", getWeight())) ||
+      failed(expectRowMajor(*this, "result", getResult())) ||
+      failed(expectRank(*this, "weight", getWeight(), 2)) ||
       failed(expectRank(*this, "gamma", getGamma(), 1)))
     return failure();
   auto weight = rankedType(getWeight());
@@ -264,13 +286,14 @@ LogicalResult FoldGainOp::verify() {
 LogicalResult ConcatRowsOp::verify() {
   if (getInputs().empty())
     return emitOpError() << "needs at least one input";
-  if (failed(expectRank(*this, "result", getResult(), 2)))
+  if (failed(expectRowMajor(*this, "result", getResult())) ||
+      failed(expectRank(*this, "result", getResult(), 2)))
     return failure();
   auto result = rankedType(getResult());
   int64_t rows = 0;
   for (auto [i, input] : llvm::enumerate(getInputs())) {
     std::string what = "input #" + std::to_string(i);
-    if (failed(expectRank(*this, what, input, 2)) ||
+    if (failed(expectRowMajor(*this, what, input)) || failed(expectRank(*this, what, input, 2)) ||
         failed(expectExtent(*this, what, 1, rankedType(input).getDimSize(1), result.getDimSize(1),
                             "result dimension 1")))
       return failure();
@@ -280,6 +303,29 @@ LogicalResult ConcatRowsOp::verify() {
     rows += rankedType(input).getDimSize(0);
   }
   return expectExtent(*this, "result", 0, result.getDimSize(0), rows, "the sum of the input rows");
+}
+
+LogicalResult PackColumnBlocksOp::verify() {
+  if (failed(expectRowMajor(*this, "weight", getWeight())) ||
+      failed(expectRank(*this, "weight", getWeight(), 2)))
+    return failure();
+  if (!hasColumnBlocks(getResult().getType()))
+    return emitOpError() << "result must be encoded #q3.column_blocks, got "
+                         << getResult().getType();
+  auto weight = rankedType(getWeight()), result = rankedType(getResult());
+  if (weight.getShape() != result.getShape() ||
+      weight.getElementType() != result.getElementType())
+    return emitOpError() << "result must have the weight's shape and element type, got "
+                         << result << " for " << weight;
+  if (weight.getElementTypeBitWidth() != 16)
+    return emitOpError() << "column blocks hold 16-bit elements, got " << weight.getElementType();
+  if (weight.getDimSize(0) % 16 != 0)
+    return emitOpError() << "weight dimension 0 is " << weight.getDimSize(0)
+                         << " but column blocks need a multiple of 16";
+  if (weight.getDimSize(1) % 2 != 0)
+    return emitOpError() << "weight dimension 1 is " << weight.getDimSize(1)
+                         << " but column blocks need an even number";
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -332,6 +378,12 @@ LogicalResult FusedLinearOp::verify() {
     return failure();
   if (auto eps = getRmsNormEps(); eps && eps->convertToDouble() <= 0.0)
     return emitOpError() << "rms_norm_eps must be positive";
+  if (Value gain = getGain()) {
+    if (failed(expectRowMajor(*this, "gain", gain)) || failed(expectRank(*this, "gain", gain, 1)) ||
+        failed(expectExtent(*this, "gain", 0, rankedType(gain).getDimSize(0),
+                            weight.getDimSize(1), "weight dimension 1 (in features)")))
+      return failure();
+  }
   if (Value residual = getResidual())
     return expectSameShape(*this, "residual", residual, "result", getResult());
   return success();
@@ -343,7 +395,8 @@ LogicalResult FusedLinearOp::verify() {
 
 LogicalResult QKNormRopeCacheOp::verify() {
   auto cache = getCache().getType().cast<KVCacheType>();
-  if (failed(expectRank(*this, "qkv", getQkv(), 2)) ||
+  if (failed(verifyCacheLayer(*this, getLayer(), cache)) ||
+      failed(expectRank(*this, "qkv", getQkv(), 2)) ||
       failed(expectRank(*this, "query", getQuery(), 3)) ||
       failed(expectRank(*this, "keys", getKeys(), 3)) ||
       failed(expectRank(*this, "q_gain", getQGain(), 1)))
@@ -384,6 +437,28 @@ LogicalResult DispatchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return emitOpError() << "operand and result types do not match kernel @" << getKernel()
                          << " of type " << type;
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+Operation *q3::ir::kernelComputeOp(func::FuncOp kernel) {
+  Operation *compute = nullptr;
+  for (Operation &op : kernel.getBody().front().without_terminator())
+    if (!isa<MergeHeadsOp, ReshapeHeadsOp, SplitColumnsOp>(op))
+      compute = &op;
+  return compute;
+}
+
+LoweringConfigAttr q3::ir::loweringOf(func::FuncOp kernel) {
+  if (auto lowering = kernel->getAttrOfType<LoweringConfigAttr>(kLoweringAttrName))
+    return lowering;
+  return LoweringConfigAttr::empty(kernel.getContext());
+}
+
+void q3::ir::setLowering(func::FuncOp kernel, LoweringConfigAttr lowering) {
+  kernel->setAttr(kLoweringAttrName, lowering);
 }
 
 #define GET_OP_CLASSES

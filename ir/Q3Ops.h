@@ -17,3 +17,19 @@ inline constexpr llvm::StringLiteral kKernelAttrName = "q3.kernel";
 
 #define GET_OP_CLASSES
 #include "ir/Q3Ops.h.inc"
+
+namespace mlir::func {
+class FuncOp;
+} // namespace mlir::func
+
+namespace q3::ir {
+
+/// The op a kernel computes: its last op that is not a view (merge_heads,
+/// reshape_heads, split_columns) or the terminator; null for an empty kernel.
+mlir::Operation *kernelComputeOp(mlir::func::FuncOp kernel);
+
+/// A kernel's lowering config, or an empty one when no pass has set it yet.
+LoweringConfigAttr loweringOf(mlir::func::FuncOp kernel);
+void setLowering(mlir::func::FuncOp kernel, LoweringConfigAttr lowering);
+
+} // namespace q3::ir

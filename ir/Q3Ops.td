@@ -172,15 +172,17 @@ def Q3_KVCacheUpdateOp : Q3_Op<"kv_cache_update",
   let description = [{
     Writes rows `[start_pos, start_pos + T)` of layer `layer`'s cache with the
     (already rotated) `key` and the `value`, then returns all cached rows
-    `[0, start_pos + T)`. Cached keys are never rotated again.
+    `[0, start_pos + T)`. Cached keys are never rotated again. The layer is an
+    index operand (as on `q3.qk_norm_rope_cache`), so the kernels of all
+    layers are one kernel.
 
     ```mlir
-    %keys, %values = q3.kv_cache_update %cache[0], %kr, %v at %start_pos
+    %keys, %values = q3.kv_cache_update %cache[%c0], %kr, %v at %start_pos
         : !q3.kv_cache<layers = 28, kv_heads = 8, head_dim = 128>, tensor<?x8x128xf32>
     ```
   }];
   let arguments = (ins Arg<Q3_KVCacheType, "the cache", [MemRead, MemWrite]>:$cache,
-                       I64Attr:$layer, Q3_Activation:$key, Q3_Activation:$value,
+                       Index:$layer, Q3_Activation:$key, Q3_Activation:$value,
                        Index:$start_pos);
   let results = (outs Q3_Activation:$keys, Q3_Activation:$values);
   let assemblyFormat = [{
@@ -266,6 +268,24 @@ def Q3_ConcatRowsOp : Q3_Op<"concat_rows", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Q3_PackColumnBlocksOp : Q3_Op<"pack_column_blocks", [Pure]> {
+  let summary = "weight transform: re-lay a 16-bit weight out in column blocks";
+  let description = [{
+    The same `[N, K]` values stored as `[N/16][K/2][16][2]` (see
+    `#q3.column_blocks`): what a CPU product reads to load 16 output features
+    times 2 inputs at once. Needs 16-bit elements, `N % 16 == 0` and
+    `K % 2 == 0`. Created by `cpu-pack-column-blocks`.
+
+    ```mlir
+    %packed = q3.pack_column_blocks %w : tensor<4096x1024xbf16> -> tensor<4096x1024xbf16, #q3.column_blocks>
+    ```
+  }];
+  let arguments = (ins Q3_ParamTensor:$weight);
+  let results = (outs Q3_ParamTensor:$result);
+  let assemblyFormat = "$weight attr-dict `:` type($weight) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // SplitColumnsOp
 //===----------------------------------------------------------------------===//
@@ -290,32 +310,40 @@ def Q3_SplitColumnsOp : Q3_Op<"split_columns", [Pure]> {
 // FusedLinearOp
 //===----------------------------------------------------------------------===//
 
-def Q3_FusedLinearOp : Q3_Op<"fused_linear", [Pure]> {
+def Q3_FusedLinearOp : Q3_Op<"fused_linear", [Pure, AttrSizedOperandSegments]> {
   let summary = "a matrix product with a fused RMSNorm prologue and epilogues";
   let description = [{
     `y = x W^T`, extended by what the fusion passes folded into it:
 
     - `rms_norm_eps`: the input's RMSNorm. The prologue computes
-      `r = rsqrt(mean(x^2) + eps)` per row and the epilogue multiplies by it;
-      the gain is already folded into `W` (see `q3.fold_gain`).
+      `r = rsqrt(mean(x^2) + eps)` per row (from `x` as it comes in) and the
+      epilogue multiplies by it.
+    - `gain`: the RMSNorm's gain `g` (`[K]`), applied to the input in the
+      prologue: the product is `(x * g) W^T`. Weights then keep the
+      checkpoint's element type; `fuse-rmsnorm-matmul` uses it for bf16 and
+      f16 weights and folds the gain into f32 weights instead (`q3.fold_gain`,
+      which costs nothing there).
     - `swiglu`: `W` stacks gate over up (`[2I, K]`); the epilogue returns
       `silu(gate) * up` (`[T, I]`).
     - `residual`: the epilogue adds it (`[T, N]`), the residual connection.
 
-    The order is prologue, product, norm scale, swiglu, residual.
+    The order is prologue (sum of squares, gain), product, norm scale,
+    swiglu, residual.
 
     ```mlir
-    %h = q3.fused_linear %x, %w {rms_norm_eps = 1.0e-06 : f64, swiglu} : tensor<?x1024xf32>, tensor<6144x1024xf32> -> tensor<?x3072xf32>
+    %qkv = q3.fused_linear %x, %w gain %g : tensor<1024xbf16> {rms_norm_eps = 1.0e-06 : f64} : tensor<?x1024xf32>, tensor<4096x1024xbf16> -> tensor<?x4096xf32>
+    %h = q3.fused_linear %x, %wf {rms_norm_eps = 1.0e-06 : f64, swiglu} : tensor<?x1024xf32>, tensor<6144x1024xf32> -> tensor<?x3072xf32>
     %x2 = q3.fused_linear %o, %wo residual %x : tensor<?x2048xf32>, tensor<1024x2048xbf16>, tensor<?x1024xf32> -> tensor<?x1024xf32>
     ```
   }];
   let arguments = (ins Q3_Activation:$input, Q3_ParamTensor:$weight,
+                       Optional<Q3_ParamTensor>:$gain,
                        Optional<Q3_Activation>:$residual,
                        OptionalAttr<F64Attr>:$rms_norm_eps, UnitAttr:$swiglu);
   let results = (outs Q3_Activation:$result);
   let assemblyFormat = [{
-    $input `,` $weight (`residual` $residual^)? attr-dict `:` type($input) `,` type($weight)
-    (`,` type($residual)^)? `->` type($result)
+    $input `,` $weight (`gain` $gain^ `:` type($gain))? (`residual` $residual^)? attr-dict
+    `:` type($input) `,` type($weight) (`,` type($residual)^)? `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -12,7 +12,7 @@
 //   %x1 = q3.dispatch @fused_linear_residual_0(%a, %wo, %x0) : (...) -> tensor<?x1024xf32>
 //   ...
 //   func.func private @fused_linear_residual_0(%arg0: tensor<?x16x128xf32>, %arg1: ..., %arg2: ...)
-//       -> tensor<?x1024xf32> attributes {q3.kernel, q3.workgroup_tile = array<i64: 1, 64>} {
+//       -> tensor<?x1024xf32> attributes {q3.kernel} {
 //     %0 = q3.merge_heads %arg0 : ...
 //     %1 = q3.fused_linear %0, %arg1 residual %arg2 : ...
 //     return %1 : tensor<?x1024xf32>
@@ -20,8 +20,8 @@
 //
 // Kernels whose text is identical (all layers of one model) are shared, so
 // the number of distinct kernels is independent of the number of layers.
-// `q3.workgroup_tile` is the part of the first result one workgroup computes:
-// the grid is its ceil-division of the result's [rows, columns].
+// How a kernel runs (its grid, instructions, tiles) is not decided here: the
+// target passes record it in each kernel's `q3.lowering`.
 //
 //===----------------------------------------------------------------------===//
 #include "ir/BuildGraph.h"
@@ -48,7 +48,7 @@ bool isView(Operation *op) { return isa<ReshapeHeadsOp, MergeHeadsOp, SplitColum
 /// Ops that stay in @forward: weights, weight transforms, constants, views
 /// nobody absorbed, and the terminator.
 bool staysOutside(Operation *op) {
-  return isView(op) || isa<ParamOp, FoldGainOp, ConcatRowsOp, DispatchOp>(op) ||
+  return isView(op) || isa<ParamOp, FoldGainOp, ConcatRowsOp, PackColumnBlocksOp, DispatchOp>(op) ||
          op->hasTrait<OpTrait::ConstantLike>() || op->hasTrait<OpTrait::IsTerminator>();
 }
 
@@ -64,16 +64,6 @@ std::string kernelBaseName(Operation *anchor) {
       name += "_residual";
   }
   return name;
-}
-
-/// Rows x columns of the first result that one workgroup computes.
-SmallVector<int64_t> workgroupTile(Operation *anchor) {
-  auto result = anchor->getResult(0).getType().cast<RankedTensorType>();
-  if (isa<LinearOp, FusedLinearOp>(anchor))
-    return {1, 64}; // one row, 64 output features: decode is a matrix-vector product
-  if (isa<AttentionOp, QKNormRopeCacheOp, KVCacheUpdateOp, RopeOp>(anchor))
-    return {1, result.getRank() == 3 ? result.getDimSize(2) : result.getDimSize(1)}; // a head
-  return {1, result.getDimSize(result.getRank() - 1)};                               // a row
 }
 
 /// The anchor plus the views that only the group reads, in block order.
@@ -143,7 +133,6 @@ private:
                                                builder.getFunctionType(inputTypes, outputTypes));
     kernel.setPrivate();
     kernel->setAttr(kKernelAttrName, builder.getUnitAttr());
-    kernel->setAttr("q3.workgroup_tile", builder.getDenseI64ArrayAttr(workgroupTile(anchor)));
     Block *body = kernel.addEntryBlock();
     builder.setInsertionPointToStart(body);
     IRMapping mapping;

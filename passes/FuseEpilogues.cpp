@@ -37,6 +37,7 @@ namespace {
 struct PlainProduct {
   Operation *op;
   Value input, weight;
+  Value gain;        // the prologue's RMSNorm gain, if any
   FloatAttr normEps; // null for q3.linear
 };
 
@@ -46,12 +47,13 @@ std::optional<PlainProduct> plainProduct(Value result) {
   if (auto linear = result.getDefiningOp<LinearOp>()) {
     if (linear.getBias())
       return std::nullopt;
-    return PlainProduct{linear, linear.getInput(), linear.getWeight(), nullptr};
+    return PlainProduct{linear, linear.getInput(), linear.getWeight(), Value(), nullptr};
   }
   if (auto fused = result.getDefiningOp<FusedLinearOp>()) {
     if (fused.getResidual() || fused.getSwiglu())
       return std::nullopt;
-    return PlainProduct{fused, fused.getInput(), fused.getWeight(), fused.getRmsNormEpsAttr()};
+    return PlainProduct{fused, fused.getInput(), fused.getWeight(), fused.getGain(),
+                        fused.getRmsNormEpsAttr()};
   }
   return std::nullopt;
 }
@@ -75,7 +77,8 @@ void fuseSwiglu(MulOp mul) {
     OpBuilder builder(mul);
     auto fused = builder.create<FusedLinearOp>(fusedLocation({product->op, split, silu, mul}),
                                                mul.getType(), product->input, product->weight,
-                                               Value(), product->normEps, builder.getUnitAttr());
+                                               product->gain, Value(), product->normEps,
+                                               builder.getUnitAttr());
     mul.replaceAllUsesWith(fused.getResult());
     mul.erase();
     silu.erase();
@@ -94,8 +97,8 @@ void fuseResidual(AddOp add) {
       continue;
     OpBuilder builder(add);
     auto fused = builder.create<FusedLinearOp>(fusedLocation({product->op, add}), add.getType(),
-                                               product->input, product->weight, residual,
-                                               product->normEps, nullptr);
+                                               product->input, product->weight, product->gain,
+                                               residual, product->normEps, nullptr);
     add.replaceAllUsesWith(fused.getResult());
     add.erase();
     product->op->erase();

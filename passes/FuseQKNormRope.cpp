@@ -102,10 +102,9 @@ void fuse(KVCacheUpdateOp update) {
   OpBuilder builder(update);
   Location loc = fusedLocation({split, query->heads, query->norm, query->rope, key->heads,
                                 key->norm, key->rope, valueHeads, update});
-  Value layer = builder.create<arith::ConstantIndexOp>(loc, int64_t(update.getLayer()));
   auto fused = builder.create<QKNormRopeCacheOp>(
       loc, query->rope.getType(), update.getKeys().getType(), update.getValues().getType(),
-      split.getInput(), query->norm.getGamma(), key->norm.getGamma(), update.getCache(), layer,
+      split.getInput(), query->norm.getGamma(), key->norm.getGamma(), update.getCache(), update.getLayer(),
       update.getStartPos(), query->norm.getEpsAttr(), query->rope.getThetaAttr());
   query->rope.replaceAllUsesWith(fused.getQuery());
   update.getKeys().replaceAllUsesWith(fused.getKeys());

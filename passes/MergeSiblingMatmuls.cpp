@@ -14,8 +14,8 @@
 //   tensor<?x1024xf32>, tensor<?x1024xf32>
 //
 // Siblings keep their order of appearance (gate before up). Products with an
-// epilogue (residual, swiglu), a bias, or weights of another element type
-// than the rest of the group are not merged.
+// epilogue (residual, swiglu), a bias, another gain, or weights of another
+// element type than the rest of the group are not merged.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -36,19 +36,19 @@ namespace q3::passes {
 namespace {
 
 /// Products that may merge share this key: same input, same kind and
-/// prologue, same weight element type.
+/// prologue (norm and gain), same weight element type.
 struct SiblingKey {
   Value input;
   OperationName kind;
   Attribute normEps;
+  Value gain;
   Type weightElementType;
-  bool operator<(const SiblingKey &other) const {
+  auto tuple() const {
     return std::make_tuple(input.getAsOpaquePointer(), kind.getAsOpaquePointer(),
-                           normEps.getAsOpaquePointer(), weightElementType.getAsOpaquePointer()) <
-           std::make_tuple(other.input.getAsOpaquePointer(), other.kind.getAsOpaquePointer(),
-                           other.normEps.getAsOpaquePointer(),
-                           other.weightElementType.getAsOpaquePointer());
+                           normEps.getAsOpaquePointer(), gain.getAsOpaquePointer(),
+                           weightElementType.getAsOpaquePointer());
   }
+  bool operator<(const SiblingKey &other) const { return tuple() < other.tuple(); }
 };
 
 Type weightElementType(Value weight) {
@@ -60,13 +60,13 @@ std::optional<SiblingKey> siblingKey(Operation *op) {
   if (auto linear = dyn_cast<LinearOp>(op)) {
     if (linear.getBias())
       return std::nullopt;
-    return SiblingKey{linear.getInput(), op->getName(), Attribute(),
+    return SiblingKey{linear.getInput(), op->getName(), Attribute(), Value(),
                       weightElementType(linear.getWeight())};
   }
   if (auto fused = dyn_cast<FusedLinearOp>(op)) {
     if (fused.getResidual() || fused.getSwiglu())
       return std::nullopt;
-    return SiblingKey{fused.getInput(), op->getName(), fused.getRmsNormEpsAttr(),
+    return SiblingKey{fused.getInput(), op->getName(), fused.getRmsNormEpsAttr(), fused.getGain(),
                       weightElementType(fused.getWeight())};
   }
   return std::nullopt;
@@ -100,8 +100,9 @@ void mergeSiblings(ArrayRef<Operation *> siblings) {
   auto mergedType = RankedTensorType::get({inputType.getDimSize(0), rows}, builder.getF32Type());
   Value merged;
   if (auto fused = dyn_cast<FusedLinearOp>(first))
-    merged = builder.create<FusedLinearOp>(loc, mergedType, fused.getInput(), stacked, Value(),
-                                           fused.getRmsNormEpsAttr(), nullptr);
+    merged = builder.create<FusedLinearOp>(loc, mergedType, fused.getInput(), stacked,
+                                           fused.getGain(), Value(), fused.getRmsNormEpsAttr(),
+                                           nullptr);
   else
     merged = builder.create<LinearOp>(loc, mergedType, first->getOperand(0), stacked, Value());
   auto split = builder.create<SplitColumnsOp>(loc, pieceTypes, merged);

@@ -12,7 +12,8 @@
 namespace q3::passes {
 
 std::unique_ptr<mlir::Pass> createFuseRMSNormMatmulPass();
-std::unique_ptr<mlir::Pass> createFuseRMSNormMatmulPass(bool keepWeightDType);
+/// `foldGain`: f32-weights, always or never (the pass option fold-gain).
+std::unique_ptr<mlir::Pass> createFuseRMSNormMatmulPass(const std::string &foldGain);
 std::unique_ptr<mlir::Pass> createMergeSiblingMatmulsPass();
 std::unique_ptr<mlir::Pass> createFuseQKNormRopePass();
 std::unique_ptr<mlir::Pass> createExpandGQAPass();
@@ -20,6 +21,9 @@ std::unique_ptr<mlir::Pass> createFuseEpiloguesPass();
 std::unique_ptr<mlir::Pass> createFormDispatchesPass();
 std::unique_ptr<mlir::Pass> createPlanBuffersPass();
 std::unique_ptr<mlir::Pass> createPlanBuffersPass(int64_t maxSeqLen);
+std::unique_ptr<mlir::Pass> createSetKVCacheTypePass();
+/// `element`: f32, bf16 or f16.
+std::unique_ptr<mlir::Pass> createSetKVCacheTypePass(const std::string &element);
 
 #define GEN_PASS_DECL
 #define GEN_PASS_REGISTRATION

@@ -15,18 +15,23 @@ include "mlir/Pass/PassBase.td"
 def FuseRMSNormMatmul : Pass<"fuse-rmsnorm-matmul", "mlir::func::FuncOp"> {
   let summary = "Fold an RMSNorm into the bias-free linears that consume it";
   let description = [{
-    `rms_norm(x, g) W^T = (x (W diag(g))^T) * rsqrt(mean(x^2) + eps)`: the
-    matrix product computes sum(x^2) in its prologue and scales by 1/rms in its
-    epilogue, and the gain is folded into the weight by a recorded weight
-    transform (`q3.fold_gain`). The folded weight is f32 (exact to f32
-    rounding) unless `keep-weight-dtype` asks for the checkpoint's dtype. Fires only when every user of the norm is a
-    bias-free `q3.linear` (or an unfused `q3.fused_linear`) on a rank-2 input.
+    `rms_norm(x, g) W^T = ((x * g) W^T) * rsqrt(mean(x^2) + eps)`: the matrix
+    product computes sum(x^2) in its prologue and scales by 1/rms in its
+    epilogue. The gain either stays an operand of the product (`gain`,
+    applied to x in the prologue: the weight keeps the checkpoint's bytes) or
+    is folded into an f32 copy of the weight by a recorded weight transform
+    (`q3.fold_gain`, exact to f32 rounding). `fold-gain` chooses:
+    `f32-weights` (the default) folds only into weights that are f32 already,
+    where folding costs no bytes; `always` folds every weight (bf16 and f16
+    weights then double their bytes); `never` keeps every gain an operand.
+    Fires only when every user of the norm is a bias-free `q3.linear` on a
+    rank-2 input.
   }];
   let constructor = "q3::passes::createFuseRMSNormMatmulPass()";
   let options = [
-    Option<"keepWeightDType", "keep-weight-dtype", "bool", /*default=*/"false",
-           "Store folded weights in the checkpoint's dtype: half the bytes of f32 for "
-           "bf16/f16 models, but W*g is rounded (not exact)">
+    Option<"foldGain", "fold-gain", "std::string", /*default=*/"\"f32-weights\"",
+           "Where the gain goes: f32-weights (fold into f32 weights, else a prologue "
+           "operand), always (fold into f32 copies), never (always an operand)">
   ];
   let dependentDialects = ["q3::ir::Q3Dialect"];
 }
@@ -99,6 +104,23 @@ def PlanBuffers : Pass<"plan-buffers", "mlir::ModuleOp"> {
   let options = [
     Option<"maxSeqLen", "max-seq-len", "int64_t", /*default=*/"4096",
            "Rows of the largest prefill the buffers must hold">
+  ];
+  let dependentDialects = ["q3::ir::Q3Dialect"];
+}
+
+def SetKVCacheType : Pass<"set-kv-cache-type", "mlir::ModuleOp"> {
+  let summary = "Choose the element type the KV cache stores";
+  let description = [{
+    Rewrites every `!q3.kv_cache` in the module (the argument of `@forward`
+    and of the kernels that read or write the cache) to store `element`:
+    `f32` keeps keys and values exact; `bf16` or `f16` halves the cache's
+    memory and the bytes attention reads, rounding keys (after q/k-norm and
+    RoPE) and values to nearest even as they are written.
+  }];
+  let constructor = "q3::passes::createSetKVCacheTypePass()";
+  let options = [
+    Option<"element", "element", "std::string", /*default=*/"\"f32\"",
+           "The cache's element type: f32, bf16 or f16">
   ];
   let dependentDialects = ["q3::ir::Q3Dialect"];
 }

@@ -20,7 +20,10 @@ Stage parseStage(const std::string &name) {
     return Stage::Fused;
   if (name == "dispatch")
     return Stage::Dispatch;
-  throw std::invalid_argument("--emit: expected graph, fused or dispatch, got '" + name + "'");
+  if (name == "target")
+    return Stage::Target;
+  throw std::invalid_argument("--emit: expected graph, fused, dispatch or target, got '" + name +
+                              "'");
 }
 
 const std::vector<PipelineEntry> &defaultPipeline() {
@@ -34,6 +37,7 @@ const std::vector<PipelineEntry> &defaultPipeline() {
       {"cse", Stage::Fused},
       {"form-dispatches", Stage::Dispatch},
       {"plan-buffers", Stage::Dispatch},
+      {"set-kv-cache-type", Stage::Dispatch},
   };
   return pipeline;
 }
@@ -45,7 +49,7 @@ void addPass(OpPassManager &pm, const std::string &name, const PipelineOptions &
     pm.addNestedPass<func::FuncOp>(std::move(pass));
   };
   if (name == "fuse-rmsnorm-matmul")
-    onFunctions(createFuseRMSNormMatmulPass(options.foldIntoCheckpointDType));
+    onFunctions(createFuseRMSNormMatmulPass(options.foldGain));
   else if (name == "merge-sibling-matmuls")
     onFunctions(createMergeSiblingMatmulsPass());
   else if (name == "fuse-qknorm-rope")
@@ -62,17 +66,29 @@ void addPass(OpPassManager &pm, const std::string &name, const PipelineOptions &
     pm.addPass(createFormDispatchesPass());
   else if (name == "plan-buffers")
     pm.addPass(createPlanBuffersPass(options.maxSeqLen));
+  else if (name == "set-kv-cache-type")
+    pm.addPass(createSetKVCacheTypePass(options.kvCache));
   else
     throw std::logic_error("pipeline entry without a pass: " + name);
 }
 
-void checkPassNames(const std::set<std::string> &names, const char *flag) {
+/// Every pass the options can run: the default pipeline, then the target's.
+std::vector<PipelineEntry> allPasses(const PipelineOptions &options) {
+  std::vector<PipelineEntry> entries = defaultPipeline();
+  if (options.target)
+    for (const std::string &name : options.target->passes)
+      entries.push_back({name, Stage::Target});
+  return entries;
+}
+
+void checkPassNames(const std::vector<PipelineEntry> &entries, const std::set<std::string> &names,
+                    const char *flag) {
   for (const std::string &name : names) {
-    bool known = llvm::any_of(defaultPipeline(),
-                              [&](const PipelineEntry &entry) { return entry.name == name; });
+    bool known =
+        llvm::any_of(entries, [&](const PipelineEntry &entry) { return entry.name == name; });
     if (!known) {
       std::string all;
-      for (const PipelineEntry &entry : defaultPipeline())
+      for (const PipelineEntry &entry : entries)
         all += (all.empty() ? "" : ", ") + entry.name;
       throw std::invalid_argument(std::string(flag) + ": unknown pass '" + name +
                                   "' (passes: " + all + ")");
@@ -83,12 +99,22 @@ void checkPassNames(const std::set<std::string> &names, const char *flag) {
 } // namespace
 
 LogicalResult runPipeline(ModuleOp module, const PipelineOptions &options) {
-  checkPassNames(options.disabledPasses, "--disable-pass");
-  checkPassNames(options.printIRAfter, "--print-ir-after");
+  const std::vector<PipelineEntry> entries = allPasses(options);
+  checkPassNames(entries, options.disabledPasses, "--disable-pass");
+  checkPassNames(entries, options.printIRAfter, "--print-ir-after");
+  if (options.stage == Stage::Target && !options.target)
+    throw std::invalid_argument("the target stage needs a target (--target cpu)");
   PassManager pm(module.getContext());
-  for (const PipelineEntry &entry : defaultPipeline())
-    if (entry.stage <= options.stage && !options.disabledPasses.count(entry.name))
+  const size_t defaultCount = defaultPipeline().size();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const PipelineEntry &entry = entries[i];
+    if (entry.stage > options.stage || options.disabledPasses.count(entry.name))
+      continue;
+    if (i < defaultCount)
       addPass(pm, entry.name, options);
+    else
+      options.target->addPass(pm, entry.name);
+  }
   if (options.printIRAfterAll || !options.printIRAfter.empty()) {
     module.getContext()->disableMultithreading();
     auto printAfter = [options](Pass *pass, Operation *) {

@@ -27,7 +27,7 @@ int64_t tensorBytes(Type type, int64_t rows) {
 
 bool isWeight(Value value) {
   Operation *def = value.getDefiningOp();
-  return def && isa<ParamOp, FoldGainOp, ConcatRowsOp>(def);
+  return def && isa<ParamOp, FoldGainOp, ConcatRowsOp, PackColumnBlocksOp>(def);
 }
 
 /// The layer a dispatch belongs to, from the Hugging Face names in its location.
@@ -80,11 +80,12 @@ DecodeBytes decodeBytesOf(DispatchOp dispatch, func::FuncOp kernel) {
     if (!isCacheView)
       bytes.activations += tensorBytes(result.getType(), 1);
   }
-  // The new K and V rows written into the cache.
+  // The new K and V rows written into the cache, in its element type.
   for (Operation &op : body)
     if (isa<QKNormRopeCacheOp, KVCacheUpdateOp>(op)) {
       auto cache = op.getOperand(isa<KVCacheUpdateOp>(op) ? 0 : 3).getType().cast<KVCacheType>();
-      bytes.activations += 2 * cache.getKvHeads() * cache.getHeadDim() * 4;
+      bytes.activations +=
+          2 * cache.getKvHeads() * cache.getHeadDim() * elementBytes(cache.getElement());
     }
   return bytes;
 }

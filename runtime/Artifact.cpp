@@ -1,5 +1,6 @@
 #include "runtime/Artifact.h"
 
+#include "runtime/AtomicFile.h"
 #include "runtime/Checksum.h"
 
 #include <fmt/format.h>
@@ -326,6 +327,7 @@ struct PlannedSection {
 // section table with the checksum field still zero.
 struct Plan {
   std::string manifestText;
+  std::vector<uint8_t> signature; // the payload of the "signature" section, if signed
   std::vector<PlannedSection> sections;
   std::vector<uint8_t> head;
   uint64_t fileSize = 0;
@@ -347,13 +349,15 @@ std::string encodeManifest(const std::string &path, const Json &manifest) {
 }
 
 Plan planArtifact(const std::string &path, const Json &manifest,
-                  const std::vector<ArtifactSection> &sections) {
+                  const std::vector<ArtifactSection> &sections, bool signing) {
   Plan plan;
   plan.manifestText = encodeManifest(path, manifest);
-  if (sections.size() + 1 > kArtifactMaxSections)
-    throw fileError(path, fmt::format("sections: expected at most {} besides the manifest, "
+  const size_t reserved = signing ? 2 : 1; // the manifest, the signature
+  if (sections.size() + reserved > kArtifactMaxSections)
+    throw fileError(path, fmt::format("sections: expected at most {} besides the manifest{}, "
                                       "found {}",
-                                      kArtifactMaxSections - 1, sections.size()));
+                                      kArtifactMaxSections - reserved,
+                                      signing ? " and the signature" : "", sections.size()));
   plan.sections.push_back(PlannedSection{
       kManifestSectionName, SectionKind::Manifest,
       reinterpret_cast<const uint8_t *>(plan.manifestText.data()), plan.manifestText.size(), 0});
@@ -366,6 +370,8 @@ Plan planArtifact(const std::string &path, const Json &manifest,
       throw writeError(path, section.name,
                        fmt::format("kind: expected 2 (executable), 3 (data) or 4 (spirv), found {}",
                                    describeKind(uint32_t(section.kind))));
+    if (section.name == kSignatureSectionName)
+      throw writeError(path, section.name, "name: reserved for the signature");
     if (section.kind == SectionKind::Spirv && section.bytes.size() % 4 != 0)
       throw writeError(path, section.name,
                        fmt::format("size: expected whole 32-bit SPIR-V words, found {} bytes",
@@ -377,6 +383,11 @@ Plan planArtifact(const std::string &path, const Json &manifest,
                            : "name: expected a unique name, found it twice");
     plan.sections.push_back(
         PlannedSection{section.name, section.kind, section.bytes.data(), section.bytes.size(), 0});
+  }
+  if (signing) { // zeros until sign() fills them in
+    plan.signature.assign(kArtifactSignaturePayload, 0);
+    plan.sections.push_back(PlannedSection{kSignatureSectionName, SectionKind::Data,
+                                           plan.signature.data(), plan.signature.size(), 0});
   }
 
   uint64_t tableEnd = kArtifactHeaderSize + plan.sections.size() * kArtifactSectionEntrySize;
@@ -428,6 +439,23 @@ template <typename Sink> void emit(const Plan &plan, Sink &&sink) {
   padTo(plan.fileSize);
 }
 
+// What a signature covers, after this prefix: the file image with the
+// checksum field and the signature payload taken as zero.
+constexpr char kSignatureDomain[] = "q3c artifact signature v1";
+
+// Signs the image while the checksum field and the payload are still zero.
+void sign(Plan &plan, const SecretKey &key) {
+  SignatureStream stream;
+  stream.update(reinterpret_cast<const uint8_t *>(kSignatureDomain), sizeof kSignatureDomain);
+  emit(plan, [&](const uint8_t *bytes, size_t size) { stream.update(bytes, size); });
+  const std::array<uint8_t, kSignatureBytes> signature = stream.sign(key);
+  const PublicKey publicKey = key.publicKey();
+  uint8_t *payload = plan.signature.data();
+  std::memcpy(payload, kArtifactSignatureMagic, sizeof kArtifactSignatureMagic);
+  std::memcpy(payload + 8, publicKey.bytes.data(), kPublicKeyBytes);
+  std::memcpy(payload + 8 + kPublicKeyBytes, signature.data(), kSignatureBytes);
+}
+
 void sealChecksum(Plan &plan) {
   uint64_t hash = kFnv1a64Basis; // the checksum field in `head` is still zero
   emit(plan, [&](const uint8_t *bytes, size_t size) { hash = fnv1a64(bytes, size, hash); });
@@ -447,8 +475,11 @@ uint64_t artifactChecksum(const uint8_t *image, size_t size) {
 }
 
 std::vector<uint8_t> serializeArtifact(const std::string &displayName, const Json &manifest,
-                                       const std::vector<ArtifactSection> &sections) {
-  Plan plan = planArtifact(displayName, manifest, sections);
+                                       const std::vector<ArtifactSection> &sections,
+                                       const SecretKey *signer) {
+  Plan plan = planArtifact(displayName, manifest, sections, signer != nullptr);
+  if (signer)
+    sign(plan, *signer);
   sealChecksum(plan);
   std::vector<uint8_t> image;
   image.reserve(plan.fileSize);
@@ -458,23 +489,15 @@ std::vector<uint8_t> serializeArtifact(const std::string &displayName, const Jso
 }
 
 void writeArtifact(const std::string &path, const Json &manifest,
-                   const std::vector<ArtifactSection> &sections) {
-  Plan plan = planArtifact(path, manifest, sections);
+                   const std::vector<ArtifactSection> &sections, const SecretKey *signer) {
+  Plan plan = planArtifact(path, manifest, sections, signer != nullptr);
+  if (signer)
+    sign(plan, *signer);
   sealChecksum(plan);
-  FILE *file = std::fopen(path.c_str(), "wb");
-  if (!file)
-    throw LoadError(systemError(path, "open", errno));
-  int error = 0;
-  emit(plan, [&](const uint8_t *bytes, size_t size) {
-    if (error == 0 && std::fwrite(bytes, 1, size, file) != size)
-      error = errno ? errno : EIO;
-  });
-  if (std::fclose(file) != 0 && error == 0)
-    error = errno ? errno : EIO;
-  if (error != 0) {
-    std::remove(path.c_str());
-    throw LoadError(systemError(path, "write", error));
-  }
+  // Whatever was at `path` stays until the complete file replaces it.
+  AtomicFile file(path);
+  emit(plan, [&](const uint8_t *bytes, size_t size) { file.write(bytes, size); });
+  file.commit();
 }
 
 std::unique_ptr<Artifact> Artifact::parse(const std::string &displayName, const uint8_t *data,
@@ -497,6 +520,8 @@ std::unique_ptr<Artifact> Artifact::parse(const std::string &displayName, const 
 
   std::unique_ptr<Artifact> artifact(new Artifact());
   artifact->displayName_ = displayName;
+  artifact->image_ = data;
+  artifact->imageSize_ = size;
   artifact->formatVersion_ = kArtifactFormatVersion;
   artifact->manifest_ =
       parseManifest(displayName, data + manifestEntry->offset, size_t(manifestEntry->size));
@@ -507,10 +532,77 @@ std::unique_ptr<Artifact> Artifact::parse(const std::string &displayName, const 
 }
 
 std::unique_ptr<Artifact> Artifact::open(const std::string &path) {
-  std::unique_ptr<MappedFile> mapped = MappedFile::open(path);
-  std::unique_ptr<Artifact> parsed = parse(path, mapped->data(), mapped->size());
-  parsed->mapping_ = std::move(mapped);
-  return parsed;
+  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0)
+    throw LoadError(systemError(path, "open", errno));
+  struct stat info;
+  if (::fstat(file.fd, &info) != 0)
+    throw LoadError(systemError(path, "stat", errno));
+  if (!S_ISREG(info.st_mode))
+    throw LoadError(fmt::format("{}: not a regular file", printable(path)));
+  const size_t size = size_t(info.st_size);
+  // Page-aligned like a mapping, so every section stays 64-byte aligned.
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  std::unique_ptr<uint8_t, void (*)(void *)> image(
+      static_cast<uint8_t *>(std::aligned_alloc(page, std::max(page, (size + page - 1) / page * page))),
+      std::free);
+  if (!image)
+    throw LoadError(fmt::format("{}: cannot read: {} bytes do not fit in memory", printable(path),
+                                size));
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::read(file.fd, image.get() + done, size - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      throw LoadError(systemError(path, "read", errno));
+    if (n == 0) // shrank since fstat: the header check reports the size
+      break;
+    done += size_t(n);
+  }
+  std::unique_ptr<Artifact> parsed = parse(path, image.get(), done);
+  return adopt(std::move(parsed), std::move(image));
+}
+
+std::unique_ptr<Artifact> Artifact::adopt(std::unique_ptr<Artifact> artifact,
+                                          std::unique_ptr<uint8_t, void (*)(void *)> image) {
+  artifact->owned_ = std::move(image);
+  return artifact;
+}
+
+void Artifact::verifySignature(const PublicKey &key) const {
+  const std::string who = fmt::format("key {} ({})", keyId(key), printable(key.source));
+  const Section *section = find(kSignatureSectionName);
+  if (!section)
+    throw fileError(displayName_, fmt::format("not signed, but a signature by {} is required: "
+                                              "sign it with q3c compile --sign",
+                                              who));
+  if (section->size != kArtifactSignaturePayload ||
+      std::memcmp(section->data, kArtifactSignatureMagic, sizeof kArtifactSignatureMagic) != 0)
+    throw fileError(displayName_,
+                    fmt::format("section 'signature': expected {} bytes starting with \"{}\", "
+                                "found {} bytes",
+                                kArtifactSignaturePayload,
+                                printable(std::string_view(kArtifactSignatureMagic, 8)),
+                                section->size));
+  const size_t offset = size_t(section->data - image_);
+  SignatureStream stream;
+  stream.update(reinterpret_cast<const uint8_t *>(kSignatureDomain), sizeof kSignatureDomain);
+  stream.update(image_, kArtifactChecksumOffset);
+  stream.updateZeros(8);
+  stream.update(image_ + kArtifactChecksumOffset + 8, offset - kArtifactChecksumOffset - 8);
+  stream.updateZeros(section->size);
+  stream.update(image_ + offset + section->size, imageSize_ - offset - section->size);
+  if (stream.verify(section->data + 8 + kPublicKeyBytes, key))
+    return;
+  PublicKey signer;
+  std::memcpy(signer.bytes.data(), section->data + 8, kPublicKeyBytes);
+  if (signer.bytes != key.bytes)
+    throw fileError(displayName_, fmt::format("signed by key {}, not by the required {}",
+                                              keyId(signer), who));
+  throw fileError(displayName_, fmt::format("the signature does not verify with {}: the "
+                                            "artifact was changed after it was signed",
+                                            who));
 }
 
 const Artifact::Section *Artifact::find(std::string_view name) const {

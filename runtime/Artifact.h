@@ -7,11 +7,13 @@
 #pragma once
 
 #include "runtime/LoadError.h"
+#include "runtime/Signature.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 
 #include "runtime/MappedFile.h"
@@ -39,6 +41,13 @@ constexpr uint64_t kArtifactAlignment = 64;    // of every section's file offset
 constexpr size_t kArtifactNameField = 40;      // bytes; names are at most 39 plus a NUL
 constexpr size_t kArtifactChecksumOffset = 40; // the u64 checksum field in the header
 constexpr const char *kManifestSectionName = "manifest";
+// The optional signature (docs/artifact.md, "Signatures"): a data section of
+// this name holding kArtifactSignatureMagic, the signer's public key and an
+// Ed25519ph signature of the file with this payload and the checksum field
+// taken as zero. Version-1 readers that do not check signatures ignore it.
+constexpr const char *kSignatureSectionName = "signature";
+constexpr char kArtifactSignatureMagic[8] = {'Q', '3', 'C', 'S', 'I', 'G', 'v', '1'};
+constexpr size_t kArtifactSignaturePayload = 8 + kPublicKeyBytes + kSignatureBytes;
 
 // 64-bit FNV-1a of `image` with the 8 checksum bytes [40, 48) taken as zero
 // (whatever `size` is): the value the header's checksum field must hold.
@@ -47,13 +56,19 @@ uint64_t artifactChecksum(const uint8_t *image, size_t size);
 // Writes `manifest` (a JSON object, serialized with dump()) as the section
 // "manifest", followed by `sections` in the given order. Throws LoadError
 // naming `path` on bad names or kinds, too many sections, a manifest that is
-// not an object or not valid UTF-8, and I/O errors (the partial file is removed).
+// not an object or not valid UTF-8; OutputError on I/O errors. The file is
+// written atomically (runtime/AtomicFile.h): a failure leaves what was at
+// `path` untouched.
+// With `signer`, a "signature" section is added last (the name is reserved
+// either way).
 void writeArtifact(const std::string &path, const nlohmann::json &manifest,
-                   const std::vector<ArtifactSection> &sections);
+                   const std::vector<ArtifactSection> &sections,
+                   const SecretKey *signer = nullptr);
 // The same file image in memory (tests, fuzzer seeds). `displayName` goes in errors.
 std::vector<uint8_t> serializeArtifact(const std::string &displayName,
                                        const nlohmann::json &manifest,
-                                       const std::vector<ArtifactSection> &sections);
+                                       const std::vector<ArtifactSection> &sections,
+                                       const SecretKey *signer = nullptr);
 
 // A validated, read-only artifact. Every Section points inside the file image.
 class Artifact {
@@ -65,7 +80,9 @@ public:
     size_t size;
   };
 
-  // Maps `path` read-only (MAP_PRIVATE) and validates it.
+  // Reads `path` into memory and validates it. Read, not mapped: what is
+  // validated (and signature-checked) is what runs, even if the file changes
+  // afterwards, and a truncated file cannot fault later.
   static std::unique_ptr<Artifact> open(const std::string &path);
   // Validates an in-memory image, which must outlive the result (nothing big is
   // copied). `displayName` starts every error message.
@@ -80,18 +97,27 @@ public:
   const Section *find(std::string_view name) const;
   const std::string &displayName() const { return displayName_; }
 
+  // Throws LoadError unless the artifact carries a signature that verifies
+  // with `key`: no signature, another signer, and bytes changed after
+  // signing each get their own message.
+  void verifySignature(const PublicKey &key) const;
+
   Artifact(const Artifact &) = delete;
   Artifact &operator=(const Artifact &) = delete;
   ~Artifact();
 
 private:
   Artifact() = default;
+  static std::unique_ptr<Artifact> adopt(std::unique_ptr<Artifact> artifact,
+                                         std::unique_ptr<uint8_t, void (*)(void *)> image);
 
   std::string displayName_;
   uint32_t formatVersion_ = 0;
   nlohmann::json manifest_;
   std::vector<Section> sections_;
-  std::unique_ptr<MappedFile> mapping_; // set only by open()
+  const uint8_t *image_ = nullptr;
+  size_t imageSize_ = 0;
+  std::unique_ptr<uint8_t, void (*)(void *)> owned_{nullptr, std::free}; // set only by open()
 };
 
 } // namespace q3::runtime

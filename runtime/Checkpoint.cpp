@@ -55,6 +55,10 @@ std::string readSmallFile(const std::string &path) {
     int error = errno;
     throw LoadError(fmt::format("{}: cannot open: {}", printable(path), std::strerror(error)));
   }
+  if (S_ISDIR(info.st_mode))
+    throw indexError(path, "is a folder, expected the sharded checkpoint's index file");
+  if (!S_ISREG(info.st_mode))
+    throw indexError(path, "not a regular file, expected the sharded checkpoint's index file");
   if (uint64_t(info.st_size) > kMaxIndexBytes)
     throw indexError(path, fmt::format("index is {} bytes, more than the {}-byte limit",
                                        uint64_t(info.st_size), kMaxIndexBytes));
@@ -94,7 +98,7 @@ std::map<std::string, std::string> readWeightMap(const std::string &indexPath) {
   try {
     index = Json::parse(readSmallFile(indexPath));
   } catch (const Json::exception &error) {
-    throw indexError(indexPath, fmt::format("not valid JSON: {}", printable(error.what())));
+    throw indexError(indexPath, fmt::format("not valid JSON: {}", describeJsonError(error)));
   }
   if (!index.is_object())
     throw indexError(indexPath, fmt::format("expected a JSON object, found {}", index.type_name()));
@@ -141,6 +145,11 @@ Checkpoint Checkpoint::open(const std::string &path) {
         fmt::format("{}: cannot open checkpoint: {}", printable(path), std::strerror(error)));
   }
   case PathKind::File:
+    if (endsWith(path, ".json") && !endsWith(path, ".index.json"))
+      throw LoadError(fmt::format("{}: a JSON file that is not a sharded index "
+                                  "(*.index.json): expected the checkpoint folder, a "
+                                  ".safetensors file or an index",
+                                  printable(path)));
     if (!endsWith(path, ".index.json")) {
       checkpoint.addFile(SafeTensorsFile::open(path), path);
       return checkpoint;

@@ -3,6 +3,7 @@
 #include "runtime/Artifact.h"
 #include "runtime/CpuFeatures.h"
 #include "runtime/LoadError.h"
+#include "runtime/Manifest.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,10 +14,10 @@
 
 namespace q3::runtime {
 
-CpuDriver::CpuDriver(const Artifact &artifact, const std::string &path, ThreadPool &pool)
+CpuDriver::CpuDriver(const Artifact &artifact, const manifest::Manifest &m,
+                     const std::string &path, ThreadPool &pool)
     : pool_(pool) {
-  auto required =
-      artifact.manifest().at("target").at("required_features").get<std::vector<std::string>>();
+  const std::vector<std::string> &required = m.target.requiredFeatures;
   std::vector<std::string> missing = missingCpuFeatures(required);
   if (!missing.empty())
     throw LoadError(fmt::format("{}: compiled for CPU features this machine lacks: {} (compile "
@@ -26,29 +27,12 @@ CpuDriver::CpuDriver(const Artifact &artifact, const std::string &path, ThreadPo
     if (std::string refused = requestAmxState(); !refused.empty())
       throw LoadError(path + ": compiled for AMX, but " + refused);
   }
-  readChunking(artifact, path);
+  for (const manifest::Kernel &kernel : m.kernels)
+    chunking_[kernel.name] = {int(kernel.prefillChunks), int(kernel.decodeChunks)};
   const Artifact::Section *library = artifact.find("kernels.so");
   if (!library)
     throw LoadError(path + ": no kernels.so section");
   library_ = SharedLibrary::loadFromMemory(path + ":kernels.so", library->data, library->size);
-}
-
-void CpuDriver::readChunking(const Artifact &artifact, const std::string &path) {
-  for (const auto &kernel : artifact.manifest().at("kernels")) {
-    const std::string name = kernel.at("name").get<std::string>();
-    Chunking &chunking = chunking_[name];
-    for (auto [key, value] : {std::pair{"chunks_per_thread", &chunking.prefill},
-                              std::pair{"decode_chunks_per_thread", &chunking.decode}}) {
-      auto chunks = kernel.find(key);
-      if (chunks == kernel.end())
-        continue;
-      if (!chunks->is_number_integer() || *chunks < 1 || *chunks > kMaxChunksPerThread)
-        throw LoadError(fmt::format("{}: manifest: kernel {}: {}: expected an integer from 1 to "
-                                    "{}, found {}",
-                                    path, name, key, kMaxChunksPerThread, chunks->dump()));
-      *value = chunks->get<int>();
-    }
-  }
 }
 
 int64_t CpuDriver::kernel(const std::string &name) {

@@ -20,7 +20,8 @@ class CpuDriver final : public Driver {
 public:
   /// Checks the artifact's required CPU features against this machine and
   /// loads its kernels; throws LoadError naming `path`.
-  CpuDriver(const Artifact &artifact, const std::string &path, ThreadPool &pool);
+  CpuDriver(const Artifact &artifact, const manifest::Manifest &m, const std::string &path,
+            ThreadPool &pool);
 
   int64_t kernel(const std::string &name) override;
   int64_t allocate(int64_t bytes) override;
@@ -43,13 +44,11 @@ private:
   };
   uint8_t *at(const BufferRange &range);
   /// How finely a dispatch is split for the pool's threads to claim: the
-  /// manifest's chunks_per_thread (dispatches of several rows) and
-  /// decode_chunks_per_thread (one row), 1 when absent.
+  /// kernel's prefill_chunks (dispatches of several rows) and decode_chunks
+  /// (one row).
   struct Chunking {
     int prefill = 1, decode = 1;
   };
-  void readChunking(const Artifact &artifact, const std::string &path);
-  static constexpr int kMaxChunksPerThread = 64;
 
   ThreadPool &pool_;
   std::unique_ptr<SharedLibrary> library_;

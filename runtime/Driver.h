@@ -22,6 +22,13 @@ namespace q3::runtime {
 
 class Artifact;
 class ThreadPool;
+} // namespace q3::runtime
+
+namespace q3::manifest {
+struct Manifest;
+} // namespace q3::manifest
+
+namespace q3::runtime {
 
 /// Bytes [offset, offset + bytes) of one driver buffer.
 struct BufferRange {
@@ -59,12 +66,12 @@ public:
   /// position differs.
   struct PassShape {
     int64_t rows = 0;
-    bool lastRowLogits = false; // the logits product runs on the last row only
+    int64_t logitsRows = 0; // the logits product runs on the last logitsRows rows (0: not at all)
     bool operator<(const PassShape &o) const {
-      return rows != o.rows ? rows < o.rows : lastRowLogits < o.lastRowLogits;
+      return rows != o.rows ? rows < o.rows : logitsRows < o.logitsRows;
     }
   };
-  /// Brackets the dispatches of one forward pass at `startPos`. A driver that
+  /// Brackets the dispatches of one chunk of a forward pass at `startPos`. A driver that
   /// records command buffers returns true when it replays the pass it
   /// recorded for `shape` (the scheduler then issues no dispatch until
   /// endPass()); false means the scheduler issues them (and such a driver
@@ -97,12 +104,13 @@ struct DriverOptions {
   int device = -1; // Vulkan: the device index (q3run --list-devices); -1: the default
 };
 
-/// The driver for `artifact`'s format (the manifest's "format"). Throws
+/// The driver for `artifact`'s format (its validated manifest `m`). Throws
 /// LoadError naming `path` for a format this runtime has no driver for, or
 /// an artifact the driver cannot run here (missing CPU features, no usable
 /// Vulkan device, a device option for a CPU artifact).
-std::unique_ptr<Driver> createDriver(const Artifact &artifact, const std::string &path,
-                                     ThreadPool &pool, const DriverOptions &options = {});
+std::unique_ptr<Driver> createDriver(const Artifact &artifact, const manifest::Manifest &m,
+                                     const std::string &path, ThreadPool &pool,
+                                     const DriverOptions &options = {});
 
 /// `q3run --list-devices`: one line per Vulkan device (index, name, type,
 /// driver, memory, subgroup size, 16-bit storage). Throws when there is no

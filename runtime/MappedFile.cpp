@@ -1,4 +1,5 @@
 #include "runtime/MappedFile.h"
+#include "runtime/FatalSignals.h"
 #include "runtime/LoadError.h"
 
 #include <fmt/format.h>
@@ -38,10 +39,13 @@ std::unique_ptr<MappedFile> MappedFile::open(const std::string &path) {
   if (mapping == MAP_FAILED)
     throw LoadError(systemError(path, "mmap", errno));
   mapped->mapping_ = mapping; // the mapping outlives the descriptor
+  // A SIGBUS in it (the file truncated while in use) names the file.
+  mapped->guard_ = registerMapping(mapping, mapped->size_, path);
   return mapped;
 }
 
 MappedFile::~MappedFile() {
+  unregisterMapping(guard_);
   if (mapping_)
     ::munmap(mapping_, size_);
 }

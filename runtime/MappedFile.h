@@ -19,7 +19,9 @@ struct FileDescriptor {
 
 /// A regular file mapped read-only (MAP_PRIVATE) for as long as this lives.
 /// An empty file maps to no bytes (data() is null). Throws LoadError naming
-/// the path and the failing call.
+/// the path and the failing call. A SIGBUS on a read of the mapping is one
+/// line naming the file once installFatalSignalHandlers() ran
+/// (runtime/FatalSignals.h).
 class MappedFile {
 public:
   static std::unique_ptr<MappedFile> open(const std::string &path);
@@ -37,6 +39,7 @@ private:
   MappedFile() = default;
   void *mapping_ = nullptr;
   size_t size_ = 0;
+  int guard_ = -1; // runtime/FatalSignals.h
 };
 
 } // namespace q3::runtime

@@ -4,11 +4,12 @@
 // KV cache. No MLIR, no LLVM.
 #pragma once
 
+#include "runtime/Manifest.h"
+#include "runtime/Signature.h"
 #include "runtime/ThreadPool.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -36,6 +37,12 @@ struct ModelOptions {
   int threads = 0;           // 0: all cores
   int64_t contextLength = 0; // KV cache positions; 0: min(max_position_embeddings, 4096)
   int device = -1;           // Vulkan artifacts: the device index; -1: the default device
+  /// When set, the artifact must carry a signature that verifies with this
+  /// key, checked before any of its code is loaded (runtime/Signature.h).
+  std::optional<PublicKey> requiredSigner;
+  /// Called as weights are bound (done of total weight-plan entries), for a
+  /// progress bar.
+  std::function<void(int64_t done, int64_t total)> progress;
 };
 
 class Model {
@@ -59,15 +66,21 @@ public:
   enum class Logits { All, Last };
 
   /// Runs `tokens` at positions [position(), position() + T) and returns the
-  /// logits, row-major, valid until the next call.
+  /// logits, row-major, valid until the next call. A T longer than
+  /// prefillRows() runs in chunks of at most that many rows.
   const std::vector<float> &forward(const std::vector<int32_t> &tokens, Logits which = Logits::All);
+
+  /// Rows one dispatch handles at most (the activation buffers' rows).
+  int64_t prefillRows() const;
 
   /// Bytes one decode step reads and writes: every weight as stored, plus
   /// activations and K/V rows (at position 0).
   int64_t decodeBytesPerToken() const;
   /// Bytes of all bound weights (transforms applied), as held in memory.
   int64_t weightBytes() const;
-  const nlohmann::json &manifest() const;
+  /// The artifact's manifest (validated), with the model's config.
+  const manifest::Manifest &manifest() const;
+  const manifest::ModelConfig &config() const;
   ThreadPool &pool();
   /// What the kernels run on: "cpu", or the Vulkan device's name.
   std::string deviceName() const;

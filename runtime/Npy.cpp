@@ -1,4 +1,5 @@
 #include "runtime/Npy.h"
+#include "runtime/AtomicFile.h"
 #include "runtime/LoadError.h"
 
 #include <fmt/format.h>
@@ -25,17 +26,14 @@ void writeNpyF32(const std::string &path, const std::vector<int64_t> &shape,
   size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  if (!out)
-    throw LoadError(fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno)));
+  AtomicFile out(path);
   out.write(kMagic, 6);
-  out.put(1).put(0);
-  uint16_t length = uint16_t(header.size());
-  out.put(char(length & 0xff)).put(char(length >> 8));
-  out << header;
-  out.write(reinterpret_cast<const char *>(data.data()), std::streamsize(data.size() * 4));
-  if (!out)
-    throw LoadError(fmt::format("{}: write failed", path));
+  const uint16_t length = uint16_t(header.size());
+  const uint8_t versionAndLength[4] = {1, 0, uint8_t(length & 0xff), uint8_t(length >> 8)};
+  out.write(versionAndLength, sizeof versionAndLength);
+  out.write(header);
+  out.write(data.data(), data.size() * 4);
+  out.commit();
 }
 
 NpyArray readNpyF32(const std::string &path) {

@@ -13,7 +13,8 @@ struct NpyArray {
   std::vector<float> data;
 };
 
-// Throws LoadError naming the path on I/O failure.
+// Written atomically (runtime/AtomicFile.h); throws OutputError naming the
+// path on I/O failure.
 void writeNpyF32(const std::string &path, const std::vector<int64_t> &shape,
                  const std::vector<float> &data);
 // Reads a float32 ('<f4') C-order array; anything else is a LoadError that says what was found.

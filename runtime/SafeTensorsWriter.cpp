@@ -1,5 +1,7 @@
 #include "runtime/SafeTensorsWriter.h"
 
+#include "runtime/AtomicFile.h"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -77,38 +79,6 @@ std::string buildHeader(const std::string &path, const std::vector<const TensorT
   return text;
 }
 
-// Closes on every path; a failed fclose (e.g. ENOSPC on flush) is an error too.
-class OutputFile {
-public:
-  explicit OutputFile(const std::string &path)
-      : path_(path), file_(std::fopen(path.c_str(), "wb")) {
-    if (!file_)
-      fail("open");
-  }
-  ~OutputFile() {
-    if (file_)
-      std::fclose(file_);
-  }
-  void write(const void *bytes, size_t size) {
-    if (size != 0 && std::fwrite(bytes, 1, size, file_) != size)
-      fail("write");
-  }
-  void close() {
-    FILE *file = file_;
-    file_ = nullptr;
-    if (std::fclose(file) != 0)
-      fail("write");
-  }
-
-private:
-  [[noreturn]] void fail(const char *action) {
-    throw LoadError(
-        fmt::format("{}: cannot {}: {}", printable(path_), action, std::strerror(errno)));
-  }
-  std::string path_;
-  FILE *file_;
-};
-
 } // namespace
 
 void writeSafeTensors(const std::string &path, const std::vector<TensorToWrite> &tensors,
@@ -121,12 +91,12 @@ void writeSafeTensors(const std::string &path, const std::vector<TensorToWrite> 
   uint8_t length[8];
   for (int i = 0; i < 8; ++i)
     length[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
-  OutputFile out(path);
+  AtomicFile out(path);
   out.write(length, sizeof length);
   out.write(header.data(), header.size());
   for (const TensorToWrite *tensor : sorted)
     out.write(tensor->bytes.data(), tensor->bytes.size());
-  out.close();
+  out.commit();
 }
 
 } // namespace q3::runtime

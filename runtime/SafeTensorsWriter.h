@@ -21,7 +21,8 @@ struct TensorToWrite {
 // Layout: u64 LE header length, JSON header (tensors sorted by name, offsets
 // contiguous from 0, "__metadata__": {"format": "pt"} plus `metadata`), header
 // padded with spaces to a multiple of 8, then the tensor bytes.
-// Throws LoadError on I/O errors, bytes/shape mismatches and bad names.
+// Throws LoadError on bytes/shape mismatches and bad names, OutputError on
+// I/O errors; the file is written atomically (runtime/AtomicFile.h).
 void writeSafeTensors(const std::string &path, const std::vector<TensorToWrite> &tensors,
                       const std::map<std::string, std::string> &metadata = {});
 

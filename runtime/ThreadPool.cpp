@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
+#include <system_error>
+
+#include <fmt/format.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -31,11 +34,23 @@ ThreadPool::ThreadPool(int threads) {
   size_ = threads;
   ranges_ = std::make_unique<ChunkRange[]>(size_t(threads));
   workers_.reserve(size_t(threads - 1));
-  for (int slot = 1; slot < threads; ++slot)
-    workers_.emplace_back([this, slot] { workerLoop(slot); });
+  try {
+    for (int slot = 1; slot < threads; ++slot)
+      workers_.emplace_back([this, slot] { workerLoop(slot); });
+  } catch (const std::system_error &error) {
+    // The destructor does not run for a half-built pool: stop the workers
+    // that did start, or their std::thread objects abort the process.
+    const size_t started = workers_.size();
+    stopWorkers();
+    throw ThreadStartError(fmt::format("cannot start thread {} of {}: {} (the system limits "
+                                       "threads or memory; ask for fewer threads)",
+                                       started + 2, threads, error.code().message()));
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stopWorkers(); }
+
+void ThreadPool::stopWorkers() {
   {
     std::lock_guard<std::mutex> lock(sleepMutex_);
     stopping_.store(true);
@@ -44,6 +59,7 @@ ThreadPool::~ThreadPool() {
   workAvailable_.notify_all();
   for (std::thread &worker : workers_)
     worker.join();
+  workers_.clear();
 }
 
 template <typename Ready>

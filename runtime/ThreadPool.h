@@ -9,16 +9,25 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 namespace q3::runtime {
 
+/// The system refused to start a worker (thread or memory limits). The
+/// message is one line; the workers that had started are stopped.
+class ThreadStartError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
 class ThreadPool {
 public:
   // `threads` counts the caller too: ThreadPool(4) starts 3 workers. 0 means
   // std::thread::hardware_concurrency(); negative is std::invalid_argument.
+  // Throws ThreadStartError when a worker cannot be started.
   explicit ThreadPool(int threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool &) = delete;
@@ -42,6 +51,8 @@ public:
 
 private:
   void workerLoop(int slot);
+  // Wakes every worker to exit and joins it.
+  void stopWorkers();
   // Claims and runs chunks of the current loop until none are left: first
   // the slot's own, then the others' from their ends.
   void runUnclaimedChunks(int slot);

@@ -18,6 +18,11 @@ Subcommands:
       recomputing the whole forward pass (no KV cache), no EOS stopping.
       --variant selects a deliberately WRONG model for negative tests:
       interleaved-rope, norm-after-rope, one-plus-gain, kv-head-modulo.
+      --kv-cache bf16 rounds keys and values as a bf16 cache holds them;
+      --prefill-activations avx512bf16|amx rounds the inputs of the matrix
+      products as q3c's CPU prefill of that kind does (class
+      PrefillActivations), so bf16-activation builds can be checked at f32
+      accuracy instead of the bf16 bound.
 """
 
 import argparse
@@ -176,6 +181,7 @@ class Cfg:
         self.theta = float(d.get("rope_theta", 10000.0))
         self.eps = float(d.get("rms_norm_eps", 1e-6))
         self.tied = bool(d.get("tie_word_embeddings", False))
+        self.torch_dtype = d.get("torch_dtype", d.get("dtype", "bfloat16"))
         assert d.get("hidden_act", "silu") == "silu"
         assert not d.get("attention_bias", False)
         assert d.get("rope_scaling") is None
@@ -327,10 +333,75 @@ def cached(a, kv_cache):
     return a32.astype(np.float64)
 
 
-def forward(W, c, tokens, variant="correct", kv_cache=None):
+class PrefillActivations:
+    """Which rows of a matrix product's input q3c's CPU kernels round to bf16
+    in a prefill of T rows (docs/cpu-backend.md, "Prefill products" and
+    "Rounding"), so that this reference can round the same values:
+
+    - only products whose weight is a bf16 matrix with N % 16 == 0 output
+      rows and an even K (the column-block kernels; the checkpoint's dtype
+      decides, as it does for q3c compile);
+    - avx512bf16: the rows of whole 6-row tiles, [0, 6 * (T // 6)); the rest
+      run the exact f32 path;
+    - amx: every row when T >= 16 and K % 32 == 0, else none;
+    - the rounded value is the kernel's input after the RMSNorm gain and
+      before the row's norm scale (which is applied to the product), taken
+      from its float32 value, to nearest even.
+
+    The products q3c runs are the merged q/k/v ([heads + 2 kv_heads] x
+    head_dim rows), o_proj, the merged gate/up (SwiGLU: N = intermediate),
+    down_proj and lm_head."""
+
+    def __init__(self, mode, c):
+        assert mode in ("avx512bf16", "amx")
+        self.mode = mode
+        self.bf16_weights = c.torch_dtype == "bfloat16"
+
+    def rows(self, T, n, k):
+        if not self.bf16_weights or n % 16 or k % 2:
+            return 0
+        if self.mode == "avx512bf16":
+            return T // 6 * 6
+        return T if T >= 16 and k % 32 == 0 else 0
+
+
+def rounded_rows(a, n_rows):
+    """The first n_rows rows of a, rounded f64 -> f32 -> bf16 (nearest even)."""
+    if n_rows == 0:
+        return a
+    out = a.copy()
+    out[:n_rows] = bf16_bits_to_f64(f32_to_bf16_bits(a[:n_rows].astype(np.float32)))
+    return out
+
+
+def product(x, w, rounding, n_out=None):
+    """x @ w.T, with the input rows a CPU prefill would round rounded first.
+    n_out: the output rows of the kernel that runs it (merged products)."""
+    if rounding is None:
+        return x @ w.T
+    n = w.shape[0] if n_out is None else n_out
+    return rounded_rows(x, rounding.rows(x.shape[0], n, w.shape[1])) @ w.T
+
+
+def normed_product(x, gain, w, c, rounding, n_out=None):
+    """rms_norm(x, gain) @ w.T as the fused kernels compute it: the gain
+    multiplies the input, the norm scale the product."""
+    if rounding is None:
+        return rms_norm(x, gain, c.eps, "correct") @ w.T
+    scale = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + c.eps)
+    return product(x * gain, w, rounding, n_out) * scale
+
+
+def forward(W, c, tokens, variant="correct", kv_cache=None, prefill_activations=None):
     """tokens: list of ints -> float64 logits [T, vocab]. kv_cache (f32 or
     bf16) rounds the keys and values as a cache of that type would; None
-    keeps them in float64."""
+    keeps them in float64. prefill_activations (avx512bf16 or amx) rounds
+    the inputs of the matrix products as q3c's CPU prefill of that kind does
+    (class PrefillActivations); None keeps them exact."""
+    rounding = None
+    if prefill_activations is not None:
+        assert variant == "correct"
+        rounding = PrefillActivations(prefill_activations, c)
     tokens = np.asarray(tokens, dtype=np.int64)
     assert tokens.ndim == 1 and len(tokens) >= 1
     assert np.all((tokens >= 0) & (tokens < c.vocab))
@@ -343,10 +414,17 @@ def forward(W, c, tokens, variant="correct", kv_cache=None):
     for L in range(c.layers):
         p = "model.layers.%d." % L
         # ---- attention ----
-        h = rms_norm(x, W[p + "input_layernorm.weight"], c.eps, variant)
-        q = (h @ W[p + "self_attn.q_proj.weight"].T).reshape(T, nh, hd)
-        k = (h @ W[p + "self_attn.k_proj.weight"].T).reshape(T, nkv, hd)
-        v = (h @ W[p + "self_attn.v_proj.weight"].T).reshape(T, nkv, hd)
+        if rounding is None:
+            h = rms_norm(x, W[p + "input_layernorm.weight"], c.eps, variant)
+            q = (h @ W[p + "self_attn.q_proj.weight"].T).reshape(T, nh, hd)
+            k = (h @ W[p + "self_attn.k_proj.weight"].T).reshape(T, nkv, hd)
+            v = (h @ W[p + "self_attn.v_proj.weight"].T).reshape(T, nkv, hd)
+        else:  # one merged q/k/v product
+            qkv_w = np.concatenate([W[p + "self_attn.%s_proj.weight" % n] for n in "qkv"])
+            qkv = normed_product(x, W[p + "input_layernorm.weight"], qkv_w, c, rounding)
+            q = qkv[:, :nh * hd].reshape(T, nh, hd)
+            k = qkv[:, nh * hd:(nh + nkv) * hd].reshape(T, nkv, hd)
+            v = qkv[:, (nh + nkv) * hd:].reshape(T, nkv, hd)
         qn, kn = W[p + "self_attn.q_norm.weight"], W[p + "self_attn.k_norm.weight"]
         if variant == "norm-after-rope":  # WRONG on purpose
             q = rms_norm(rope(q, pos, c.theta, variant), qn, c.eps, variant)
@@ -362,14 +440,22 @@ def forward(W, c, tokens, variant="correct", kv_cache=None):
             s = (q[:, hq, :] @ k[:, kvh, :].T) * (hd ** -0.5)  # [T, T]
             s = np.where(causal, s, -np.inf)
             out[:, hq, :] = softmax_last(s) @ v[:, kvh, :]
-        x = x + out.reshape(T, nh * hd) @ W[p + "self_attn.o_proj.weight"].T
+        x = x + product(out.reshape(T, nh * hd), W[p + "self_attn.o_proj.weight"], rounding)
         # ---- MLP ----
-        h = rms_norm(x, W[p + "post_attention_layernorm.weight"], c.eps, variant)
-        g = h @ W[p + "mlp.gate_proj.weight"].T
-        u = h @ W[p + "mlp.up_proj.weight"].T
-        x = x + (silu(g) * u) @ W[p + "mlp.down_proj.weight"].T
-    x = rms_norm(x, W["model.norm.weight"], c.eps, variant)
-    return x @ lm_head_weight(W, c).T
+        if rounding is None:
+            h = rms_norm(x, W[p + "post_attention_layernorm.weight"], c.eps, variant)
+            g = h @ W[p + "mlp.gate_proj.weight"].T
+            u = h @ W[p + "mlp.up_proj.weight"].T
+        else:  # one SwiGLU product of N = intermediate outputs
+            gu_w = np.concatenate([W[p + "mlp.gate_proj.weight"], W[p + "mlp.up_proj.weight"]])
+            gu = normed_product(x, W[p + "post_attention_layernorm.weight"], gu_w, c, rounding,
+                                n_out=c.inter)
+            g, u = gu[:, :c.inter], gu[:, c.inter:]
+        x = x + product(silu(g) * u, W[p + "mlp.down_proj.weight"], rounding)
+    if rounding is None:
+        x = rms_norm(x, W["model.norm.weight"], c.eps, variant)
+        return x @ lm_head_weight(W, c).T
+    return normed_product(x, W["model.norm.weight"], lm_head_weight(W, c), c, rounding)
 
 
 def check_weights(W, c):
@@ -411,7 +497,7 @@ def greedy(W, c, prompt, n, variant="correct", kv_cache=None):
 def cmd_logits(a):
     c, W = load_model(a.model)
     tokens = [int(t) for t in a.tokens.split(",") if t.strip() != ""]
-    logits = forward(W, c, tokens, a.variant, a.kv_cache)
+    logits = forward(W, c, tokens, a.variant, a.kv_cache, a.prefill_activations)
     if a.o:
         np.save(a.o, logits.astype(np.float32))
     if a.greedy:
@@ -448,6 +534,10 @@ def main(argv=None):
     l.add_argument("--kv-cache", choices=("f32", "bf16"), default=None,
                    help="round keys and values as a KV cache of this type holds them "
                         "(default: keep them in float64)")
+    l.add_argument("--prefill-activations", choices=("avx512bf16", "amx"), default=None,
+                   help="round the inputs of the matrix products as q3c's CPU prefill with "
+                        "--prefill-matmul of this kind does (the logits of one prefill; "
+                        "--greedy keeps the exact products)")
     l.add_argument("--margins", action="store_true",
                    help="with --greedy: print the smallest top1-top2 gap to stderr")
     l.add_argument("--min-margin", type=float, default=0.0,

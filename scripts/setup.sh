@@ -3,7 +3,8 @@
 #   1. installs every build and test dependency from Debian's packages,
 #   2. configures and builds q3c in ./build,
 #   3. runs the main job on the bundled default model (models/tiny.json):
-#      writes a random-weight checkpoint, prints its IR, generates tokens.
+#      writes a random-weight checkpoint with a tokenizer cut down from Qwen3's,
+#      prints its IR, generates tokens, compiles it and answers a text prompt.
 # Run as root or with sudo. Re-running it is cheap: apt and ninja skip done work.
 set -euo pipefail
 
@@ -21,6 +22,8 @@ PACKAGES=(
   llvm-16-dev llvm-16-tools libmlir-16-dev mlir-16-tools clang-16 libclang-rt-16-dev lld-16
   # libraries
   nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
+  # ed25519 artifact signatures (q3c compile --sign, q3run --require-signature)
+  libsodium-dev
   # Vulkan: headers, loader, the lavapipe CPU device (the Vulkan tests run on
   # it), the Khronos validation layer (a test runs a generation under it),
   # GLSL/SPIR-V tools (spirv-val checks every generated module)
@@ -30,6 +33,9 @@ PACKAGES=(
   python3 python3-numpy
   # memcheck of the interpreter and passes (tests/unit/CMakeLists.txt)
   valgrind
+  # the Unicode Character Database: the tokenizer's tables (scripts/gen_unicode_tables.py)
+  # and the NFC conformance test; Jinja renders the chat template's references
+  unicode-data python3-jinja2
 )
 
 install_packages() {
@@ -54,8 +60,8 @@ build() {
 }
 
 run_default_model() {
-  local q3c="$BUILD_DIR/tools/q3c/q3c" model="$BUILD_DIR/models/tiny"
-  "$q3c" random-model --config tiny --seed 0 -o "$model"
+  local q3c="$BUILD_DIR/tools/q3c/q3c" q3run="$BUILD_DIR/tools/q3run/q3run" model="$BUILD_DIR/models/tiny"
+  "$q3c" random-model --config tiny --seed 0 -o "$model" --tokenizer models/qwen3-tokenizer
   "$q3c" dump "$model" -o "$model.mlir"
   echo "--- q3c dump $model: the dispatches of the first layer (all IR in $model.mlir) ---"
   grep -m 7 -E 'q3.dispatch' "$model.mlir"
@@ -63,6 +69,10 @@ run_default_model() {
   "$q3c" dump "$model" --stats
   echo "--- q3c eval $model --tokens 1,2,3 -n 16 ---"
   "$q3c" eval "$model" --tokens 1,2,3 -n 16
+  echo "--- q3c compile $model -o $model.q3 ---"
+  "$q3c" compile "$model" -o "$model.q3"
+  echo "--- q3run $model.q3 --prompt \"Why is the sky blue?\" (random weights: the answer is gibberish) ---"
+  "$q3run" "$model.q3" --weights "$model" --prompt "Why is the sky blue?" -n 48 --seed 1
 }
 
 install_packages

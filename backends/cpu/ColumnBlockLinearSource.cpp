@@ -1,16 +1,21 @@
 //===- ColumnBlockLinearSource.cpp - fused_linear on column-block weights -===//
 //
 // fused_linear for a bf16 weight in the column-block layout
-// ([N/16][K/2][16][2], runtime/WeightLayout.h). A register tile is R rows x
+// ([N/16][K/2][16][2], #q3.column_blocks). A register tile is R rows x
 // 2 blocks of 16 columns: per pair of k, each block is one 64-byte load that
 // widens exactly to the f32 weights of k (shift) and k+1 (mask), and every
 // row's x[t, k] and x[t, k+1] are broadcast into 2R fused multiply-adds per
-// block. Prefill runs 6-row tiles (12 accumulators, each weight load serves six
-// rows), the remaining rows and decode run 1-row tiles that prefetch the
-// weight stream ahead. The epilogue (norm scale, SwiGLU, residual) works on
-// 16 columns at once. Workgroup w owns output blocks [4w, 4w + 4). With AMX
-// (kernel.prefillMatmul), prefills of 16 rows or more run on the tile unit
-// instead (AmxLinearSource.cpp).
+// block. Prefill runs R-row tiles (R from the kernel's q3.lowering tile: 2R
+// accumulators, each weight load serves R rows), the remaining rows 1-row
+// tiles; decode runs 1-row tiles that prefetch the weight stream ahead. The
+// epilogue (norm scale, SwiGLU, residual) works on 16 columns at once.
+// Workgroup w owns output blocks [4w, 4w + 4).
+//
+// With matmul avx512bf16 every row of a prefill is rounded to bf16 and
+// multiplied with vdpbf16ps (its R-row tiles and the 1-row tiles of the rest),
+// so all prefill rows see the same arithmetic, as the q3.lowering promises;
+// decode stays f32. With matmul amx, prefills of 16 rows or more run on the
+// tile unit (AmxLinearSource.cpp) and shorter ones on the vdpbf16ps tiles.
 //
 // SwiGLU pairs gate block b with up block b + N/32 (the up half's rows follow
 // the gate half's); plain kernels pair neighbouring output blocks.
@@ -41,9 +46,7 @@ ColumnBlockLayout columnBlockLayout(const FusedLinearKernel &kernel) {
 
 namespace {
 
-constexpr int64_t kPrefillRows = 6;
-/// Fewer rows stay on the f32 tiles: the tile unit pads to 32 rows, and
-/// decode must keep its f32 numerics.
+/// Fewer rows take the vdpbf16ps tiles: the tile unit pads to 32 rows.
 constexpr int64_t kAmxMinRows = 16;
 using Layout = ColumnBlockLayout;
 
@@ -294,26 +297,44 @@ std::string blockPairing(const FusedLinearKernel &kernel, const ColumnBlockLayou
 
 std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
   const Layout l = columnBlockLayout(kernel);
-  const bool bf16 = kernel.prefillMatmul == PrefillMatmul::Avx512Bf16;
+  const int64_t tileRows = kernel.prefillTileRows;
   const bool amx = kernel.prefillMatmul == PrefillMatmul::Amx && kernel.amxFits();
-  std::string source = tileFunction(kernel, l, kPrefillRows, bf16) +
-                       tileFunction(kernel, l, 1, false) + storeFunction(kernel, l);
+  // vdpbf16ps tiles: the avx512bf16 prefill, and AMX's prompts too short for the tile unit.
+  const bool bf16 = kernel.prefillMatmul == PrefillMatmul::Avx512Bf16 ||
+                    kernel.prefillMatmul == PrefillMatmul::Amx;
+  // The prefill tile, the f32 decode row and (bf16) the leftover rows' tile,
+  // each defined once when they coincide.
+  std::string source = tileFunction(kernel, l, 1, false) + storeFunction(kernel, l);
+  if (tileRows != 1 || bf16)
+    source += tileFunction(kernel, l, int(tileRows), bf16);
+  if (bf16 && tileRows != 1)
+    source += tileFunction(kernel, l, 1, true);
   if (amx)
     source += amxFunctions(kernel, l);
   const KernelFrame frame = kernelFrame(kernel, l.xType, l.yType);
   source += frame.helpers;
+  // A prefill (more than one row) rounds all its rows; decode rounds none.
   const RoundedActivations rounding =
-      roundedActivations(kernel, l, frame.dotInput, "%tiledRows", "%tiledRows");
-  if (bf16 || amx)
+      roundedActivations(kernel, l, frame.dotInput, "%roundedRows", "%roundedRows");
+  if (bf16)
     source += rounding.helpers;
-  // With AMX, prefills of kAmxMinRows rows or more take the tile unit and
-  // the f32 loops below run only for shorter ones (decode).
   const std::string amxOpening =
       amx ? fmt::format("  %cAmxMinRows = arith.constant {} : index\n"
                         "  %useAmx = arith.cmpi uge, %rows, %cAmxMinRows : index\n"
                         "  scf.if %useAmx {{\n{}  }} else {{\n",
                         kAmxMinRows, amxPrefill(kernel, l, frame.dotInput, frame.residualOperand))
           : "";
+  // The rows the R-row tiles leave: bf16 1-row tiles in a prefill, the f32
+  // (prefetching) 1-row tile in decode.
+  const std::string f32Rows =
+      fmt::format("      scf.for %t = %tiledRows to %rows step %c1 {{\n{}      }}\n",
+                  tileAndStore(kernel, l, 1, false, frame.dotInput, frame.residualOperand));
+  const std::string leftoverRows =
+      bf16 ? fmt::format("      scf.if %multiRow {{\n"
+                         "      scf.for %t = %tiledRows to %rows step %c1 {{\n{}      }}\n"
+                         "      }} else {{\n{}      }}\n",
+                         tileAndStore(kernel, l, 1, true, "%xp", frame.residualOperand), f32Rows)
+           : f32Rows;
   source += frame.opening;
   source += fmt::format(
       R"mlir(  %c16 = arith.constant 16 : index
@@ -326,6 +347,8 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
   %bBegin = arith.muli %wgBegin, %cBlocksPerGroup : index
   %bEndGroup = arith.muli %wgEnd, %cBlocksPerGroup : index
   %bEnd = arith.minui %bEndGroup, %cOutBlocks : index
+  %multiRow = arith.cmpi ugt, %rows, %c1 : index
+  %roundedRows = arith.select %multiRow, %rows, %c0 : index
 {opening}  %tiles = arith.divui %rows, %cTileRows : index
   %tiledRows = arith.muli %tiles, %cTileRows : index
 {rounding}  scf.for %bA = %bBegin to %bEnd step {step} {{
@@ -333,22 +356,19 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
       %colB = arith.muli %bB, %c16 : index
       scf.for %t = %c0 to %tiledRows step %cTileRows {{
 {prefillTile}      }}
-      scf.for %t = %tiledRows to %rows step %c1 {{
-{rowTile}      }}
-  }}
+{leftoverRows}  }}
 {closing})mlir",
       fmt::arg("blocksPerGroup", FusedLinearKernel::kColumnsPerWorkgroup / kBlock),
-      fmt::arg("outBlocks", l.outBlocks), fmt::arg("tileRows", kPrefillRows),
+      fmt::arg("outBlocks", l.outBlocks), fmt::arg("tileRows", tileRows),
       fmt::arg("weightType", l.weightType), fmt::arg("flatType", l.flatType),
       fmt::arg("pairing", blockPairing(kernel, l)),
       fmt::arg("step", kernel.swiglu ? "%c1" : "%cTwo"),
       fmt::arg("rounding", bf16 ? rounding.opening : ""),
-      fmt::arg("prefillTile", tileAndStore(kernel, l, kPrefillRows, bf16,
-                                           bf16 ? "%xp" : frame.dotInput, frame.residualOperand)),
-      fmt::arg("rowTile", tileAndStore(kernel, l, 1, false, frame.dotInput, frame.residualOperand)),
-      fmt::arg("opening", amx ? amxOpening : ""), fmt::arg("closing", amx ? "  }\n" : ""));
-  if (bf16)
-    source += rounding.closing;
+      fmt::arg("prefillTile",
+               tileAndStore(kernel, l, int(tileRows), bf16, bf16 ? "%xp" : frame.dotInput,
+                            frame.residualOperand)),
+      fmt::arg("leftoverRows", leftoverRows), fmt::arg("opening", amx ? amxOpening : ""),
+      fmt::arg("closing", (bf16 ? rounding.closing : "") + std::string(amx ? "  }\n" : "")));
   source += frame.closing;
   return source;
 }

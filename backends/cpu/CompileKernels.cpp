@@ -212,6 +212,14 @@ std::vector<uint8_t> linkSharedObject(const std::vector<uint8_t> &object) {
     if (error)
       throw std::runtime_error(objectPath.str().str() + ": " + error.message());
     out.write(reinterpret_cast<const char *>(object.data()), object.size());
+    // A failed write is this line, not LLVM's "IO failure on output stream"
+    // fatal error when the stream is destroyed.
+    out.close();
+    if (out.has_error()) {
+      const std::string reason = out.error().message();
+      out.clear_error();
+      throw std::runtime_error(objectPath.str().str() + ": cannot write: " + reason);
+    }
   }
   llvm::ErrorOr<std::string> driver = llvm::sys::findProgramByName("cc");
   if (!driver)

@@ -1,9 +1,12 @@
 //===- CpuTarget.cpp ------------------------------------------------------===//
 #include "backends/cpu/CpuTarget.h"
 
+#include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/X86TargetParser.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace q3::cpu {
@@ -47,8 +50,53 @@ CpuTarget resolveCpuTarget(const std::string &name) {
     std::vector<std::string> features = levelFeatures(name);
     return CpuTarget{name, name, featureString(features), features};
   }
-  throw std::invalid_argument("--cpu: expected host, x86-64-v2, x86-64-v3 or x86-64-v4, got '" +
+  // A CPU LLVM knows by name (znver4, sapphirerapids, ...): every feature it
+  // implies, so the artifact runs on that CPU and the ones above it.
+  if (llvm::X86::parseArchX86(name, /*Only64Bit=*/true) != llvm::X86::CK_None) {
+    llvm::SmallVector<llvm::StringRef> implied;
+    llvm::X86::getFeaturesForCPU(name, implied);
+    std::vector<std::string> features(implied.begin(), implied.end());
+    return CpuTarget{name, name, featureString(features), features};
+  }
+  throw std::invalid_argument("--cpu: expected host, x86-64-v2, x86-64-v3, x86-64-v4 or a CPU "
+                              "LLVM knows (e.g. znver4, sapphirerapids), got '" +
                               name + "'");
+}
+
+bool targetHas(const CpuTarget &target, const std::string &feature) {
+  return std::find(target.requiredFeatures.begin(), target.requiredFeatures.end(), feature) !=
+         target.requiredFeatures.end();
+}
+
+void setTargetAttribute(mlir::ModuleOp module, const CpuTarget &target) {
+  mlir::Builder builder(module.getContext());
+  llvm::SmallVector<llvm::StringRef> features(target.requiredFeatures.begin(),
+                                              target.requiredFeatures.end());
+  mlir::NamedAttrList fields;
+  fields.append("backend", builder.getStringAttr("cpu"));
+  fields.append("cpu", builder.getStringAttr(target.name));
+  fields.append("llvm_cpu", builder.getStringAttr(target.llvmCpu));
+  fields.append("features", builder.getStrArrayAttr(features));
+  module->setAttr(kTargetAttrName, fields.getDictionary(module.getContext()));
+}
+
+CpuTarget targetOf(mlir::ModuleOp module) {
+  auto dict = module->getAttrOfType<mlir::DictionaryAttr>(kTargetAttrName);
+  auto backend = dict ? dict.getAs<mlir::StringAttr>("backend") : nullptr;
+  if (!backend || backend.getValue() != "cpu")
+    throw std::runtime_error(std::string("the module has no CPU ") + kTargetAttrName +
+                             " attribute: run cpu-set-target");
+  CpuTarget target;
+  if (auto cpu = dict.getAs<mlir::StringAttr>("cpu"))
+    target.name = cpu.str();
+  if (auto llvmCpu = dict.getAs<mlir::StringAttr>("llvm_cpu"))
+    target.llvmCpu = llvmCpu.str();
+  if (auto features = dict.getAs<mlir::ArrayAttr>("features"))
+    for (mlir::Attribute feature : features)
+      if (auto name = feature.dyn_cast<mlir::StringAttr>())
+        target.requiredFeatures.push_back(name.str());
+  target.features = featureString(target.requiredFeatures);
+  return target;
 }
 
 } // namespace q3::cpu

@@ -1,6 +1,8 @@
 //===- CpuTarget.h - the CPU a kernel library is compiled for -------------===//
 #pragma once
 
+#include "mlir/IR/BuiltinOps.h"
+
 #include <string>
 #include <vector>
 
@@ -13,8 +15,20 @@ struct CpuTarget {
   std::vector<std::string> requiredFeatures; // what the runtime must check on its host
 };
 
-/// "host" (this machine, as LLVM detects it) or an x86-64 microarchitecture
-/// level. Anything else throws std::invalid_argument listing the choices.
+/// "host" (this machine, as LLVM detects it), an x86-64 microarchitecture
+/// level, or a 64-bit x86 CPU LLVM knows by name (cross-compiling for it).
+/// Anything else throws std::invalid_argument listing the choices.
 CpuTarget resolveCpuTarget(const std::string &name);
+
+/// Whether `target` has the LLVM feature `feature` ("avx512bf16", "amx-tile").
+bool targetHas(const CpuTarget &target, const std::string &feature);
+
+/// The module attribute that records what a module is compiled for:
+/// `q3.target = {backend = "cpu", cpu = "host", llvm_cpu = "znver3",
+/// features = ["avx2", ...]}`. The CPU target passes read it.
+inline constexpr const char *kTargetAttrName = "q3.target";
+void setTargetAttribute(mlir::ModuleOp module, const CpuTarget &target);
+/// The target recorded on `module`; throws std::runtime_error without one.
+CpuTarget targetOf(mlir::ModuleOp module);
 
 } // namespace q3::cpu

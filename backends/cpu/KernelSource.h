@@ -48,6 +48,9 @@ struct FusedLinearKernel {
   /// (needs inFeatures % 32 == 0, see amxFits()). Decode and the rows the
   /// tiles leave stay f32 either way.
   PrefillMatmul prefillMatmul = PrefillMatmul::F32;
+  /// Rows of the column-block prefill register tile (each weight load serves
+  /// this many rows x 2 blocks of 16 outputs; the q3.lowering tile).
+  int64_t prefillTileRows = 6;
   bool amxFits() const { return columnBlocks && inFeatures % kAmxDepth == 0; }
   static constexpr int64_t kAmxDepth = 32; // k per AMX step: 16 rows of 64 bytes
   static constexpr int64_t kColumnsPerWorkgroup = 64;

@@ -2,9 +2,14 @@
 //
 // Every SSA value of a run holds one of: an f32 activation tensor, a weight
 // (an f32 array that lives as long as the interpreter), or an index scalar.
-// Weight transforms (fold_gain, concat_rows) are evaluated on first use and
-// kept, as the weight binder of a compiled model would. A q3.dispatch runs its
-// kernel's body with the kernel arguments bound to the dispatch operands.
+// Weight transforms (fold_gain, concat_rows, pack_column_blocks) are
+// evaluated on first use and kept, as the weight binder of a compiled model
+// would; a packed weight holds its values in the packed order, and products
+// read it through that layout. A q3.dispatch runs its kernel's body with the
+// kernel arguments bound to the dispatch operands, under the kernel's
+// lowering config where that changes the arithmetic (bf16 prefill
+// activations). The KV cache holds keys and values rounded to its element
+// type.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/reference/Interpreter.h"
@@ -50,16 +55,24 @@ std::vector<int64_t> shapeWithRows(Value v, int64_t rows) {
   return shape;
 }
 
-/// Rounds f32 values to the precision of `type`'s bf16 or f16 elements, which is
-/// what a weight transform stored in that type holds.
-void roundToElementType(std::vector<float> &values, Type type) {
-  Type element = type.cast<RankedTensorType>().getElementType();
+/// Rounds f32 values to the precision of bf16 or f16 `element`s, which is
+/// what a tensor stored in that type holds.
+template <typename Range> void roundToElement(Range &&values, Type element) {
   if (element.isBF16())
     for (float &v : values)
       v = runtime::bf16ToFloat(runtime::floatToBf16(v));
   else if (element.isF16())
     for (float &v : values)
       v = runtime::f16ToFloat(runtime::floatToF16(v));
+}
+
+void roundToElementType(std::vector<float> &values, Type type) {
+  roundToElement(values, type.cast<RankedTensorType>().getElementType());
+}
+
+/// Whether a product's prefill rounds its activations to bf16 under `lowering`.
+bool roundsPrefillActivations(LoweringConfigAttr lowering) {
+  return lowering && (lowering.getMatmul() == "avx512bf16" || lowering.getMatmul() == "amx");
 }
 
 } // namespace
@@ -75,7 +88,9 @@ struct Interpreter::State {
   WeightLookup lookupWeight;
   int64_t contextLength = 0;
   int64_t kvRowSize = 0; // kvHeads * headDim
+  Type cacheElement;      // f32, bf16 or f16
   std::vector<LayerCache> cache;
+  LoweringConfigAttr lowering; // of the kernel being run, if any
   int64_t position = 0;
   std::map<Operation *, std::vector<float>> transformedWeights; // kept across runs
 
@@ -132,6 +147,7 @@ struct Interpreter::State {
   void runOp(ParamOp op);
   void runOp(FoldGainOp op);
   void runOp(ConcatRowsOp op);
+  void runOp(PackColumnBlocksOp op);
   void runOp(EmbeddingOp op);
   void runOp(RMSNormOp op);
   void runOp(LinearOp op);
@@ -183,6 +199,20 @@ void Interpreter::State::runOp(ConcatRowsOp op) {
   weights[op.getResult()] = &it->second;
 }
 
+void Interpreter::State::runOp(PackColumnBlocksOp op) {
+  auto [it, inserted] = transformedWeights.try_emplace(op.getOperation());
+  if (inserted) {
+    const std::vector<float> &w = weightVector(op.getWeight());
+    auto type = op.getWeight().getType().cast<RankedTensorType>();
+    const int64_t rows = type.getDimSize(0), columns = type.getDimSize(1);
+    it->second.resize(w.size());
+    for (int64_t n = 0; n < rows; ++n)
+      for (int64_t k = 0; k < columns; ++k)
+        it->second[columnBlockIndex(n, k, columns)] = w[n * columns + k];
+  }
+  weights[op.getResult()] = &it->second;
+}
+
 void Interpreter::State::runOp(EmbeddingOp op) {
   const Tensor &tokens = act(op.getTokens());
   auto tableType = op.getTable().getType().cast<RankedTensorType>();
@@ -226,8 +256,12 @@ void Interpreter::State::runOp(FusedLinearOp op) {
   std::optional<double> eps;
   if (auto attr = op.getRmsNormEps())
     eps = attr->convertToDouble();
+  ProductExtras extras;
+  extras.gain = op.getGain() ? weight(op.getGain()) : nullptr;
+  extras.columnBlocks = hasColumnBlocks(op.getWeight().getType());
+  extras.bf16Activations = x.rows() > 1 && roundsPrefillActivations(lowering);
   fusedLinear(x.data.data(), weight(op.getWeight()), residual, y.data.data(), x.rows(), in,
-              y.shape[1], eps ? &*eps : nullptr, op.getSwiglu());
+              y.shape[1], eps ? &*eps : nullptr, op.getSwiglu(), extras);
   define(op.getResult(), std::move(y));
 }
 
@@ -244,8 +278,12 @@ std::pair<Tensor, Tensor> Interpreter::State::appendToCache(int64_t layerIndex, 
     throw InterpreterError("cache layer " + std::to_string(layerIndex) + " does not exist");
   LayerCache &layer = cache[layerIndex];
   const int64_t end = startPos + k.rows();
-  std::copy(k.data.begin(), k.data.end(), layer.keys.begin() + startPos * kvRowSize);
-  std::copy(v.data.begin(), v.data.end(), layer.values.begin() + startPos * kvRowSize);
+  auto keysAt = layer.keys.begin() + startPos * kvRowSize;
+  auto valuesAt = layer.values.begin() + startPos * kvRowSize;
+  std::copy(k.data.begin(), k.data.end(), keysAt);
+  std::copy(v.data.begin(), v.data.end(), valuesAt);
+  roundToElement(llvm::make_range(keysAt, keysAt + int64_t(k.data.size())), cacheElement);
+  roundToElement(llvm::make_range(valuesAt, valuesAt + int64_t(v.data.size())), cacheElement);
   std::vector<int64_t> shape = k.shape;
   shape[0] = end;
   return {
@@ -255,7 +293,7 @@ std::pair<Tensor, Tensor> Interpreter::State::appendToCache(int64_t layerIndex, 
 }
 
 void Interpreter::State::runOp(KVCacheUpdateOp op) {
-  auto [keys, values] = appendToCache(int64_t(op.getLayer()), act(op.getKey()), act(op.getValue()),
+  auto [keys, values] = appendToCache(scalar(op.getLayer()), act(op.getKey()), act(op.getValue()),
                                       scalar(op.getStartPos()));
   define(op.getKeys(), std::move(keys));
   define(op.getValues(), std::move(values));
@@ -325,7 +363,9 @@ void Interpreter::State::runOp(DispatchOp op) {
   Block &body = kernel.getBody().front();
   for (auto [operand, argument] : llvm::zip(op.getOperands(), body.getArguments()))
     alias(operand, argument);
+  lowering = kernel->getAttrOfType<LoweringConfigAttr>(kLoweringAttrName);
   Operation *ret = runBlock(body);
+  lowering = {};
   for (auto [returned, result] : llvm::zip(ret->getOperands(), op.getResults()))
     alias(returned, result);
 }
@@ -351,7 +391,7 @@ void Interpreter::State::execute(Operation *op) {
     define(out, std::move(t));
   };
   llvm::TypeSwitch<Operation *>(op)
-      .Case<ParamOp, FoldGainOp, ConcatRowsOp, EmbeddingOp, RMSNormOp, LinearOp, FusedLinearOp,
+      .Case<ParamOp, FoldGainOp, ConcatRowsOp, PackColumnBlocksOp, EmbeddingOp, RMSNormOp, LinearOp, FusedLinearOp,
             RopeOp, KVCacheUpdateOp, QKNormRopeCacheOp, AttentionOp, SplitColumnsOp, DispatchOp,
             arith::ConstantOp>([&](auto concrete) { runOp(concrete); })
       .Case<ReshapeHeadsOp, MergeHeadsOp>(
@@ -389,6 +429,7 @@ Interpreter::Interpreter(ModuleOp module, WeightLookup weights, int64_t contextL
   state->lookupWeight = std::move(weights);
   state->contextLength = contextLength;
   state->kvRowSize = cacheType.getKvHeads() * cacheType.getHeadDim();
+  state->cacheElement = cacheType.getElement();
   state->cache.resize(cacheType.getLayers());
   for (LayerCache &layer : state->cache) {
     layer.keys.assign(contextLength * state->kvRowSize, 0.0f);

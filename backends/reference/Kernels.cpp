@@ -1,5 +1,6 @@
 //===- Kernels.cpp - the reference interpreter's arithmetic ---------------===//
 #include "backends/reference/Kernels.h"
+#include "runtime/DType.h"
 
 #include <algorithm>
 #include <cmath>
@@ -91,8 +92,22 @@ float silu(float x) { return float(double(x) / (1.0 + std::exp(-double(x)))); }
 
 void fusedLinear(const float *x, const float *w, const float *residual, float *y, int64_t rows,
                  int64_t in, int64_t outFeatures, const double *normEps, bool swiglu) {
+  fusedLinear(x, w, residual, y, rows, in, outFeatures, normEps, swiglu, ProductExtras{});
+}
+
+void fusedLinear(const float *x, const float *w, const float *residual, float *y, int64_t rows,
+                 int64_t in, int64_t outFeatures, const double *normEps, bool swiglu,
+                 const ProductExtras &extras) {
   const int64_t productWidth = swiglu ? 2 * outFeatures : outFeatures;
-  std::vector<float> product(productWidth);
+  std::vector<float> product(productWidth), input(in);
+  std::vector<float> rowMajor;
+  if (extras.columnBlocks) {
+    rowMajor.resize(size_t(productWidth * in));
+    for (int64_t n = 0; n < productWidth; ++n)
+      for (int64_t k = 0; k < in; ++k)
+        rowMajor[n * in + k] = w[columnBlockIndex(n, k, in)];
+    w = rowMajor.data();
+  }
   for (int64_t t = 0; t < rows; ++t) {
     const float *xRow = x + t * in;
     double rowScale = 1.0;
@@ -102,7 +117,12 @@ void fusedLinear(const float *x, const float *w, const float *residual, float *y
         sumSquares += double(xRow[k]) * double(xRow[k]);
       rowScale = 1.0 / std::sqrt(sumSquares / double(in) + *normEps);
     }
-    linear(xRow, w, nullptr, product.data(), 1, in, productWidth);
+    for (int64_t k = 0; k < in; ++k) {
+      input[k] = extras.gain ? xRow[k] * extras.gain[k] : xRow[k];
+      if (extras.bf16Activations)
+        input[k] = runtime::bf16ToFloat(runtime::floatToBf16(input[k]));
+    }
+    linear(input.data(), w, nullptr, product.data(), 1, in, productWidth);
     for (int64_t n = 0; n < outFeatures; ++n) {
       float value = float(double(product[n]) * rowScale);
       if (swiglu)

@@ -32,10 +32,26 @@ void causalAttention(const float *q, const float *keys, const float *values, flo
 
 float silu(float x);
 
-/// The fused product of q3.fused_linear: y = (x W^T) * r (+ swiglu) (+ residual), where
-/// r = rsqrt(mean(x^2) + eps) per row when `normEps` is set, else 1. With `swiglu`, W has
-/// 2 * outFeatures rows (gate over up) and y = silu(gate) * up.
+/// The fused product of q3.fused_linear: y = ((x * gain) W^T) * r (+ swiglu) (+ residual),
+/// where r = rsqrt(mean(x^2) + eps) per row when `normEps` is set, else 1. With `swiglu`, W
+/// has 2 * outFeatures rows (gate over up) and y = silu(gate) * up.
 void fusedLinear(const float *x, const float *w, const float *residual, float *y, int64_t rows,
                  int64_t in, int64_t outFeatures, const double *normEps, bool swiglu);
+
+/// What else a q3.fused_linear can say beyond fusedLinear()'s arguments.
+struct ProductExtras {
+  const float *gain = nullptr;  // [in], applied to x in the prologue
+  bool columnBlocks = false;    // W is in #q3.column_blocks order (columnBlockIndex)
+  bool bf16Activations = false; // x * gain rounded to bf16 (nearest even) before the product
+};
+void fusedLinear(const float *x, const float *w, const float *residual, float *y, int64_t rows,
+                 int64_t in, int64_t outFeatures, const double *normEps, bool swiglu,
+                 const ProductExtras &extras);
+
+/// Where element (n, k) of an [N, in] weight lies in #q3.column_blocks order:
+/// [N/16][in/2][16][2].
+inline int64_t columnBlockIndex(int64_t n, int64_t k, int64_t in) {
+  return ((n / 16) * (in / 2) + k / 2) * 32 + (n % 16) * 2 + (k % 2);
+}
 
 } // namespace q3::reference

@@ -17,7 +17,6 @@
 #include "backends/vulkan/VulkanPasses.h"
 
 #include "ir/Q3Ops.h"
-#include "passes/Statistics.h"
 #include "runtime/Artifact.h"
 #include "runtime/vulkan/SpirvCheck.h"
 #include "runtime/vulkan/VulkanKernelABI.h"
@@ -31,18 +30,10 @@
 #include <stdexcept>
 
 using namespace mlir;
-using nlohmann::json;
 namespace rv = q3::runtime::vulkan;
 
 namespace q3::vulkan {
 namespace {
-
-void runTargetPasses(ModuleOp module) {
-  PassManager pm(module.getContext());
-  addVulkanTargetPasses(pm);
-  if (failed(pm.run(module)))
-    throw std::runtime_error("the Vulkan target passes failed");
-}
 
 std::vector<func::FuncOp> kernelFunctions(ModuleOp module) {
   std::vector<func::FuncOp> kernels;
@@ -66,23 +57,33 @@ void validate(const CompiledKernel::Module &module, const std::string &entryPoin
 
 } // namespace
 
+void runVulkanTargetPasses(ModuleOp module) {
+  // The kernels read an RMSNorm gain folded into the weight (un-folded again
+  // by vulkan-prologue-gain), not fused_linear's gain operand.
+  WalkResult gainOperand = module.walk([](ir::FusedLinearOp op) {
+    return op.getGain() ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  if (gainOperand.wasInterrupted())
+    throw std::runtime_error("the Vulkan backend needs the RMSNorm gains folded into the "
+                             "weights: run the pipeline with --fold-gain=always");
+  PassManager pm(module.getContext());
+  addVulkanTargetPasses(pm);
+  if (failed(pm.run(module)))
+    throw std::runtime_error("the Vulkan target passes failed");
+}
+
 CompiledVulkanModel compileForVulkan(ModuleOp module) {
-  runTargetPasses(module);
+  runVulkanTargetPasses(module);
   MLIRContext &context = *module.getContext();
   loadKernelDialects(context);
   CompiledVulkanModel compiled;
   KernelCompiler compiler(context);
   rv::VulkanTarget target;
   target.minSubgroupSize = 4;
-  json kernels = json::array();
   for (func::FuncOp kernel : kernelFunctions(module)) {
     CompiledKernel k = compileKernel(compiler, kernel);
     target.minSubgroupSize =
         std::max(target.minSubgroupSize, loweringConfigInt(kernel, "min_subgroup_size").value_or(4));
-    // The scheduler's view: products are column-parallel (their last
-    // dispatch may run on the last row only), the rest run per row.
-    json grid = linearFacts(kernel) ? json{{"kind", "fixed"}, {"count", 1}} : json{{"kind", "rows"}};
-    kernels.push_back({{"name", k.spec.name}, {"grid", grid}});
     compiled.kernels.push_back(std::move(k));
   }
   compiled.kernels.push_back(
@@ -94,27 +95,13 @@ CompiledVulkanModel compileForVulkan(ModuleOp module) {
       compiled.kernelSource += k.modules[v].mlir;
     }
   }
-  SchedulePlan plan = writeSchedule(module);
-  passes::PipelineStatistics stats = passes::collectStatistics(module, module);
-  compiled.manifest = {
-      {"format", rv::kVulkanFormat},
-      {"format_version", rv::kVulkanFormatVersion},
-      {"config", plan.config},
-      {"kv_cache_dtype", "f32"},
-      {"kernels", kernels},
-      {"weights", plan.weights},
-      {"buffers", plan.buffers},
-      {"schedule", plan.schedule},
-      {"output", plan.output},
-      {"decode_bytes_per_token",
-       stats.decodeActivationBytes.value_or(0) + plan.decodeWeightBytes},
-      {"vulkan", target},
-  };
+  compiled.manifest = writeSchedule(module);
+  compiled.vulkan = std::move(target);
   return compiled;
 }
 
 std::string vulkanKernelSource(ModuleOp module) {
-  runTargetPasses(module);
+  runVulkanTargetPasses(module);
   MLIRContext &context = *module.getContext();
   loadKernelDialects(context);
   KernelCompiler compiler(context, /*lowering=*/false);
@@ -128,7 +115,9 @@ std::string vulkanKernelSource(ModuleOp module) {
   return text;
 }
 
-void writeVulkanArtifact(const std::string &path, const CompiledVulkanModel &model) {
+void writeVulkanArtifact(const std::string &path, const CompiledVulkanModel &model,
+                         const std::vector<runtime::ArtifactSection> &extra,
+                         const runtime::SecretKey *signer) {
   std::vector<runtime::ArtifactSection> sections;
   for (const CompiledKernel &kernel : model.kernels)
     for (const CompiledKernel::Module &m : kernel.modules) {
@@ -138,7 +127,10 @@ void writeVulkanArtifact(const std::string &path, const CompiledVulkanModel &mod
     }
   sections.push_back({"kernels.mlir", runtime::SectionKind::Data,
                       std::vector<uint8_t>(model.kernelSource.begin(), model.kernelSource.end())});
-  runtime::writeArtifact(path, model.manifest, sections);
+  sections.insert(sections.end(), extra.begin(), extra.end());
+  nlohmann::json manifest = manifest::toJson(model.manifest);
+  manifest["vulkan"] = model.vulkan;
+  runtime::writeArtifact(path, manifest, sections, signer);
 }
 
 } // namespace q3::vulkan

@@ -1,39 +1,37 @@
-//===- ScheduleWriter.cpp - the weight plan and schedule of a Vulkan artifact ===//
+//===- ScheduleWriter.cpp - the typed manifest of a Vulkan artifact -------===//
 #include "backends/vulkan/ScheduleWriter.h"
+#include "backends/common/ManifestWriter.h"
+#include "backends/vulkan/KernelFacts.h"
 #include "backends/vulkan/LoweringConfig.h"
 #include "backends/vulkan/PrologueGain.h"
 
 #include "ir/BuildGraph.h"
 #include "ir/Q3Ops.h"
+#include "passes/Statistics.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <stdexcept>
 
 using namespace mlir;
-using nlohmann::json;
 
 namespace q3::vulkan {
 namespace {
 
-std::string dtypeName(Type element) {
-  if (element.isBF16())
-    return "bf16";
-  if (element.isF16())
-    return "f16";
-  if (element.isF32())
-    return "f32";
-  throw std::runtime_error("unsupported weight element type");
-}
+using manifest::Binding;
+using manifest::BindingKind;
+using manifest::Slot;
+using manifest::SlotKind;
 
 std::vector<int64_t> shapeOf(Value v) {
   auto shape = v.getType().cast<RankedTensorType>().getShape();
   return std::vector<int64_t>(shape.begin(), shape.end());
 }
 
-std::string dtypeOf(Value v) {
-  return dtypeName(v.getType().cast<RankedTensorType>().getElementType());
+manifest::ElementType dtypeOf(Value v) {
+  return backends::elementTypeOf(v.getType().cast<RankedTensorType>().getElementType());
 }
 
 /// Bytes of one row (one position) of an activation [T, ...] of f32.
@@ -44,119 +42,186 @@ int64_t rowBytesOf(Value activation) {
   return bytes;
 }
 
-json configJson(ModuleOp module) {
-  json config = json::object();
-  auto dict = module->getAttrOfType<DictionaryAttr>("q3.config");
-  if (!dict)
-    throw std::runtime_error("module has no q3.config: build it with q3c from a config");
-  for (NamedAttribute entry : dict) {
-    std::string key = entry.getName().str();
-    if (auto b = entry.getValue().dyn_cast<BoolAttr>())
-      config[key] = b.getValue();
-    else if (auto i = entry.getValue().dyn_cast<IntegerAttr>())
-      config[key] = i.getInt();
-    else if (auto f = entry.getValue().dyn_cast<FloatAttr>())
-      config[key] = f.getValueAsDouble();
-    else if (auto s = entry.getValue().dyn_cast<StringAttr>())
-      config[key] = s.str();
-  }
-  return config;
-}
-
-json bufferPlanJson(ModuleOp module) {
-  auto plan = module->getAttrOfType<DictionaryAttr>("q3.buffer_plan");
-  if (!plan)
-    throw std::runtime_error("module has no q3.buffer_plan: run plan-buffers");
-  int64_t rows = plan.getAs<IntegerAttr>("max_seq_len").getInt();
-  json rowBytes = json::array();
-  for (int64_t bytes : plan.getAs<DenseI64ArrayAttr>("buffer_bytes").asArrayRef())
-    rowBytes.push_back(bytes / rows);
-  return {{"row_bytes", rowBytes}};
-}
-
 class Writer {
 public:
   explicit Writer(ModuleOp module) : module(module) {}
 
+  manifest::Manifest write() {
+    auto forward = module.lookupSymbol<func::FuncOp>(ir::kEntryPoint);
+    if (!forward || forward.getBody().front().getOps<ir::DispatchOp>().empty())
+      throw std::runtime_error("compiling for Vulkan needs the dispatch stage (--emit=dispatch)");
+    m.format = manifest::kVulkanFormat;
+    m.target.backend = "vulkan";
+    m.config = backends::configOf(module);
+    auto cacheType = forward.getArgument(2).getType().cast<ir::KVCacheType>();
+    m.kvCache = backends::elementTypeOf(cacheType.getElement());
+    readBufferPlan();
+    collectWeights(forward);
+    for (ir::DispatchOp dispatch : forward.getBody().front().getOps<ir::DispatchOp>())
+      addStep(dispatch);
+    m.output = describe(forward.getBody().front().getTerminator()->getOperand(0));
+    passes::PipelineStatistics stats = passes::collectStatistics(module, module);
+    m.decodeBytesPerToken = stats.decodeActivationBytes.value_or(0) + decodeWeightBytes();
+    return std::move(m);
+  }
+
+private:
+  void readBufferPlan() {
+    auto plan = module->getAttrOfType<DictionaryAttr>("q3.buffer_plan");
+    if (!plan)
+      throw std::runtime_error("module has no q3.buffer_plan: run plan-buffers");
+    m.prefillRows = plan.getAs<IntegerAttr>("max_seq_len").getInt();
+    for (int64_t bytes : plan.getAs<DenseI64ArrayAttr>("buffer_bytes").asArrayRef())
+      m.bufferRowBytes.push_back(bytes / m.prefillRows);
+  }
+
   void collectWeights(func::FuncOp forward) {
-    weights = json::array();
     forward.walk([&](Operation *op) {
       if (!isa<ir::ParamOp, ir::FoldGainOp, ir::ConcatRowsOp>(op))
         return;
       Value result = op->getResult(0);
-      int64_t id = int64_t(weights.size());
-      weightIds[result] = id;
-      json entry = {{"id", id}, {"shape", shapeOf(result)}, {"dtype", dtypeOf(result)}};
+      manifest::Weight w;
+      w.id = int64_t(m.weights.size());
+      w.shape = shapeOf(result);
+      w.dtype = dtypeOf(result);
       if (auto param = dyn_cast<ir::ParamOp>(op)) {
-        entry["kind"] = "param";
-        entry["name"] = param.getName().str();
+        w.kind = manifest::WeightKind::Param;
+        w.name = param.getName().str();
       } else {
-        entry["kind"] = isa<ir::FoldGainOp>(op) ? "fold_gain" : "concat_rows";
-        json inputs = json::array();
+        w.kind = isa<ir::FoldGainOp>(op) ? manifest::WeightKind::FoldGain
+                                         : manifest::WeightKind::ConcatRows;
         for (Value input : op->getOperands())
-          inputs.push_back(weightIds.lookup(input));
-        entry["inputs"] = inputs;
+          w.inputs.push_back(weightIds.lookup(input));
       }
-      weights.push_back(entry);
+      weightIds[result] = w.id;
+      m.weights.push_back(std::move(w));
     });
   }
 
-  json schedule(func::FuncOp forward) {
-    json steps = json::array();
-    for (ir::DispatchOp dispatch : forward.getBody().front().getOps<ir::DispatchOp>()) {
-      auto kernel = module.lookupSymbol<func::FuncOp>(dispatch.getKernel());
-      const bool prologueGain = bool(loweringConfig(kernel, "prologue_gain"));
-      const bool layerCache =
-          loweringConfig(kernel, "cache_binding") == StringAttr::get(module.getContext(), "layer");
-      json operands = json::array();
-      for (auto [i, operand] : llvm::enumerate(dispatch.getOperands())) {
-        if (i == 1 && prologueGain) {
-          std::optional<UnfoldedWeight> unfolded = unfoldGain(operand);
-          if (!unfolded)
-            throw std::runtime_error("@" + dispatch.getKernel().str() +
-                                     ": prologue_gain on a dispatch whose weight is not folded");
-          operands.push_back({{"kind", "weight"}, {"id", stacked(unfolded->parts)}});
-          operands.push_back(describe(unfolded->gain));
-          continue;
-        }
-        if (layerCache && operand.getType().isa<ir::KVCacheType>()) {
-          json layer = describe(dispatch.getOperand(layerOperand(kernel)));
-          if (layer["kind"] != "constant")
-            throw std::runtime_error("the cache layer of a dispatch must be a constant");
-          operands.push_back({{"kind", "cache_keys"}, {"layer", layer["value"]}});
-          operands.push_back({{"kind", "cache_values"}, {"layer", layer["value"]}});
-          continue;
-        }
-        operands.push_back(describe(operand));
+  void addStep(ir::DispatchOp dispatch) {
+    auto kernel = module.lookupSymbol<func::FuncOp>(dispatch.getKernel());
+    const bool prologueGain = bool(loweringConfig(kernel, "prologue_gain"));
+    const bool layerCache =
+        loweringConfig(kernel, "cache_binding") == StringAttr::get(module.getContext(), "layer");
+    manifest::Step step;
+    step.kernel = dispatch.getKernel().str();
+    for (auto [i, operand] : llvm::enumerate(dispatch.getOperands())) {
+      if (i == 1 && prologueGain) {
+        std::optional<UnfoldedWeight> unfolded = unfoldGain(operand);
+        if (!unfolded)
+          throw std::runtime_error("@" + step.kernel +
+                                   ": prologue_gain on a dispatch whose weight is not folded");
+        Binding weight;
+        weight.kind = BindingKind::Weight;
+        weight.id = stacked(unfolded->parts);
+        step.operands.push_back(weight);
+        step.operands.push_back(describe(unfolded->gain));
+        continue;
       }
-      auto buffers = dispatch->getAttrOfType<DenseI64ArrayAttr>("q3.buffers");
-      if (!buffers)
-        throw std::runtime_error("dispatch without q3.buffers: run plan-buffers");
-      json results = json::array();
-      for (auto [i, result] : llvm::enumerate(dispatch.getResults())) {
-        json bound = cacheView(kernel, dispatch, unsigned(i))
-                         .value_or(json{{"kind", "buffer"},
-                                        {"id", buffers[i]},
-                                        {"row_bytes", rowBytesOf(result)}});
-        values[result] = bound;
-        results.push_back(bound);
+      if (layerCache && operand.getType().isa<ir::KVCacheType>()) {
+        Binding layer = describe(dispatch.getOperand(layerOperand(kernel)));
+        if (layer.kind != BindingKind::Constant)
+          throw std::runtime_error("the cache layer of a dispatch must be a constant");
+        Binding keys, values;
+        keys.kind = BindingKind::CacheKeys;
+        values.kind = BindingKind::CacheValues;
+        keys.layer = values.layer = layer.value;
+        step.operands.push_back(keys);
+        step.operands.push_back(values);
+        continue;
       }
-      steps.push_back({{"kernel", dispatch.getKernel().str()},
-                       {"operands", operands},
-                       {"results", results}});
+      step.operands.push_back(describe(operand));
     }
-    return steps;
+    auto buffers = dispatch->getAttrOfType<DenseI64ArrayAttr>("q3.buffers");
+    if (!buffers)
+      throw std::runtime_error("dispatch without q3.buffers: run plan-buffers");
+    for (auto [i, result] : llvm::enumerate(dispatch.getResults())) {
+      Binding bound;
+      if (std::optional<Binding> view = cacheView(kernel, dispatch, unsigned(i))) {
+        bound = *view;
+      } else {
+        bound.kind = BindingKind::Buffer;
+        bound.id = buffers[i];
+        bound.rowBytes = rowBytesOf(result);
+      }
+      values[result] = bound;
+      step.results.push_back(bound);
+    }
+    if (kernelIndex.try_emplace(step.kernel, m.kernels.size()).second)
+      m.kernels.push_back(kernelOf(kernel, step));
+    m.steps.push_back(std::move(step));
   }
 
-  json describe(Value value) {
-    if (auto arg = value.dyn_cast<BlockArgument>()) {
-      static const char *kinds[] = {"tokens", "start_pos", "cache"};
-      return {{"kind", kinds[arg.getArgNumber()]}};
+  /// The kernel's signature: the slots of its first dispatch's bindings. The
+  /// scheduler's view of its grid: products are column-parallel (their last
+  /// dispatch may run on the last row only), the rest run per row.
+  manifest::Kernel kernelOf(func::FuncOp kernel, const manifest::Step &step) {
+    manifest::Kernel k;
+    k.name = step.kernel;
+    k.gridKind = linearFacts(kernel) ? manifest::GridKind::Fixed : manifest::GridKind::PerRow;
+    k.gridCount = 1;
+    for (const Binding &b : step.operands)
+      k.operands.push_back(slotOf(b));
+    for (const Binding &b : step.results)
+      k.results.push_back(slotOf(b));
+    return k;
+  }
+
+  Slot slotOf(const Binding &b) {
+    Slot slot;
+    switch (b.kind) {
+    case BindingKind::Buffer:
+      slot.kind = SlotKind::Buffer;
+      slot.rowBytes = b.rowBytes;
+      break;
+    case BindingKind::Tokens:
+      slot.kind = SlotKind::Tokens;
+      break;
+    case BindingKind::Weight: {
+      const manifest::Weight &w = m.weights.at(size_t(b.id));
+      slot.kind = SlotKind::Weight;
+      slot.shape = w.shape;
+      slot.dtype = w.dtype;
+      slot.layout = w.layout;
+      break;
     }
-    if (auto it = weightIds.find(value); it != weightIds.end())
-      return {{"kind", "weight"}, {"id", it->second}};
-    if (auto constant = value.getDefiningOp<arith::ConstantIndexOp>())
-      return {{"kind", "constant"}, {"value", constant.value()}};
+    case BindingKind::Cache:
+      slot.kind = SlotKind::Cache;
+      slot.shape = {m.config.numHiddenLayers, m.config.numKeyValueHeads, m.config.headDim};
+      slot.dtype = m.kvCache;
+      break;
+    case BindingKind::CacheKeys:
+    case BindingKind::CacheValues:
+      slot.kind = SlotKind::CacheLayer;
+      slot.shape = {m.config.numKeyValueHeads, m.config.headDim};
+      slot.dtype = m.kvCache;
+      break;
+    case BindingKind::StartPos:
+    case BindingKind::Constant:
+      slot.kind = SlotKind::Index;
+      break;
+    }
+    return slot;
+  }
+
+  Binding describe(Value value) {
+    Binding b;
+    if (auto arg = value.dyn_cast<BlockArgument>()) {
+      static const BindingKind kinds[] = {BindingKind::Tokens, BindingKind::StartPos,
+                                          BindingKind::Cache};
+      b.kind = kinds[arg.getArgNumber()];
+      return b;
+    }
+    if (auto it = weightIds.find(value); it != weightIds.end()) {
+      b.kind = BindingKind::Weight;
+      b.id = it->second;
+      return b;
+    }
+    if (auto constant = value.getDefiningOp<arith::ConstantIndexOp>()) {
+      b.kind = BindingKind::Constant;
+      b.value = constant.value();
+      return b;
+    }
     if (auto it = values.find(value); it != values.end())
       return it->second;
     throw std::runtime_error("the Vulkan backend cannot bind a value defined by '" +
@@ -164,26 +229,22 @@ public:
                              "' outside a kernel");
   }
 
-  json weights;
-
-private:
   /// The checkpoint weights `parts` stacked by rows, as stored.
   int64_t stacked(const std::vector<Value> &parts) {
     if (parts.size() == 1)
       return weightIds.lookup(parts[0]);
-    json inputs = json::array();
+    manifest::Weight w;
+    w.id = int64_t(m.weights.size());
+    w.kind = manifest::WeightKind::ConcatRows;
     int64_t rows = 0;
     for (Value part : parts) {
-      inputs.push_back(weightIds.lookup(part));
+      w.inputs.push_back(weightIds.lookup(part));
       rows += shapeOf(part)[0];
     }
-    int64_t id = int64_t(weights.size());
-    weights.push_back({{"id", id},
-                       {"kind", "concat_rows"},
-                       {"inputs", inputs},
-                       {"shape", {rows, shapeOf(parts[0])[1]}},
-                       {"dtype", dtypeOf(parts[0])}});
-    return id;
+    w.shape = {rows, shapeOf(parts[0])[1]};
+    w.dtype = dtypeOf(parts[0]);
+    m.weights.push_back(w);
+    return w.id;
   }
 
   /// Which operand of a q/k-norm + RoPE + cache kernel's dispatch is its layer.
@@ -195,59 +256,48 @@ private:
   }
 
   /// The keys and values a cache op returns are views of one layer's cache.
-  std::optional<json> cacheView(func::FuncOp kernel, ir::DispatchOp dispatch, unsigned index) {
+  std::optional<Binding> cacheView(func::FuncOp kernel, ir::DispatchOp dispatch, unsigned index) {
     Value returned = kernel.getBody().front().getTerminator()->getOperand(index);
     auto fused = returned.getDefiningOp<ir::QKNormRopeCacheOp>();
     if (!fused || returned == fused.getQuery())
       return std::nullopt;
-    json layer = describe(dispatch.getOperand(layerOperand(kernel)));
-    return json{{"kind", returned == fused.getKeys() ? "cache_keys" : "cache_values"},
-                {"layer", layer["value"]}};
+    Binding layer = describe(dispatch.getOperand(layerOperand(kernel)));
+    Binding b;
+    b.kind = returned == fused.getKeys() ? BindingKind::CacheKeys : BindingKind::CacheValues;
+    b.layer = layer.value;
+    return b;
+  }
+
+  /// Weight bytes one decode step reads as the schedule binds them (the
+  /// embedding table: one row).
+  int64_t decodeWeightBytes() {
+    int64_t total = 0;
+    for (const manifest::Step &step : m.steps) {
+      auto kernel = module.lookupSymbol<func::FuncOp>(step.kernel);
+      const bool embedding = isa_and_nonnull<ir::EmbeddingOp>(kernelAnchor(kernel));
+      for (const Binding &operand : step.operands) {
+        if (operand.kind != BindingKind::Weight)
+          continue;
+        const manifest::Weight &weight = m.weights.at(size_t(operand.id));
+        int64_t elements = embedding ? weight.shape.back() : 1;
+        if (!embedding)
+          for (int64_t extent : weight.shape)
+            elements *= extent;
+        total += elements * manifest::elementBytes(weight.dtype);
+      }
+    }
+    return total;
   }
 
   ModuleOp module;
+  manifest::Manifest m;
   llvm::DenseMap<Value, int64_t> weightIds;
-  llvm::DenseMap<Value, json> values;
+  llvm::DenseMap<Value, Binding> values;
+  llvm::StringMap<size_t> kernelIndex;
 };
-
-/// Weight bytes one decode step reads as the schedule binds them (the
-/// embedding table: one row).
-int64_t decodeWeightBytes(const json &weights, const json &schedule, ModuleOp module) {
-  int64_t total = 0;
-  for (const json &step : schedule) {
-    auto kernel = module.lookupSymbol<func::FuncOp>(step.at("kernel").get<std::string>());
-    const bool embedding = isa_and_nonnull<ir::EmbeddingOp>(kernelAnchor(kernel));
-    for (const json &operand : step.at("operands")) {
-      if (operand.at("kind") != "weight")
-        continue;
-      const json &weight = weights.at(operand.at("id").get<size_t>());
-      auto shape = weight.at("shape").get<std::vector<int64_t>>();
-      int64_t elements = embedding ? shape.back() : 1;
-      if (!embedding)
-        for (int64_t extent : shape)
-          elements *= extent;
-      total += elements * (weight.at("dtype") == "f32" ? 4 : 2);
-    }
-  }
-  return total;
-}
 
 } // namespace
 
-SchedulePlan writeSchedule(ModuleOp module) {
-  auto forward = module.lookupSymbol<func::FuncOp>(ir::kEntryPoint);
-  if (!forward || forward.getBody().front().getOps<ir::DispatchOp>().empty())
-    throw std::runtime_error("compiling for Vulkan needs the dispatch stage (--emit=dispatch)");
-  Writer writer(module);
-  writer.collectWeights(forward);
-  SchedulePlan plan;
-  plan.schedule = writer.schedule(forward);
-  plan.output = writer.describe(forward.getBody().front().getTerminator()->getOperand(0));
-  plan.weights = writer.weights;
-  plan.config = configJson(module);
-  plan.buffers = bufferPlanJson(module);
-  plan.decodeWeightBytes = decodeWeightBytes(plan.weights, plan.schedule, module);
-  return plan;
-}
+manifest::Manifest writeSchedule(ModuleOp module) { return Writer(module).write(); }
 
 } // namespace q3::vulkan

@@ -68,12 +68,10 @@ VulkanDriver::VulkanDriver(const Artifact &artifact, const std::string &path,
                            const DriverOptions &options)
     : path_(path) {
   try {
-    const nlohmann::json &manifest = artifact.manifest();
-    if (manifest.value("format_version", 0) != kVulkanFormatVersion)
-      throw LoadError(fmt::format("{}: Vulkan manifest version {}, this q3run reads version {}: "
-                                  "recompile the model with a matching q3c",
-                                  path, manifest.value("format_version", 0), kVulkanFormatVersion));
-    target_ = manifest.at("vulkan").get<VulkanTarget>();
+    // The generic part (format, version, weights, schedule) was read and
+    // validated as the typed manifest (runtime/Manifest.h); the Vulkan
+    // part is under "vulkan".
+    target_ = artifact.manifest().at("vulkan").get<VulkanTarget>();
   } catch (const nlohmann::json::exception &e) {
     throw LoadError(path + ": malformed Vulkan manifest: " + describeJsonError(e));
   } catch (const std::invalid_argument &e) {

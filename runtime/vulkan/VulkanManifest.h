@@ -1,4 +1,6 @@
-// The Vulkan part of an artifact's manifest: for every kernel of the
+// The Vulkan part of an artifact's manifest, under its "vulkan" key (the
+// rest is the typed manifest of runtime/Manifest.h, format "q3c-vulkan"):
+// for every kernel of the
 // schedule, its SPIR-V modules (a decode and a prefill variant where they
 // differ), the tensor bindings, how the driver sizes the grid and the
 // workgroup, and what each module requires of the device. q3c writes it
@@ -6,6 +8,8 @@
 // structs, so no key is spelled in two places. docs/artifact.md lists the
 // fields.
 #pragma once
+
+#include "runtime/Manifest.h"
 
 #include <nlohmann/json.hpp>
 
@@ -16,8 +20,7 @@
 
 namespace q3::runtime::vulkan {
 
-inline constexpr const char *kVulkanFormat = "q3c-vulkan";
-inline constexpr int kVulkanFormatVersion = 1;
+inline constexpr const char *kVulkanFormat = manifest::kVulkanFormat;
 
 /// How many workgroups a dispatch of `rows` rows runs:
 /// rowFactor(rows) * ceil(units / unitsPerWorkgroup), where units is

@@ -4,8 +4,13 @@
 //
 // Random bytes almost never carry a matching checksum, so each input is parsed
 // twice: as is (the header checks), and with file_size and the checksum fixed
-// up, which lets the fuzzer reach the section table and manifest checks.
+// up (re-sealed, as an attacker would), which lets the fuzzer reach the
+// section table, the manifest, the signature section and what the runtime
+// reads from the manifest before allocating (the memory estimate) and the
+// typed manifest's reader and validation (manifest_fuzzer.cpp goes deeper).
 #include "runtime/Artifact.h"
+#include "runtime/Manifest.h"
+#include "runtime/ModelMemory.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -37,6 +42,24 @@ void check(const uint8_t *data, size_t size) {
       sink = sink + sum;
       if (artifact->find(section.name) != &section)
         __builtin_trap(); // names are unique
+    }
+    // Any manifest: an estimate, never a crash or an exception.
+    for (int64_t context : {int64_t(1), int64_t(4096), int64_t(1) << 40})
+      for (const q3::runtime::MemoryPart &part :
+           q3::runtime::estimateModelMemory(artifact->manifest(), context, 4))
+        sink = sink + unsigned(part.bytes);
+    // The typed manifest: ManifestError is its only failure.
+    try {
+      q3::manifest::validateManifest(q3::manifest::manifestFromJson(artifact->manifest()));
+    } catch (const q3::manifest::ManifestError &) {
+    }
+    // A signature section that is present is checked without crashing.
+    if (artifact->find(q3::runtime::kSignatureSectionName)) {
+      q3::runtime::PublicKey key;
+      try {
+        artifact->verifySignature(key);
+      } catch (const LoadError &) {
+      }
     }
   } catch (const LoadError &) {
   }

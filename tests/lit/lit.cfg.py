@@ -19,6 +19,9 @@ config.substitutions.append(("%q3_src", config.q3_src_root))
 # The independent reference needs numpy, which Debian's interpreter has.
 python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
 config.substitutions.append(("%python", python))
+# Exit code 1 and one line on stderr, within a timeout (tests/lit/hostile).
+config.substitutions.append(("%expect-error", python + " " + os.path.join(
+    config.q3_src_root, "tests", "lit", "hostile", "Inputs", "expect_error.py")))
 config.environment["PATH"] = os.pathsep.join([config.llvm_tools_dir, config.environment.get("PATH", "")])
 
 # CPU features of this machine that some tests need (REQUIRES: avx512bf16, amx).

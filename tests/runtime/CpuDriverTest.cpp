@@ -3,6 +3,7 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/CpuDriver.h"
+#include "runtime/Manifest.h"
 #include "runtime/ThreadPool.h"
 
 #include <gtest/gtest.h>
@@ -16,28 +17,31 @@ using testing::testKernelBytes;
 
 const char *const kFile = "test.q3";
 
-std::vector<uint8_t> cpuArtifact(const nlohmann::json &manifest) {
-  return serializeArtifact(kFile, manifest,
+std::vector<uint8_t> cpuArtifact() {
+  return serializeArtifact(kFile, nlohmann::json::object(),
                            {{"kernels.so", SectionKind::Executable, testKernelBytes()}});
 }
 
-nlohmann::json cpuManifest() {
-  return {{"format", "q3c-cpu"},
-          {"target", {{"required_features", nlohmann::json::array()}}},
-          {"kernels", nlohmann::json::array()}};
+/// A manifest with one kernel "scale" (the test library's).
+manifest::Manifest cpuManifest() {
+  manifest::Manifest m;
+  manifest::Kernel scale;
+  scale.name = "scale";
+  m.kernels.push_back(scale);
+  return m;
 }
 
 // What the scheduler does with a driver: memory in, one dispatch split over
 // the threads (in 4 chunks each, as the manifest asks; a one-row dispatch in
 // 16), memory out.
 TEST(CpuDriver, RunsADispatchOverAllWorkgroups) {
-  nlohmann::json manifest = cpuManifest();
-  manifest["kernels"] = {
-      {{"name", "scale"}, {"chunks_per_thread", 4}, {"decode_chunks_per_thread", 16}}};
-  std::vector<uint8_t> image = cpuArtifact(manifest);
+  manifest::Manifest manifest = cpuManifest();
+  manifest.kernels[0].prefillChunks = 4;
+  manifest.kernels[0].decodeChunks = 16;
+  std::vector<uint8_t> image = cpuArtifact();
   auto artifact = Artifact::parse(kFile, image.data(), image.size());
   ThreadPool pool(2);
-  std::unique_ptr<Driver> driver = createDriver(*artifact, kFile, pool);
+  std::unique_ptr<Driver> driver = createDriver(*artifact, manifest, kFile, pool);
   const int64_t n = 1000;
   std::vector<float> input(n);
   for (int64_t i = 0; i < n; ++i)
@@ -55,10 +59,10 @@ TEST(CpuDriver, RunsADispatchOverAllWorkgroups) {
 }
 
 TEST(CpuDriver, WritesAndReadsRangesAndRefusesRangesOutsideABuffer) {
-  std::vector<uint8_t> image = cpuArtifact(cpuManifest());
+  std::vector<uint8_t> image = cpuArtifact();
   auto artifact = Artifact::parse(kFile, image.data(), image.size());
   ThreadPool pool(1);
-  CpuDriver driver(*artifact, kFile, pool);
+  CpuDriver driver(*artifact, cpuManifest(), kFile, pool);
   const int64_t buffer = driver.allocate(16);
   const int32_t values[2] = {7, 9};
   driver.write({buffer, 8, 8}, values);
@@ -73,41 +77,21 @@ TEST(CpuDriver, WritesAndReadsRangesAndRefusesRangesOutsideABuffer) {
 }
 
 TEST(CpuDriver, RefusesOtherFormatsAndMissingCpuFeatures) {
-  nlohmann::json metal = cpuManifest();
-  metal["format"] = "q3c-metal";
-  std::vector<uint8_t> image = cpuArtifact(metal);
+  std::vector<uint8_t> image = cpuArtifact();
   auto artifact = Artifact::parse(kFile, image.data(), image.size());
   ThreadPool pool(1);
-  EXPECT_LOAD_ERROR(createDriver(*artifact, kFile, pool),
+  manifest::Manifest metal = cpuManifest();
+  metal.format = "q3c-metal";
+  EXPECT_LOAD_ERROR(createDriver(*artifact, metal, kFile, pool),
                     "test.q3: unknown artifact format 'q3c-metal'; this runtime has drivers for "
                     "q3c-cpu and q3c-vulkan");
   // A device is a Vulkan choice.
-  image = cpuArtifact(cpuManifest());
-  artifact = Artifact::parse(kFile, image.data(), image.size());
-  EXPECT_LOAD_ERROR(createDriver(*artifact, kFile, pool, DriverOptions{0}),
+  EXPECT_LOAD_ERROR(createDriver(*artifact, cpuManifest(), kFile, pool, DriverOptions{0}),
                     "test.q3: a CPU artifact runs on the CPU; --device selects a Vulkan device");
 
-  nlohmann::json future = cpuManifest();
-  future["target"]["required_features"] = {"sse2", "fma4"}; // fma4: AMD Bulldozer only
-  image = cpuArtifact(future);
-  artifact = Artifact::parse(kFile, image.data(), image.size());
-  EXPECT_LOAD_ERROR(createDriver(*artifact, kFile, pool), "lacks: fma4");
-
-  nlohmann::json chunks = cpuManifest();
-  chunks["kernels"] = {{{"name", "scale"}, {"chunks_per_thread", 65}}};
-  image = cpuArtifact(chunks);
-  artifact = Artifact::parse(kFile, image.data(), image.size());
-  EXPECT_LOAD_ERROR(createDriver(*artifact, kFile, pool),
-                    "test.q3: manifest: kernel scale: chunks_per_thread: expected an integer "
-                    "from 1 to 64, found 65");
-
-  nlohmann::json decodeChunks = cpuManifest();
-  decodeChunks["kernels"] = {{{"name", "scale"}, {"decode_chunks_per_thread", "16"}}};
-  image = cpuArtifact(decodeChunks);
-  artifact = Artifact::parse(kFile, image.data(), image.size());
-  EXPECT_LOAD_ERROR(createDriver(*artifact, kFile, pool),
-                    "test.q3: manifest: kernel scale: decode_chunks_per_thread: expected an "
-                    "integer from 1 to 64, found \"16\"");
+  manifest::Manifest future = cpuManifest();
+  future.target.requiredFeatures = {"sse2", "fma4"}; // fma4: AMD Bulldozer only
+  EXPECT_LOAD_ERROR(createDriver(*artifact, future, kFile, pool), "lacks: fma4");
 }
 
 } // namespace

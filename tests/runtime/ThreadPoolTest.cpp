@@ -2,9 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -226,6 +232,34 @@ TEST(ThreadPool, WakesWorkersThatFellAsleep) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5)); // past the spin window
     EXPECT_EQ(visitCounts(pool, 50), std::vector<int>(50, 1));
   }
+}
+
+// Under an address-space limit only a few 8 MiB thread stacks fit: the pool
+// must say so and stop the workers it started (before, the half-built
+// pool's std::thread objects ended the process, or it hung).
+TEST(ThreadPoolDeathTest, AWorkerThatCannotStartIsAnErrorNotAHang) {
+  EXPECT_EXIT(
+      {
+        uint64_t vmKb = 0;
+        std::ifstream status("/proc/self/status");
+        for (std::string line; std::getline(status, line);)
+          if (line.rfind("VmSize:", 0) == 0)
+            vmKb = std::stoull(line.substr(7));
+        struct rlimit limit {};
+        limit.rlim_cur = limit.rlim_max = (vmKb + 64 * 1024) * 1024;
+        if (vmKb == 0 || ::setrlimit(RLIMIT_AS, &limit) != 0)
+          ::_exit(3);
+        try {
+          ThreadPool pool(3000);
+        } catch (const ThreadStartError &error) {
+          std::fprintf(stderr, "%s\n", error.what());
+          ::_exit(0);
+        }
+        ::_exit(2);
+      },
+      ::testing::ExitedWithCode(0),
+      "^cannot start thread [0-9]+ of 3000: Resource temporarily unavailable \\(the system "
+      "limits threads or memory; ask for fewer threads\\)\n$");
 }
 
 } // namespace

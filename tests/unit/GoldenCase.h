@@ -41,7 +41,8 @@ private:
   Impl *impl;
 };
 
-/// max |a - b| over two equally long arrays.
+/// max |a - b| over two equally long arrays; NaN when the lengths differ or
+/// any value is not finite, so that every comparison with it fails.
 double maxAbsDiff(const std::vector<float> &a, const std::vector<float> &b);
 
 } // namespace q3::testing

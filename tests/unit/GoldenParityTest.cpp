@@ -7,11 +7,18 @@
 //===----------------------------------------------------------------------===//
 #include "tests/unit/GoldenCase.h"
 
+#include "frontend/ModelConfig.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/Npy.h"
 
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include <filesystem>
 #include <fstream>
+#include <set>
 
 namespace q3::testing {
 namespace {
@@ -61,8 +68,53 @@ TEST_P(GoldenParity, DecodeWithCacheEqualsFullForward) {
 INSTANTIATE_TEST_SUITE_P(Golden, GoldenParity, ::testing::ValuesIn(goldenCaseNames()),
                          [](const auto &info) { return info.param; });
 
+// A comparison that sees NaN or infinity fails, whichever way it is used:
+// std::max(worst, NaN) kept `worst`, so NaN logits passed a parity bound.
+double diffWithNaN() { return maxAbsDiff({1.0f, NAN, 3.0f}, {1.0f, 2.0f, 3.0f}); }
+double diffOfInfinities() { return maxAbsDiff({INFINITY, 2.0f}, {INFINITY, 2.0f}); }
+double diffOfUnequalLengths() { return maxAbsDiff({1.0f}, {1.0f, 2.0f}); }
+
+TEST(Comparison, NonFiniteValuesAndLengthMismatchesFailEveryCheck) {
+  EXPECT_EQ(maxAbsDiff({1.0f, 2.0f}, {1.0f, 2.5f}), 0.5);
+  EXPECT_TRUE(std::isnan(diffWithNaN()));
+  EXPECT_TRUE(std::isnan(diffOfInfinities()));
+  EXPECT_TRUE(std::isnan(diffOfUnequalLengths()));
+  EXPECT_NONFATAL_FAILURE(EXPECT_LE(diffWithNaN(), 1e-4), "diffWithNaN()");
+  EXPECT_NONFATAL_FAILURE(EXPECT_GT(diffWithNaN(), 1e-4), "diffWithNaN()");
+  EXPECT_NONFATAL_FAILURE(EXPECT_EQ(diffOfInfinities(), 0.0), "diffOfInfinities()");
+  EXPECT_NONFATAL_FAILURE(EXPECT_GT(diffOfUnequalLengths(), 1e-4), "diffOfUnequalLengths()");
+}
+
+// The goldens must keep covering every shape family the compiler handles
+// differently: head layouts, head_dim against hidden/heads, tied and untied
+// embeddings, every weight dtype, sharded checkpoints and a tied checkpoint
+// that still carries lm_head.weight.
 TEST(GoldenSet, CoversTheConfigFamilies) {
-  // Guards against the golden folder silently shrinking.
+  std::set<std::string> families;
+  for (const std::string &name : goldenCaseNames()) {
+    const std::string dir = std::string(Q3_GOLDEN_DIR) + "/" + name;
+    std::vector<std::string> warnings;
+    const frontend::ModelConfig c = frontend::loadModelConfig(dir, &warnings);
+    families.insert(c.numKeyValueHeads == c.numAttentionHeads ? "mha"
+                    : c.numKeyValueHeads == 1                 ? "mqa"
+                                                              : "gqa");
+    const int64_t split = c.hiddenSize / c.numAttentionHeads;
+    families.insert(c.headDim > split   ? "head_dim larger than hidden/heads"
+                    : c.headDim < split ? "head_dim smaller than hidden/heads"
+                                        : "head_dim = hidden/heads");
+    families.insert(c.tieWordEmbeddings ? "tied" : "untied");
+    families.insert(frontend::dtypeName(c.dtype));
+    const runtime::Checkpoint checkpoint = runtime::Checkpoint::open(dir);
+    if (std::filesystem::exists(dir + "/model.safetensors.index.json"))
+      families.insert("sharded");
+    if (c.tieWordEmbeddings && checkpoint.find("lm_head.weight"))
+      families.insert("tied with a redundant lm_head.weight");
+  }
+  for (const char *family :
+       {"mha", "mqa", "gqa", "head_dim larger than hidden/heads",
+        "head_dim smaller than hidden/heads", "tied", "untied", "bfloat16", "float16", "float32",
+        "sharded", "tied with a redundant lm_head.weight"})
+    EXPECT_TRUE(families.count(family)) << "no golden case covers: " << family;
   EXPECT_GE(goldenCaseNames().size(), 10u);
 }
 

@@ -73,7 +73,7 @@ public:
     target.minSubgroupSize = 8;
     target.kernels = {compiled_.spec};
     nlohmann::json manifest = {{"format", rv::kVulkanFormat},
-                               {"format_version", rv::kVulkanFormatVersion},
+                               {"format_version", manifest::kManifestVersion},
                                {"vulkan", target}};
     std::vector<runtime::ArtifactSection> sections;
     for (const auto &module : compiled_.modules) {

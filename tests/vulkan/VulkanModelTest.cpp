@@ -35,7 +35,9 @@ public:
     frontend::ModelConfig config = frontend::resolveModelConfig(weights_, &warnings);
     mlir::MLIRContext context;
     auto module = ir::buildQwen3Graph(context, config);
-    if (mlir::failed(passes::runPipeline(*module, passes::PipelineOptions{})))
+    passes::PipelineOptions options;
+    options.foldGain = "always"; // the Vulkan backend's prologue gain un-folds it
+    if (mlir::failed(passes::runPipeline(*module, options)))
       throw std::runtime_error("pipeline failed");
     path_ = (std::filesystem::temp_directory_path() /
              ("q3-vulkan-" + golden + "-" + std::to_string(::getpid()) + ".q3"))

@@ -1,6 +1,9 @@
 //===- CommandLine.cpp ----------------------------------------------------===//
 #include "tools/q3c/CommandLine.h"
 
+#include "backends/cpu/CpuPipeline.h"
+
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <limits>
@@ -16,6 +19,8 @@ llvm::cl::SubCommand
                 "Run the reference interpreter on a checkpoint: logits, argmax, greedy ids");
 llvm::cl::SubCommand compileCommand(
     "compile", "Compile a Qwen3 config (file, model folder or preset) into a deployable artifact");
+llvm::cl::SubCommand keygenCommand(
+    "keygen", "Make an ed25519 key pair for signing artifacts (q3c compile --sign)");
 llvm::cl::SubCommand
     randomModelCommand("random-model",
                        "Write a random-weight Qwen3 checkpoint (config.json + model.safetensors)");
@@ -29,12 +34,6 @@ cl::opt<std::string> dumpModel(cl::Positional, cl::Required, cl::sub(dumpCommand
 cl::opt<std::string> dumpOutput("o", cl::sub(dumpCommand), cl::init("-"),
                                 cl::desc("Write the IR here (default: stdout)"),
                                 cl::value_desc("file"), cl::cat(q3Category));
-
-cl::opt<std::string> dumpTarget(
-    "target", cl::sub(dumpCommand), cl::init(""),
-    cl::desc("Run this backend's target passes after the pipeline (vulkan: the lowering "
-             "config of every kernel); with --emit=kernels, print its kernels: cpu or vulkan"),
-    cl::value_desc("cpu|vulkan"), cl::cat(q3Category));
 
 // q3c eval
 cl::opt<std::string> evalModel(cl::Positional, cl::Required, cl::sub(evalCommand),
@@ -62,6 +61,12 @@ cl::opt<std::string>
     randomDType("dtype", cl::sub(randomModelCommand),
                 cl::desc("Weight dtype: bf16, f16 or f32 (default: the config's torch_dtype)"),
                 cl::cat(q3Category));
+cl::opt<std::string> randomTokenizer(
+    "tokenizer", cl::sub(randomModelCommand),
+    cl::desc("Also write this tokenizer (tokenizer.json, a model folder or an artifact) with its "
+             "tokenizer_config.json and generation_config.json, cut down to the config's "
+             "vocabulary when it is smaller (the first merges, then the added tokens)"),
+    cl::value_desc("path"), cl::cat(q3Category));
 cl::opt<std::string> randomOutput("o", cl::sub(randomModelCommand), cl::Required,
                                   cl::desc("Output model folder"), cl::value_desc("dir"),
                                   cl::cat(q3Category));
@@ -72,32 +77,73 @@ cl::opt<std::string> compileModel(cl::Positional, cl::Required, cl::sub(compileC
                                   cl::cat(q3Category));
 cl::opt<std::string> compileTarget("target", cl::sub(compileCommand), cl::init("cpu"),
                                    cl::desc("Backend: cpu or vulkan"), cl::cat(q3Category));
-cl::opt<std::string> compileCpu("cpu", cl::sub(compileCommand), cl::init("host"),
-                                cl::desc("CPU: host, x86-64-v2, x86-64-v3 or x86-64-v4"),
-                                cl::cat(q3Category));
-cl::opt<std::string> compilePrefillMatmul(
-    "prefill-matmul", cl::sub(compileCommand), cl::init("auto"),
-    cl::desc("Prefill products on bf16 weights: auto (amx where the CPU has AMX-BF16, "
-             "avx512bf16 on AMD Zen with AVX512-BF16, else f32), f32, avx512bf16 (vdpbf16ps) "
-             "or amx. The bf16 ones round activations to bf16: logits then differ from f32 by "
-             "up to ~1%"),
+cl::opt<std::string> compileOutput("o", cl::sub(compileCommand), cl::Required,
+                                   cl::desc("The artifact to write"), cl::value_desc("file.q3"),
+                                   cl::cat(q3Category));
+cl::opt<std::string> compileTune(
+    "tune", cl::sub(compileCommand), cl::init("quick"),
+    cl::desc("Measure the kernel variants on this machine (--cpu=host only) and keep the "
+             "fastest: off, quick (default, a few seconds; cached per CPU) or full"),
+    cl::value_desc("off|quick|full"), cl::cat(q3Category));
+cl::opt<bool> compileVerbose("v", cl::sub(compileCommand),
+                             cl::desc("Print the choices and the measured rates"),
+                             cl::cat(q3Category));
+
+// Target options, shared by dump, eval and compile.
+cl::opt<std::string> targetCpu("cpu", cl::sub(dumpCommand), cl::sub(evalCommand),
+                               cl::sub(compileCommand), cl::init("host"),
+                               cl::desc("CPU: host, x86-64-v2, x86-64-v3 or x86-64-v4"),
+                               cl::cat(q3Category));
+cl::opt<std::string> targetPrefillMatmul(
+    "prefill-matmul", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init("auto"),
+    cl::desc("Prefill products on bf16 weights: auto (the fastest measured on this machine by "
+             "--tune; without a measurement amx where the CPU has AMX-BF16, else f32), f32, "
+             "avx512bf16 (vdpbf16ps) or amx. The bf16 ones round prefill activations to bf16: "
+             "logits then differ from f32 by up to ~1%"),
     cl::value_desc("auto|f32|avx512bf16|amx"), cl::cat(q3Category));
-cl::opt<std::string> compileKvCache(
-    "kv-cache", cl::sub(compileCommand), cl::init("f32"),
+cl::opt<int64_t> targetPrefillRows(
+    "prefill-rows", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init(0),
+    cl::desc("Rows of the prefill register tile, 1 to 8 (default 0: measured by --tune, else 6 "
+             "with AVX-512 and 2 without)"),
+    cl::cat(q3Category));
+cl::opt<std::string> targetKvCache(
+    "kv-cache", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init("f32"),
     cl::desc("Element type of the KV cache: f32 (default, exact) or bf16 (half the memory and "
              "the attention reads; keys and values rounded to bf16, so logits differ from f32 "
              "by up to ~1%)"),
     cl::value_desc("f32|bf16"), cl::cat(q3Category));
-cl::opt<std::string> compileOutput("o", cl::sub(compileCommand), cl::Required,
-                                   cl::desc("The artifact to write"), cl::value_desc("file.q3"),
-                                   cl::cat(q3Category));
+
+cl::opt<std::string> compileSign(
+    "sign", cl::sub(compileCommand),
+    cl::desc("Sign the artifact with this secret key (q3c keygen); q3run --require-signature "
+             "checks it"),
+    cl::value_desc("keyfile"), cl::cat(q3Category));
+cl::opt<bool> compileNoTokenizer(
+    "no-tokenizer", cl::sub(compileCommand),
+    cl::desc("Do not embed the model folder's tokenizer.json, tokenizer_config.json, "
+             "chat_template.jinja and generation_config.json (embedded by default when present)"),
+    cl::cat(q3Category));
+
+// q3c keygen
+cl::opt<std::string> keygenOutput("o", cl::sub(keygenCommand), cl::Required,
+                                  cl::desc("The secret key file to write (mode 0600); the public "
+                                           "key goes to <keyfile>.pub"),
+                                  cl::value_desc("keyfile"), cl::cat(q3Category));
 
 // Pipeline flags, shared by dump, eval and compile.
+cl::opt<std::string> emitStage(
+    "emit", cl::sub(dumpCommand), cl::sub(evalCommand),
+    cl::desc("Stop after this stage: graph, fused, dispatch (the default without --target), "
+             "target (the default with --target: the target passes' decisions recorded), or, "
+             "for dump, kernels (the generated kernels, before compilation)"),
+    cl::value_desc("stage"), cl::cat(q3Category));
 cl::opt<std::string>
-    emitStage("emit", cl::sub(dumpCommand), cl::sub(evalCommand), cl::init("dispatch"),
-              cl::desc("Stop after this stage: graph, fused or dispatch (default); or "
-                       "kernels: the --target backend's kernels as MLIR"),
-              cl::value_desc("stage"), cl::cat(q3Category));
+    pipelineTarget("target", cl::sub(dumpCommand), cl::sub(evalCommand),
+                   cl::desc("Run this backend's target passes too: cpu or vulkan (default: none)"),
+                   cl::value_desc("cpu|vulkan"), cl::cat(q3Category));
 cl::list<std::string> disabledPasses("disable-pass", cl::sub(dumpCommand), cl::sub(evalCommand),
                                      cl::sub(compileCommand),
                                      cl::desc("Skip a pass of the pipeline (repeatable)"),
@@ -110,31 +156,87 @@ cl::list<std::string> printIRAfter("print-ir-after", cl::sub(dumpCommand), cl::s
                                    cl::sub(compileCommand),
                                    cl::desc("Print the IR to stderr after this pass (repeatable)"),
                                    cl::value_desc("pass"), cl::cat(q3Category));
-cl::opt<int64_t> maxSeqLen("max-seq-len", cl::sub(dumpCommand), cl::init(4096),
-                           cl::desc("Rows the activation buffers are planned for"),
-                           cl::cat(q3Category));
+cl::opt<int64_t> ubatch(
+    "ubatch", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand), cl::init(512),
+    cl::desc("Rows the activation buffers are planned for: the runtime runs longer prompts in "
+             "chunks of this many rows (default 512)"),
+    cl::cat(q3Category));
+cl::opt<std::string> foldGain(
+    "fold-gain", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init("f32-weights"),
+    cl::desc("Where fuse-rmsnorm-matmul folds an RMSNorm gain into the product's weights "
+             "(q3.fold_gain) instead of applying it in the kernel's prologue: f32-weights "
+             "(default: only where it costs no bytes), always (widens bf16/f16 weights to f32) "
+             "or never"),
+    cl::value_desc("f32-weights|always|never"), cl::cat(q3Category));
 cl::opt<bool> dumpStats("stats", cl::sub(dumpCommand),
                         cl::desc("Print what the pipeline did instead of the IR"),
                         cl::cat(q3Category));
 cl::opt<bool> dumpJson("json", cl::sub(dumpCommand),
                        cl::desc("With --stats: print one JSON object"), cl::cat(q3Category));
 
-passes::PipelineOptions pipelineOptionsFromFlags() {
+passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
   passes::PipelineOptions options;
-  // --emit=kernels (dump): the kernels of the dispatch stage.
-  options.stage = emitStage == "kernels" ? passes::Stage::Dispatch : passes::parseStage(emitStage);
+  if (!target.empty() && target != "cpu" && target != "vulkan")
+    throw std::invalid_argument("--target: expected cpu or vulkan, got '" + target + "'");
+  const std::string stage =
+      emitStage.getNumOccurrences() ? emitStage.getValue() : (target.empty() ? "dispatch" : "target");
+  // The Vulkan target passes run in the Vulkan backend (compileForVulkan,
+  // vulkanKernelSource) on the dispatch stage: its target stage is that.
+  const std::string pipelineStage =
+      stage == "kernels" || stage == "target" ? (target == "vulkan" ? "dispatch" : "target") : stage;
+  options.stage = passes::parseStage(pipelineStage);
   options.disabledPasses.insert(disabledPasses.begin(), disabledPasses.end());
   options.printIRAfterAll = printIRAfterAll;
   options.printIRAfter.insert(printIRAfter.begin(), printIRAfter.end());
-  if (maxSeqLen <= 0)
-    throw std::invalid_argument("--max-seq-len must be positive");
-  options.maxSeqLen = maxSeqLen;
+  if (ubatch <= 0)
+    throw std::invalid_argument("--ubatch must be positive, got " + std::to_string(ubatch));
+  // Token ids and positions are 32-bit; larger row counts only overflow the
+  // buffer plan's byte sizes (which wrapped to "0 bytes").
+  if (ubatch > std::numeric_limits<int32_t>::max())
+    throw std::invalid_argument("--ubatch: expected at most 2147483647, got " +
+                                std::to_string(ubatch));
+  options.maxSeqLen = ubatch;
+  options.kvCache = targetKvCache;
+  if (foldGain != "f32-weights" && foldGain != "always" && foldGain != "never")
+    throw std::invalid_argument("--fold-gain: expected f32-weights, always or never, got '" +
+                                foldGain + "'");
+  options.foldGain = foldGain;
+  if (target == "vulkan") {
+    // The Vulkan kernels take the gain from a folded weight
+    // (vulkan-prologue-gain un-folds it to stream the weight as stored), not
+    // from fused_linear's gain operand.
+    if (foldGain.getNumOccurrences() && foldGain != "always")
+      throw std::invalid_argument("--fold-gain: the Vulkan backend needs always, got '" +
+                                  foldGain.getValue() + "'");
+    options.foldGain = "always";
+  }
+  if (target == "cpu") {
+    cpu::CpuPipelineOptions cpuOptions;
+    cpuOptions.cpu = targetCpu;
+    cpuOptions.matmul = targetPrefillMatmul;
+    cpuOptions.prefillRows = targetPrefillRows;
+    options.target = cpu::cpuTargetPipeline(cpuOptions);
+  }
+  if (target == "vulkan" && targetKvCache != "f32")
+    throw std::invalid_argument("--kv-cache: the Vulkan kernels keep an f32 cache, got '" +
+                                targetKvCache.getValue() + "'");
   return options;
 }
 
-void runPipelineFromFlags(mlir::ModuleOp module) {
-  if (mlir::failed(passes::runPipeline(module, pipelineOptionsFromFlags())))
-    throw std::runtime_error("the pass pipeline failed (see the diagnostics above)");
+void runPipelineFromFlags(mlir::ModuleOp module, const std::string &target) {
+  const passes::PipelineOptions options = pipelineOptionsFromFlags(target);
+  // A pass that refuses the module says why in an error diagnostic: that is
+  // the one line the user gets (the module's location would only say "tiny").
+  std::string errors;
+  mlir::ScopedDiagnosticHandler collect(module.getContext(), [&](mlir::Diagnostic &diagnostic) {
+    if (diagnostic.getSeverity() != mlir::DiagnosticSeverity::Error)
+      return mlir::failure(); // notes and warnings go to the default handler
+    errors += (errors.empty() ? "" : "; ") + diagnostic.str();
+    return mlir::success();
+  });
+  if (mlir::failed(passes::runPipeline(module, options)))
+    throw std::runtime_error(errors.empty() ? "the pass pipeline failed" : errors);
 }
 
 void printWarnings(const std::vector<std::string> &warnings) {

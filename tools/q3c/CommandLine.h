@@ -15,6 +15,7 @@ extern llvm::cl::SubCommand dumpCommand;
 extern llvm::cl::SubCommand evalCommand;
 extern llvm::cl::SubCommand randomModelCommand;
 extern llvm::cl::SubCommand compileCommand;
+extern llvm::cl::SubCommand keygenCommand;
 extern llvm::cl::OptionCategory q3Category;
 
 // Every option lives in CommandLine.cpp: llvm::cl options must be constructed
@@ -22,7 +23,6 @@ extern llvm::cl::OptionCategory q3Category;
 // guarantee.
 extern llvm::cl::opt<std::string> dumpModel;
 extern llvm::cl::opt<std::string> dumpOutput;
-extern llvm::cl::opt<std::string> dumpTarget;
 extern llvm::cl::opt<std::string> evalModel;
 extern llvm::cl::opt<std::string> evalTokens;
 extern llvm::cl::opt<std::string> evalLogits;
@@ -31,28 +31,40 @@ extern llvm::cl::opt<std::string> randomConfig;
 extern llvm::cl::opt<uint64_t> randomSeed;
 extern llvm::cl::opt<std::string> randomDType;
 extern llvm::cl::opt<std::string> randomOutput;
+extern llvm::cl::opt<std::string> randomTokenizer;
 
 extern llvm::cl::opt<std::string> compileModel;
 extern llvm::cl::opt<std::string> compileTarget;
-extern llvm::cl::opt<std::string> compileCpu;
-extern llvm::cl::opt<std::string> compilePrefillMatmul;
-extern llvm::cl::opt<std::string> compileKvCache;
 extern llvm::cl::opt<std::string> compileOutput;
+extern llvm::cl::opt<std::string> compileTune;
+extern llvm::cl::opt<bool> compileVerbose;
+extern llvm::cl::opt<std::string> compileSign;
+extern llvm::cl::opt<std::string> keygenOutput;
+extern llvm::cl::opt<bool> compileNoTokenizer;
 
 // Pipeline flags shared by dump, eval and compile.
 extern llvm::cl::opt<std::string> emitStage;
+extern llvm::cl::opt<std::string> pipelineTarget; // dump and eval: the target stage to reach
 extern llvm::cl::list<std::string> disabledPasses;
 extern llvm::cl::opt<bool> printIRAfterAll;
 extern llvm::cl::list<std::string> printIRAfter;
-extern llvm::cl::opt<int64_t> maxSeqLen;
+extern llvm::cl::opt<int64_t> ubatch;
 extern llvm::cl::opt<bool> dumpStats;
 extern llvm::cl::opt<bool> dumpJson;
 
-/// The pipeline the flags above ask for.
-passes::PipelineOptions pipelineOptionsFromFlags();
+// Target options shared by dump, eval and compile.
+extern llvm::cl::opt<std::string> targetCpu;
+extern llvm::cl::opt<std::string> targetPrefillMatmul;
+extern llvm::cl::opt<int64_t> targetPrefillRows;
+extern llvm::cl::opt<std::string> targetKvCache;
+
+/// The pipeline the flags above ask for: up to `--emit` (the target stage
+/// when `target` is set and --emit is not), with `target`'s passes ("" for
+/// none, "cpu").
+passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target);
 
 /// Runs that pipeline on `module`; throws if a pass fails.
-void runPipelineFromFlags(mlir::ModuleOp module);
+void runPipelineFromFlags(mlir::ModuleOp module, const std::string &target);
 
 /// Prints warnings to stderr as "q3c: warning: ...".
 void printWarnings(const std::vector<std::string> &warnings);

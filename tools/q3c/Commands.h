@@ -8,5 +8,6 @@ int runDump();
 int runEval();
 int runRandomModel();
 int runCompile();
+int runKeygen();
 
 } // namespace q3::tools

@@ -1,87 +1,140 @@
 //===- CompileCommand.cpp - q3c compile -----------------------------------===//
 //
-// Config -> graph -> default pipeline (dispatch stage) -> CPU kernels -> one
-// artifact. No weights are needed: the runtime binds them at load time.
+// Config -> graph -> default pipeline -> the CPU target stage (every
+// decision recorded in the IR) -> CPU kernels -> one artifact. No weights
+// are needed: the runtime binds them at load time.
 //
 //===----------------------------------------------------------------------===//
 #include "tools/q3c/CommandLine.h"
 #include "tools/q3c/Commands.h"
+#include "tools/q3c/MemoryEstimate.h"
 
 #include "backends/cpu/CompileModel.h"
 #include "backends/vulkan/CompileModel.h"
 #include "frontend/Presets.h"
 #include "ir/BuildGraph.h"
+#include "runtime/AtomicFile.h"
+#include "runtime/Signature.h"
+#include "runtime/text/ArtifactText.h"
+#include "runtime/text/Terminal.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <set>
+#include <optional>
 #include <stdexcept>
 
 namespace q3::tools {
+namespace {
 
-/// The model of the command line at the dispatch stage.
-static mlir::OwningOpRef<mlir::ModuleOp> dispatchStage(mlir::MLIRContext &context) {
-  std::vector<std::string> warnings;
-  frontend::ModelConfig config = frontend::resolveModelConfig(compileModel, &warnings);
-  printWarnings(warnings);
-  auto module = ir::buildQwen3Graph(context, config);
-  runPipelineFromFlags(*module);
-  return module;
+/// "f32" or "amx, f32 (K % 32 != 0)": the prefill instructions the kernels use.
+std::string matmulSummary(const manifest::Manifest &m) {
+  std::set<std::string> choices;
+  for (const manifest::Kernel &k : m.kernels)
+    if (!k.matmul.empty())
+      choices.insert(k.matmul);
+  std::string text;
+  for (const std::string &c : choices)
+    text += (text.empty() ? "" : "+") + c;
+  return text.empty() ? "f32" : text;
 }
 
-/// q3c compile --target vulkan: SPIR-V kernels in the artifact.
-static int compileVulkan() {
-  const auto start = std::chrono::steady_clock::now();
-  mlir::MLIRContext context;
-  auto module = dispatchStage(context);
-  vulkan::CompiledVulkanModel compiled = vulkan::compileForVulkan(*module);
-  vulkan::writeVulkanArtifact(compileOutput, compiled);
+} // namespace
+
+/// q3c compile --target vulkan, after the pipeline: SPIR-V kernels.
+static void compileVulkan(mlir::ModuleOp module, text::StageProgress &progress,
+                          const std::vector<runtime::ArtifactSection> &textSections,
+                          const runtime::SecretKey *signer,
+                          std::chrono::steady_clock::time_point start) {
+  progress.stage(3, "kernels (SPIR-V)");
+  vulkan::CompiledVulkanModel compiled = vulkan::compileForVulkan(module);
+  progress.stage(4, "writing");
+  vulkan::writeVulkanArtifact(compileOutput, compiled, textSections, signer);
+  progress.finish();
   size_t modules = 0;
   for (const auto &kernel : compiled.kernels)
     modules += kernel.modules.size();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  llvm::outs() << "compiled " << compiled.manifest["kernels"].size() << " kernels ("
-               << modules << " SPIR-V modules), " << compiled.manifest["schedule"].size()
-               << " dispatches for vulkan in " << llvm::format("%.2f", seconds) << " s -> "
-               << compileOutput << "\n";
-  return 0;
+  llvm::outs() << "compiled " << compiled.manifest.kernels.size() << " kernels (" << modules
+               << " SPIR-V modules), " << compiled.manifest.steps.size()
+               << " dispatches for vulkan (ubatch " << compiled.manifest.prefillRows << ") in "
+               << llvm::format("%.2f", seconds) << " s -> " << compileOutput;
+  if (signer)
+    llvm::outs() << ", signed by key " << runtime::keyId(signer->publicKey());
+  llvm::outs() << "\n";
 }
 
 int runCompile() {
   if (compileTarget != "cpu" && compileTarget != "vulkan")
     throw std::invalid_argument("--target: expected cpu or vulkan, got '" + compileTarget + "'");
-  if (emitStage != "dispatch")
-    throw std::invalid_argument("compile always runs the pipeline to the dispatch stage");
-  if (compileTarget == "vulkan")
-    return compileVulkan();
+  // Before the work: -o must not name the config or a file of the model folder.
+  runtime::refuseOutputThatIsInput("-o", compileOutput, {compileModel, compileSign});
+  // Read the key first: a bad key file should not cost a compilation.
+  std::optional<runtime::SecretKey> signer;
+  if (!compileSign.empty())
+    signer = runtime::readSecretKey(compileSign);
   const auto start = std::chrono::steady_clock::now();
-  cpu::CpuTarget target = cpu::resolveCpuTarget(compileCpu);
+  std::vector<std::string> warnings;
+  frontend::ModelConfig config = frontend::resolveModelConfig(compileModel, &warnings);
+  printWarnings(warnings);
+  requireMemoryFor(MemoryUse::Compile, config);
+  // The tokenizer, chat template and generation defaults, checked first so a
+  // broken tokenizer.json fails before the long part.
+  const std::string modelFolder = text::modelFolderOf(compileModel);
+  const std::vector<runtime::ArtifactSection> textSections =
+      compileNoTokenizer || modelFolder.empty()
+          ? std::vector<runtime::ArtifactSection>()
+          : text::collectTextSections(modelFolder, config.vocabSize);
+  text::StageProgress progress("q3c compile", 4);
+  progress.stage(1, "graph");
   mlir::MLIRContext context;
-  auto module = dispatchStage(context);
-  cpu::CpuCompileOptions options;
-  if (compilePrefillMatmul != "auto") {
-    options.prefillMatmul = cpu::parsePrefillMatmul(compilePrefillMatmul);
-    if (!options.prefillMatmul)
-      throw std::invalid_argument("--prefill-matmul: expected auto, f32, avx512bf16 or amx, got '" +
-                                  compilePrefillMatmul + "'");
+  auto module = ir::buildQwen3Graph(context, config);
+  progress.stage(2, "passes");
+  runPipelineFromFlags(*module, compileTarget);
+  if (compileTarget == "vulkan") {
+    compileVulkan(*module, progress, textSections, signer ? &*signer : nullptr, start);
+    if (!textSections.empty()) {
+      llvm::outs() << "embedded";
+      for (const runtime::ArtifactSection &section : textSections)
+        llvm::outs() << " " << section.name;
+      llvm::outs() << " (from " << modelFolder << ")\n";
+    }
+    return 0;
   }
-  std::optional<cpu::WeightStorage> kvCache = cpu::parseKvCache(compileKvCache);
-  if (!kvCache)
-    throw std::invalid_argument("--kv-cache: expected f32 or bf16, got '" + compileKvCache + "'");
-  options.kvCache = *kvCache;
-  cpu::CompiledModel compiled = cpu::compileForCpu(*module, target, options);
-  cpu::writeCpuArtifact(compileOutput, compiled);
+  progress.stage(3, "kernels (LLVM)");
+  cpu::CompiledModel compiled = cpu::compileForCpu(*module);
+  progress.stage(4, "writing");
+  cpu::writeCpuArtifact(compileOutput, compiled, textSections, signer ? &*signer : nullptr);
+  progress.finish();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  llvm::outs() << "compiled " << compiled.manifest["kernels"].size() << " kernels, "
-               << compiled.manifest["schedule"].size() << " dispatches for " << target.name << " ("
-               << target.llvmCpu << ", prefill "
-               << compiled.manifest["target"]["prefill_matmul"].get<std::string>() << ", kv cache "
-               << compiled.manifest["kv_cache_dtype"].get<std::string>() << ") in "
-               << llvm::format("%.2f", seconds) << " s -> " << compileOutput << "\n";
+  const manifest::Manifest &m = compiled.manifest;
+  llvm::outs() << "compiled " << m.kernels.size() << " kernels, " << m.steps.size()
+               << " dispatches for " << m.target.cpu << " (" << m.target.llvmCpu << ", prefill "
+               << matmulSummary(m) << ", kv cache " << manifest::elementTypeName(m.kvCache)
+               << ", ubatch " << m.prefillRows << ") in " << llvm::format("%.2f", seconds)
+               << " s -> " << compileOutput;
+  if (signer)
+    llvm::outs() << ", signed by key " << runtime::keyId(signer->publicKey());
+  llvm::outs() << "\n";
+  if (!textSections.empty()) {
+    llvm::outs() << "embedded";
+    for (const runtime::ArtifactSection &section : textSections)
+      llvm::outs() << " " << section.name;
+    llvm::outs() << " (from " << modelFolder << ")\n";
+  }
+  return 0;
+}
+
+int runKeygen() {
+  const runtime::PublicKey key = runtime::generateKeyPair(keygenOutput, keygenOutput + ".pub");
+  llvm::outs() << "wrote " << keygenOutput << " (secret: keep it private) and " << key.source
+               << " (public: give it to q3run --require-signature); key " << runtime::keyId(key)
+               << "\n";
   return 0;
 }
 

@@ -1,20 +1,19 @@
 //===- DumpCommand.cpp - q3c dump -----------------------------------------===//
 #include "tools/q3c/CommandLine.h"
 #include "tools/q3c/Commands.h"
+#include "tools/q3c/MemoryEstimate.h"
 
 #include "backends/cpu/CompileModel.h"
 #include "backends/vulkan/CompileModel.h"
-#include "backends/vulkan/VulkanPasses.h"
 #include "frontend/Presets.h"
 #include "ir/BuildGraph.h"
 #include "passes/Statistics.h"
+#include "runtime/AtomicFile.h"
 
 #include <nlohmann/json.hpp>
 
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/ToolOutputFile.h"
+
 #include "llvm/Support/raw_ostream.h"
 
 #include <stdexcept>
@@ -66,47 +65,39 @@ static std::string statisticsText(const passes::PipelineStatistics &stats) {
   return text;
 }
 
-/// The kernels `--target` generates, as MLIR: the Vulkan kernels before
-/// their lowering to SPIR-V, or the CPU kernels' source.
-static std::string kernelsOf(mlir::ModuleOp module) {
-  if (dumpTarget == "vulkan")
-    return vulkan::vulkanKernelSource(module);
-  if (dumpTarget == "cpu")
-    return cpu::compileForCpu(module, cpu::resolveCpuTarget("host")).kernelSource;
-  throw std::invalid_argument("--emit=kernels needs --target cpu or --target vulkan");
-}
-
 int runDump() {
-  if (!dumpTarget.empty() && dumpTarget != "cpu" && dumpTarget != "vulkan")
-    throw std::invalid_argument("--target: expected cpu or vulkan, got '" + dumpTarget + "'");
+  runtime::refuseOutputThatIsInput("-o", dumpOutput, {dumpModel});
   std::vector<std::string> warnings;
   frontend::ModelConfig config = frontend::resolveModelConfig(dumpModel, &warnings);
   printWarnings(warnings);
+  requireMemoryFor(MemoryUse::Graph, config);
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
   mlir::OwningOpRef<mlir::ModuleOp> graph = module->clone();
-  runPipelineFromFlags(*module);
-  std::error_code error;
-  llvm::ToolOutputFile output(dumpOutput, error, llvm::sys::fs::OF_Text);
-  if (error)
-    throw std::runtime_error(dumpOutput + ": " + error.message());
-  if (emitStage == "kernels") {
-    output.os() << kernelsOf(*module);
+  runPipelineFromFlags(*module, pipelineTarget);
+  const bool kernels = emitStage.getNumOccurrences() && emitStage == "kernels";
+  if (kernels && pipelineTarget != "cpu" && pipelineTarget != "vulkan")
+    throw std::invalid_argument("--emit=kernels needs --target cpu or --target vulkan");
+  // The Vulkan target passes run on the dispatch stage (CommandLine.cpp):
+  // --target vulkan at the target stage runs them here.
+  const bool vulkanTargetStage = pipelineTarget == "vulkan" &&
+                                 (!emitStage.getNumOccurrences() || emitStage == "target");
+  std::string text;
+  if (kernels) {
+    text = pipelineTarget == "vulkan" ? vulkan::vulkanKernelSource(*module)
+                                      : cpu::cpuKernelsSource(*module);
   } else if (dumpStats) {
     passes::PipelineStatistics stats = passes::collectStatistics(*graph, *module);
-    output.os() << (dumpJson ? statisticsJson(stats) : statisticsText(stats));
+    text = dumpJson ? statisticsJson(stats) : statisticsText(stats);
   } else {
-    if (dumpTarget == "vulkan") {
-      // The decisions of the Vulkan target, in every kernel's lowering config.
-      mlir::PassManager pm(&context);
-      vulkan::addVulkanTargetPasses(pm);
-      if (mlir::failed(pm.run(*module)))
-        throw std::runtime_error("the Vulkan target passes failed");
-    }
-    module->print(output.os());
-    output.os() << "\n";
+    if (vulkanTargetStage)
+      vulkan::runVulkanTargetPasses(*module); // the Vulkan decisions, in the lowering configs
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    os << "\n";
   }
-  output.keep();
+  // Atomically: a failed write leaves what was at the path (runtime/AtomicFile.h).
+  runtime::writeFileAtomically(dumpOutput, text, runtime::Dash::IsStandardOutput);
   return 0;
 }
 

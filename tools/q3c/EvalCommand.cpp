@@ -8,12 +8,15 @@
 //===----------------------------------------------------------------------===//
 #include "tools/q3c/CommandLine.h"
 #include "tools/q3c/Commands.h"
+#include "tools/q3c/MemoryEstimate.h"
 
 #include "backends/reference/CheckpointWeights.h"
 #include "backends/reference/Interpreter.h"
 #include "frontend/ModelConfig.h"
 #include "ir/BuildGraph.h"
 #include "ir/Params.h"
+#include "runtime/AtomicFile.h"
+#include "runtime/LogitFormat.h"
 #include "runtime/Npy.h"
 #include "runtime/TokenList.h"
 
@@ -24,13 +27,15 @@ namespace q3::tools {
 
 int runEval() {
   std::vector<int32_t> prompt = runtime::parseTokenIds(evalTokens);
+  runtime::refuseOutputThatIsInput("--logits", evalLogits, {evalModel});
   if (evalGenerate < 0)
     throw std::invalid_argument("-n must not be negative");
   std::vector<std::string> warnings;
   frontend::ModelConfig config = frontend::loadModelConfig(evalModel, &warnings);
+  requireMemoryFor(MemoryUse::Eval, config, int64_t(prompt.size()) + evalGenerate);
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
-  runPipelineFromFlags(*module);
+  runPipelineFromFlags(*module, pipelineTarget);
   reference::CheckpointWeights weights(evalModel, ir::collectParams(*module),
                                        config.tieWordEmbeddings, &warnings);
   printWarnings(warnings);
@@ -62,7 +67,8 @@ int runEval() {
     for (int64_t t = 0; t < logits.rows(); ++t) {
       int32_t best = reference::argmaxRow(logits, t);
       llvm::outs() << "position " << t << ": token " << prompt[t] << " -> argmax " << best
-                   << " (logit " << logits.data[t * config.vocabSize + best] << ")\n";
+                   << " (logit " << runtime::formatLogit(logits.data[t * config.vocabSize + best])
+                   << ")\n";
     }
   return 0;
 }

@@ -7,20 +7,23 @@
 //===----------------------------------------------------------------------===//
 #include "tools/q3c/CommandLine.h"
 #include "tools/q3c/Commands.h"
+#include "tools/q3c/MemoryEstimate.h"
 
 #include "frontend/ConfigJson.h"
 #include "frontend/Presets.h"
 #include "ir/BuildGraph.h"
 #include "ir/Params.h"
+#include "runtime/AtomicFile.h"
 #include "runtime/DType.h"
 #include "runtime/SafeTensorsWriter.h"
+#include "runtime/text/TextAssets.h"
+#include "runtime/text/TokenizerSubset.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <random>
 
 namespace q3::tools {
@@ -63,11 +66,23 @@ static std::vector<float> randomValues(const ir::ParamInfo &param, std::mt19937_
 }
 
 int runRandomModel() {
+  const std::filesystem::path dir(randomOutput.getValue());
+  const std::string weightsPath = (dir / "model.safetensors").string();
+  const std::string configPath = (dir / "config.json").string();
+  for (const std::string &output : {weightsPath, configPath})
+    runtime::refuseOutputThatIsInput("-o", output, {randomConfig});
+  // A sharded index next to the new file would still be what loaders read.
+  if (std::filesystem::exists(dir / "model.safetensors.index.json"))
+    throw std::invalid_argument(
+        (dir / "model.safetensors.index.json").string() +
+        ": -o names a folder with a sharded checkpoint, which model.safetensors would not "
+        "replace; choose another folder");
   std::vector<std::string> warnings;
   frontend::ModelConfig config = frontend::resolveModelConfig(randomConfig, &warnings);
   printWarnings(warnings);
   if (!randomDType.empty())
     config.dtype = parseDTypeOption(randomDType);
+  requireMemoryFor(MemoryUse::RandomModel, config);
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
 
@@ -82,15 +97,24 @@ int runRandomModel() {
     tensors.push_back(std::move(tensor));
   }
 
-  std::filesystem::create_directories(randomOutput.getValue());
-  const std::filesystem::path dir(randomOutput.getValue());
-  runtime::writeSafeTensors((dir / "model.safetensors").string(), tensors);
-  std::ofstream configFile(dir / "config.json");
-  configFile << frontend::toHuggingFaceJson(config) << "\n";
-  if (!configFile)
-    throw std::runtime_error((dir / "config.json").string() + ": write failed");
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error)
+    throw runtime::OutputError(dir.string() + ": cannot create the folder: " + error.message());
+  // Each file is replaced atomically (runtime/AtomicFile.h).
+  runtime::writeSafeTensors(weightsPath, tensors);
+  runtime::writeFileAtomically(configPath, frontend::toHuggingFaceJson(config) + "\n");
   llvm::outs() << "wrote " << dir.string() << ": " << tensors.size() << " tensors, "
                << frontend::dtypeName(config.dtype) << ", seed " << randomSeed << "\n";
+  if (!randomTokenizer.empty()) {
+    const text::TextAssets source = text::readTextAssets(randomTokenizer);
+    const text::TextAssets assets = text::fitTokenizerToVocabulary(source, config.vocabSize);
+    text::writeTextAssets(assets, dir.string());
+    const bool cut = assets.tokenizer->bytes != source.tokenizer->bytes;
+    llvm::outs() << "wrote " << (dir / "tokenizer.json").string() << " for " << config.vocabSize
+                 << " token ids (" << (cut ? "cut down from " : "copied from ") << randomTokenizer
+                 << ")\n";
+  }
   return 0;
 }
 

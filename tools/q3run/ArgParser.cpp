@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <utility>
@@ -41,6 +42,22 @@ int64_t parseInteger(const std::string &what, const std::string &text, int64_t m
   return value;
 }
 
+double parseNumber(const std::string &what, const std::string &text, double minimum,
+                   double maximum) {
+  double value = 0;
+  const char *begin = text.data();
+  const char *end = begin + text.size();
+  if (begin != end && *begin == '+')
+    ++begin;
+  auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(value))
+    throw UsageError(fmt::format("{}: '{}' is not a number", what, text));
+  if (value < minimum || value > maximum)
+    throw UsageError(
+        fmt::format("{}: expected a number in [{}, {}], got '{}'", what, minimum, maximum, text));
+  return value;
+}
+
 ArgParser::ArgParser(std::string command, std::string usage, std::string description)
     : command_(std::move(command)), usage_(std::move(usage)), description_(std::move(description)) {
 }
@@ -60,6 +77,20 @@ void ArgParser::addInt(std::vector<std::string> names, int64_t *destination, std
   options_.push_back(std::move(option));
 }
 
+void ArgParser::addDouble(std::vector<std::string> names, double *destination,
+                          std::string valueName, std::string help, double minimum, double maximum) {
+  Option option{std::move(names), Kind::Double, destination, std::move(valueName), std::move(help)};
+  option.minimumDouble = minimum;
+  option.maximumDouble = maximum;
+  options_.push_back(std::move(option));
+}
+
+void ArgParser::addStringList(std::vector<std::string> names, std::vector<std::string> *destination,
+                              std::string valueName, std::string help) {
+  options_.push_back(
+      Option{std::move(names), Kind::StringList, destination, std::move(valueName), std::move(help)});
+}
+
 void ArgParser::addFlag(std::vector<std::string> names, bool *destination, std::string help) {
   options_.push_back(Option{std::move(names), Kind::Flag, destination, "", std::move(help)});
 }
@@ -75,6 +106,13 @@ ArgParser::Option *ArgParser::find(const std::string &name) {
   return nullptr;
 }
 
+bool ArgParser::given(const std::string &name) const {
+  for (const Option &option : options_)
+    if (std::find(option.names.begin(), option.names.end(), name) != option.names.end())
+      return option.seen;
+  return false;
+}
+
 std::string ArgParser::seeHelp() const { return " (see '" + command_ + " --help')"; }
 
 void ArgParser::assign(Option &option, const std::string &spelling, const std::string &value) {
@@ -85,6 +123,13 @@ void ArgParser::assign(Option &option, const std::string &spelling, const std::s
   case Kind::Int:
     *static_cast<int64_t *>(option.destination) =
         parseInteger(spelling, value, option.minimum, option.maximum);
+    break;
+  case Kind::Double:
+    *static_cast<double *>(option.destination) =
+        parseNumber(spelling, value, option.minimumDouble, option.maximumDouble);
+    break;
+  case Kind::StringList:
+    static_cast<std::vector<std::string> *>(option.destination)->push_back(value);
     break;
   case Kind::Flag:
     *static_cast<bool *>(option.destination) = true;
@@ -124,7 +169,7 @@ bool ArgParser::parse(const std::vector<std::string> &args) {
     Option *option = find(name);
     if (!option)
       throw UsageError("unknown option '" + name + "'" + seeHelp());
-    if (option->seen)
+    if (option->seen && option->kind != Kind::StringList)
       throw UsageError(name + " given more than once");
     option->seen = true;
     if (option->kind == Kind::Flag) {

@@ -33,6 +33,12 @@ public:
   /// A decimal integer in [minimum, maximum].
   void addInt(std::vector<std::string> names, int64_t *destination, std::string valueName,
               std::string help, int64_t minimum, int64_t maximum);
+  /// A decimal number in [minimum, maximum].
+  void addDouble(std::vector<std::string> names, double *destination, std::string valueName,
+                 std::string help, double minimum, double maximum);
+  /// An option that may be given several times; each value is appended.
+  void addStringList(std::vector<std::string> names, std::vector<std::string> *destination,
+                     std::string valueName, std::string help);
   void addFlag(std::vector<std::string> names, bool *destination, std::string help);
   /// Positional arguments are filled in the order they are added; all are required.
   void addPositional(std::string name, std::string *destination, std::string help);
@@ -43,8 +49,11 @@ public:
 
   std::string help() const;
 
+  /// True when the option named `name` was on the command line (after parse()).
+  bool given(const std::string &name) const;
+
 private:
-  enum class Kind { String, Int, Flag };
+  enum class Kind { String, Int, Double, StringList, Flag };
   struct Option {
     std::vector<std::string> names;
     Kind kind;
@@ -54,6 +63,8 @@ private:
     bool required = false;
     int64_t minimum = 0;
     int64_t maximum = 0;
+    double minimumDouble = 0;
+    double maximumDouble = 0;
     bool seen = false;
   };
   struct Positional {
@@ -72,6 +83,10 @@ private:
   std::vector<Option> options_;
   std::vector<Positional> positionals_;
 };
+
+/// Parses a decimal number in [minimum, maximum]; `what` names it in the error.
+double parseNumber(const std::string &what, const std::string &text, double minimum,
+                   double maximum);
 
 /// Parses a decimal integer in [minimum, maximum]; `what` names it in the error.
 int64_t parseInteger(const std::string &what, const std::string &text, int64_t minimum,

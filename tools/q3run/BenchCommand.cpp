@@ -71,62 +71,22 @@ std::string formatBytes(double bytes) {
   return fmt::format("{:.0f} B", bytes);
 }
 
-std::optional<int64_t> intField(const json &object, const char *key) {
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_number_integer())
-    return std::nullopt;
-  return it->get<int64_t>();
-}
-
-// The Hugging Face config inside the manifest: the manifest itself or an
-// object under one of its keys that has "hidden_size".
-const json *findConfig(const json &manifest) {
-  if (!manifest.is_object())
-    return nullptr;
-  if (manifest.contains("hidden_size"))
-    return &manifest;
-  for (const char *key : {"config", "model_config", "model"}) {
-    auto it = manifest.find(key);
-    if (it != manifest.end() && it->is_object() && it->contains("hidden_size"))
-      return &*it;
-  }
-  for (const auto &item : manifest.items())
-    if (item.value().is_object() && item.value().contains("hidden_size"))
-      return &item.value();
-  return nullptr;
-}
-
 // "qwen3 0.6B-shape bf16": the parameter count the config implies (the weights
 // may be random, hence "-shape"), or the weight bytes when the manifest has no
 // recognizable config.
-std::string describeModel(const json &manifest, int64_t weightBytes) {
-  const json *config = findConfig(manifest);
-  std::optional<int64_t> hidden, layers, heads, kvHeads, intermediate, vocab;
-  if (config) {
-    hidden = intField(*config, "hidden_size");
-    layers = intField(*config, "num_hidden_layers");
-    heads = intField(*config, "num_attention_heads");
-    kvHeads = intField(*config, "num_key_value_heads");
-    intermediate = intField(*config, "intermediate_size");
-    vocab = intField(*config, "vocab_size");
-  }
-  if (!hidden || !layers || !heads || !kvHeads || !intermediate || !vocab || *heads <= 0)
-    return "qwen3 (" + formatBytes(double(weightBytes)) + " of weights)";
-  const double headDim = double(intField(*config, "head_dim").value_or(*hidden / *heads));
-  bool tied = false;
-  if (auto it = config->find("tie_word_embeddings"); it != config->end())
-    tied = it->is_boolean() ? it->get<bool>() : it->is_number() && it->get<double>() != 0;
-  const double h = double(*hidden);
-  const double perLayer = h * double(*heads) * headDim * 2     // q, o
-                          + h * double(*kvHeads) * headDim * 2 // k, v
-                          + 3 * h * double(*intermediate)      // gate, up, down
-                          + 2 * h + 2 * headDim;               // norms, q/k norms
-  const double params = double(*vocab) * h * (tied ? 1 : 2) + h + double(*layers) * perLayer;
+std::string describeModel(const manifest::ModelConfig &c) {
+  const double h = double(c.hiddenSize), headDim = double(c.headDim);
+  const double perLayer = h * double(c.numAttentionHeads) * headDim * 2  // q, o
+                          + h * double(c.numKeyValueHeads) * headDim * 2 // k, v
+                          + 3 * h * double(c.intermediateSize)           // gate, up, down
+                          + 2 * h + 2 * headDim;                         // norms, q/k norms
+  const double params = double(c.vocabSize) * h * (c.tieWordEmbeddings ? 1 : 2) + h +
+                        double(c.numHiddenLayers) * perLayer;
   std::string name = params >= 1e8   ? fmt::format("qwen3 {:.1f}B-shape", params / 1e9)
                      : params >= 1e6 ? fmt::format("qwen3 {:.0f}M-shape", params / 1e6)
                                      : fmt::format("qwen3 {:.0f}K-shape", params / 1e3);
-  if (auto it = config->find("torch_dtype"); it != config->end() && it->is_string())
-    name += " " + it->get<std::string>();
+  if (!c.torchDtype.empty())
+    name += " " + c.torchDtype;
   return name;
 }
 
@@ -376,7 +336,7 @@ int benchCommand(const std::vector<std::string> &args) {
     fraction = *decodeGBs / bandwidth;
     fractionOfBest = *decodeGBs / bestBandwidth;
   }
-  const std::string name = describeModel(model->manifest(), model->weightBytes());
+  const std::string name = describeModel(model->config());
 
   if (jsonOutput) {
     json out = {

@@ -10,7 +10,10 @@
 //===----------------------------------------------------------------------===//
 #include "tools/q3run/Commands.h"
 
+#include "runtime/AtomicFile.h"
+#include "runtime/LogitFormat.h"
 #include "runtime/Npy.h"
+#include "runtime/ResourceLimits.h"
 #include "runtime/TokenList.h"
 
 #include <algorithm>
@@ -27,7 +30,10 @@ void addCommonOptions(ArgParser &parser, CommonOptions &options) {
                    "the Hugging Face checkpoint folder (config.json, *.safetensors)",
                    /*required=*/true);
   parser.addInt({"--threads"}, &options.threads, "N",
-                "threads, the caller included (default: all cores)", 0, 1 << 16);
+                "threads, the caller included (default and most: the CPUs this process may use)",
+                0, 1 << 16);
+  parser.addString({"--require-signature"}, &options.requireSignature, "KEY.pub",
+                   "refuse an artifact not signed with this key (q3c compile --sign; q3c keygen)");
   parser.addInt({"--ctx"}, &options.context, "N",
                 "KV cache positions (default: min(max_position_embeddings, 4096))", 1,
                 std::numeric_limits<int32_t>::max());
@@ -39,9 +45,22 @@ void addCommonOptions(ArgParser &parser, CommonOptions &options) {
 
 std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options) {
   runtime::ModelOptions modelOptions;
-  modelOptions.threads = int(options.threads);
+  // More threads than CPUs only makes the spinning workers wait for each
+  // other (and thousands of them can exhaust memory): cap, and say so.
+  const int cpus = runtime::availableCpus();
+  modelOptions.threads = options.threads == 0 ? cpus : int(options.threads);
+  if (options.threads > cpus) {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "q3run: warning: --threads %lld is more than the %d CPUs this process may use; "
+                 "using %d\n",
+                 static_cast<long long>(options.threads), cpus, cpus);
+    modelOptions.threads = cpus;
+  }
   modelOptions.contextLength = options.context;
   modelOptions.device = int(options.device);
+  if (!options.requireSignature.empty())
+    modelOptions.requiredSigner = runtime::readPublicKey(options.requireSignature);
   return runtime::Model::load(options.artifact, options.weights, modelOptions);
 }
 
@@ -59,7 +78,13 @@ int runCommand(const std::vector<std::string> &args) {
                    "q3run MODEL.q3 --weights MODEL_DIR --tokens 1,2,3 [--logits OUT.npy] [-n N] "
                    "[--threads N] [--ctx N]\n"
                    "       q3run bench MODEL.q3 --weights MODEL_DIR [-p N] [-g N] [-r N] [--json] "
-                   "(see 'q3run bench --help')",
+                   "(see 'q3run bench --help')\n"
+                   "       q3run MODEL.q3 --weights MODEL_DIR --prompt TEXT [...]  text in, text out "
+                   "(see 'q3run generate --help')\n"
+                   "       q3run chat MODEL.q3 --weights MODEL_DIR [...]           interactive chat "
+                   "(see 'q3run chat --help')\n"
+                   "       q3run tokenize | detokenize | template ...             the tokenizer and "
+                   "chat template alone",
                    "Runs a compiled Qwen3 model on the token ids given. Without -n it prints each\n"
                    "position's argmax; --logits writes all positions' logits as a [T, vocab]\n"
                    "float32 .npy; -n N generates N tokens greedily and prints \"ids: ...\".");
@@ -75,6 +100,7 @@ int runCommand(const std::vector<std::string> &args) {
     return 0;
 
   const std::vector<int32_t> prompt = runtime::parseTokenIds(tokenText);
+  runtime::refuseOutputThatIsInput("--logits", logitsPath, {common.artifact, common.weights});
   const int64_t promptLength = int64_t(prompt.size());
   // Positions the KV cache must hold: the prompt, then each generated token
   // but the last, which is never fed back.
@@ -116,9 +142,9 @@ int runCommand(const std::vector<std::string> &args) {
   if (generate == 0)
     for (int64_t t = 0; t < promptLength; ++t) {
       const int32_t best = argmaxRow(logits, vocab, t);
-      // {:e} is printf's %e, which `q3c eval` prints (llvm::raw_ostream << double).
-      fmt::print("position {}: token {} -> argmax {} (logit {:e})\n", t, prompt[size_t(t)], best,
-                 double(logits[size_t(t * vocab + best)]));
+      // The spelling `q3c eval` prints too (runtime/LogitFormat.h).
+      fmt::print("position {}: token {} -> argmax {} (logit {})\n", t, prompt[size_t(t)], best,
+                 runtime::formatLogit(logits[size_t(t * vocab + best)]));
     }
   return 0;
 }

@@ -88,16 +88,18 @@ func.func @attention_map(%q: tensor<?x4x32xf32>, %k: tensor<?x2x32xf32>) -> tens
 // -----
 
 func.func @cache_layer(%c: !q3.kv_cache<layers = 2, kv_heads = 2, head_dim = 32>, %k: tensor<?x2x32xf32>, %p: index) {
+  %layer = arith.constant 2 : index
   // expected-error @+1 {{'q3.kv_cache_update' op layer 2 is outside the cache's 2 layers}}
-  %keys, %values = q3.kv_cache_update %c[2], %k, %k at %p : !q3.kv_cache<layers = 2, kv_heads = 2, head_dim = 32>, tensor<?x2x32xf32>
+  %keys, %values = q3.kv_cache_update %c[%layer], %k, %k at %p : !q3.kv_cache<layers = 2, kv_heads = 2, head_dim = 32>, tensor<?x2x32xf32>
   return
 }
 
 // -----
 
 func.func @cache_heads(%c: !q3.kv_cache<layers = 2, kv_heads = 2, head_dim = 32>, %k: tensor<?x4x32xf32>, %p: index) {
+  %layer = arith.constant 0 : index
   // expected-error @+1 {{'q3.kv_cache_update' op key dimension 1 is 4 but the cache's kv_heads is 2}}
-  %keys, %values = q3.kv_cache_update %c[0], %k, %k at %p : !q3.kv_cache<layers = 2, kv_heads = 2, head_dim = 32>, tensor<?x4x32xf32>
+  %keys, %values = q3.kv_cache_update %c[%layer], %k, %k at %p : !q3.kv_cache<layers = 2, kv_heads = 2, head_dim = 32>, tensor<?x4x32xf32>
   return
 }
 

@@ -2,8 +2,8 @@
 
 !cache = !q3.kv_cache<layers = 4, kv_heads = 1, head_dim = 4>
 
-// q/k per-head norm + RoPE + the cache write of layer 3 become one op; the
-// layer becomes an index operand.
+// q/k per-head norm + RoPE + the cache write of layer 3 become one op that
+// takes the layer operand of the cache write.
 // CHECK-LABEL: func.func @attention_input
 // CHECK: %[[L:.*]] = arith.constant 3 : index
 // CHECK: %[[Q:.*]], %[[K:.*]], %[[V:.*]] = q3.qk_norm_rope_cache %arg0, %qn, %kn, %arg1[%[[L]]] at %arg2 {eps = 9.9999999999999995E-7 : f64, theta = 1.000000e+06 : f64} : tensor<?x24xf32>, tensor<4xbf16>, <layers = 4, kv_heads = 1, head_dim = 4> -> tensor<?x4x4xf32>, tensor<?x1x4xf32>
@@ -22,7 +22,8 @@ func.func @attention_input(%qkv: tensor<?x24xf32>, %cache: !cache, %pos: index) 
   %kn = q3.param "kn" : tensor<4xbf16>
   %knorm = q3.rms_norm %kh, %kn {eps = 1.0e-06 : f64} : tensor<?x1x4xf32>, tensor<4xbf16> -> tensor<?x1x4xf32>
   %kr = q3.rope %knorm at %pos {theta = 1.0e+06 : f64} : tensor<?x1x4xf32>
-  %keys, %values = q3.kv_cache_update %cache[3], %kr, %vh at %pos : !cache, tensor<?x1x4xf32>
+  %layer = arith.constant 3 : index
+  %keys, %values = q3.kv_cache_update %cache[%layer], %kr, %vh at %pos : !cache, tensor<?x1x4xf32>
   %o = q3.attention %qr, %keys, %values {scale = 0.5 : f64} : tensor<?x4x4xf32>, tensor<?x1x4xf32>
   return %o : tensor<?x4x4xf32>
 }
@@ -48,7 +49,8 @@ func.func @key_used_twice(%qkv: tensor<?x24xf32>, %cache: !cache, %pos: index) -
   %kn = q3.param "kn" : tensor<4xbf16>
   %knorm = q3.rms_norm %kh, %kn {eps = 1.0e-06 : f64} : tensor<?x1x4xf32>, tensor<4xbf16> -> tensor<?x1x4xf32>
   %kr = q3.rope %knorm at %pos {theta = 1.0e+06 : f64} : tensor<?x1x4xf32>
-  %keys, %values = q3.kv_cache_update %cache[3], %kr, %vh at %pos : !cache, tensor<?x1x4xf32>
+  %layer = arith.constant 3 : index
+  %keys, %values = q3.kv_cache_update %cache[%layer], %kr, %vh at %pos : !cache, tensor<?x1x4xf32>
   %o = q3.attention %qr, %keys, %values {scale = 0.5 : f64} : tensor<?x4x4xf32>, tensor<?x1x4xf32>
   return %o, %knorm : tensor<?x4x4xf32>, tensor<?x1x4xf32>
 }
@@ -58,7 +60,14 @@ func.func @key_used_twice(%qkv: tensor<?x24xf32>, %cache: !cache, %pos: index) -
 !cache = !q3.kv_cache<layers = 4, kv_heads = 1, head_dim = 4>
 
 // Must NOT fire: q and k rotated with different thetas.
+// The norms, both rotations and the cache write stay as they were.
 // CHECK-LABEL: func.func @mismatched_theta
+// CHECK-NOT: q3.qk_norm_rope_cache
+// CHECK: q3.rms_norm %{{.*}}, %qn
+// CHECK: q3.rope %{{.*}} at %arg2 {theta = 1.000000e+04 : f64}
+// CHECK: q3.rms_norm %{{.*}}, %kn
+// CHECK: q3.rope %{{.*}} at %arg2 {theta = 1.000000e+06 : f64}
+// CHECK: q3.kv_cache_update
 // CHECK-NOT: q3.qk_norm_rope_cache
 func.func @mismatched_theta(%qkv: tensor<?x24xf32>, %cache: !cache, %pos: index) -> tensor<?x4x4xf32> {
   %q, %k, %v = q3.split_columns %qkv : tensor<?x24xf32> -> tensor<?x16xf32>, tensor<?x4xf32>, tensor<?x4xf32>
@@ -71,7 +80,8 @@ func.func @mismatched_theta(%qkv: tensor<?x24xf32>, %cache: !cache, %pos: index)
   %kn = q3.param "kn" : tensor<4xbf16>
   %knorm = q3.rms_norm %kh, %kn {eps = 1.0e-06 : f64} : tensor<?x1x4xf32>, tensor<4xbf16> -> tensor<?x1x4xf32>
   %kr = q3.rope %knorm at %pos {theta = 1.0e+06 : f64} : tensor<?x1x4xf32>
-  %keys, %values = q3.kv_cache_update %cache[3], %kr, %vh at %pos : !cache, tensor<?x1x4xf32>
+  %layer = arith.constant 3 : index
+  %keys, %values = q3.kv_cache_update %cache[%layer], %kr, %vh at %pos : !cache, tensor<?x1x4xf32>
   %o = q3.attention %qr, %keys, %values {scale = 0.5 : f64} : tensor<?x4x4xf32>, tensor<?x1x4xf32>
   return %o : tensor<?x4x4xf32>
 }

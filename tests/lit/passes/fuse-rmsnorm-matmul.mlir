@@ -1,18 +1,23 @@
 // RUN: %q3-opt %s -split-input-file -fuse-rmsnorm-matmul | FileCheck %s
-// RUN: %q3-opt %s -split-input-file -fuse-rmsnorm-matmul=keep-weight-dtype | FileCheck %s --check-prefix=KEEP
+// RUN: %q3-opt %s -split-input-file -fuse-rmsnorm-matmul=fold-gain=always | FileCheck %s --check-prefix=ALWAYS
+// RUN: %q3-opt %s -split-input-file -fuse-rmsnorm-matmul=fold-gain=never | FileCheck %s --check-prefix=NEVER
 
-// A norm feeding three bias-free linears: each becomes a fused product over a
-// folded weight, and the norm disappears.
+// A norm feeding three bias-free linears over bf16 weights: by default each
+// becomes a fused product that applies the gain in its prologue, so the weights
+// stay bf16 (folding would widen them to f32 and double the bytes streamed).
 // CHECK-LABEL: func.func @norm_into_qkv
 // CHECK-SAME: (%[[X:.*]]: tensor<?x8xf32>)
 // CHECK-NOT: q3.rms_norm
-// CHECK: %[[WQ:.*]] = q3.fold_gain %wq, %g : tensor<16x8xbf16>, tensor<8xbf16> -> tensor<16x8xf32>
-// CHECK: q3.fused_linear %[[X]], %[[WQ]] {rms_norm_eps = 9.9999999999999995E-7 : f64} : tensor<?x8xf32>, tensor<16x8xf32> -> tensor<?x16xf32>
-// CHECK: %[[WK:.*]] = q3.fold_gain %wk, %g
-// CHECK: q3.fused_linear %[[X]], %[[WK]] {rms_norm_eps = 9.9999999999999995E-7 : f64}
-// CHECK: q3.fold_gain %wv, %g
-// KEEP-LABEL: func.func @norm_into_qkv
-// KEEP: q3.fold_gain %wq, %g : tensor<16x8xbf16>, tensor<8xbf16> -> tensor<16x8xbf16>
+// CHECK-NOT: q3.fold_gain
+// CHECK: q3.fused_linear %[[X]], %wq gain %g : tensor<8xbf16> {rms_norm_eps = 9.9999999999999995E-7 : f64} : tensor<?x8xf32>, tensor<16x8xbf16> -> tensor<?x16xf32>
+// CHECK: q3.fused_linear %[[X]], %wk gain %g
+// CHECK: q3.fused_linear %[[X]], %wv gain %g
+// ALWAYS-LABEL: func.func @norm_into_qkv
+// ALWAYS: %[[WQ:.*]] = q3.fold_gain %wq, %g : tensor<16x8xbf16>, tensor<8xbf16> -> tensor<16x8xf32>
+// ALWAYS: q3.fused_linear %{{.*}}, %[[WQ]] {rms_norm_eps
+// ALWAYS-NOT: gain %g
+// NEVER-LABEL: func.func @norm_into_qkv
+// NEVER: q3.fused_linear %{{.*}}, %wq gain %g
 func.func @norm_into_qkv(%x: tensor<?x8xf32>) -> (tensor<?x16xf32>, tensor<?x8xf32>, tensor<?x8xf32>) {
   %g = q3.param "g" : tensor<8xbf16>
   %h = q3.rms_norm %x, %g {eps = 1.0e-06 : f64} : tensor<?x8xf32>, tensor<8xbf16> -> tensor<?x8xf32>
@@ -27,12 +32,32 @@ func.func @norm_into_qkv(%x: tensor<?x8xf32>) -> (tensor<?x16xf32>, tensor<?x8xf
 
 // -----
 
-// Tied embeddings: the head gets its own folded copy of the table; the lookup
-// keeps the original.
+// f32 weights: folding the gain costs no bytes, so the default folds it.
+// CHECK-LABEL: func.func @f32_weights_fold
+// CHECK: %[[W:.*]] = q3.fold_gain %w, %g : tensor<16x8xf32>, tensor<8xf32> -> tensor<16x8xf32>
+// CHECK: q3.fused_linear %{{.*}}, %[[W]] {rms_norm_eps
+// NEVER-LABEL: func.func @f32_weights_fold
+// NEVER-NOT: q3.fold_gain
+// NEVER: q3.fused_linear %{{.*}}, %w gain %g : tensor<8xf32>
+func.func @f32_weights_fold(%x: tensor<?x8xf32>) -> tensor<?x16xf32> {
+  %g = q3.param "g" : tensor<8xf32>
+  %h = q3.rms_norm %x, %g {eps = 1.0e-06 : f64} : tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
+  %w = q3.param "w" : tensor<16x8xf32>
+  %y = q3.linear %h, %w : tensor<?x8xf32>, tensor<16x8xf32> -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}
+
+// -----
+
+// Tied embeddings: the head reads the table itself with the final norm's gain
+// as its prologue; the lookup reads the same table.
 // CHECK-LABEL: func.func @tied_head
 // CHECK: q3.embedding %model.embed_tokens.weight[
-// CHECK: %[[HEAD:.*]] = q3.fold_gain %model.embed_tokens.weight, %model.norm.weight : tensor<32x8xbf16>, tensor<8xbf16> -> tensor<32x8xf32>
-// CHECK: q3.fused_linear %{{.*}}, %[[HEAD]] {rms_norm_eps
+// CHECK: q3.fused_linear %{{.*}}, %model.embed_tokens.weight gain %model.norm.weight : tensor<8xbf16> {rms_norm_eps
+// ALWAYS-LABEL: func.func @tied_head
+// ALWAYS: q3.embedding %model.embed_tokens.weight[
+// ALWAYS: %[[HEAD:.*]] = q3.fold_gain %model.embed_tokens.weight, %model.norm.weight : tensor<32x8xbf16>, tensor<8xbf16> -> tensor<32x8xf32>
+// ALWAYS: q3.fused_linear %{{.*}}, %[[HEAD]] {rms_norm_eps
 func.func @tied_head(%tokens: tensor<?xi32>) -> tensor<?x32xf32> {
   %table = q3.param "model.embed_tokens.weight" : tensor<32x8xbf16>
   %x = q3.embedding %table[%tokens] : tensor<32x8xbf16>, tensor<?xi32> -> tensor<?x8xf32>

@@ -35,7 +35,15 @@ func.func @gate_up(%x: tensor<?x8xf32>) -> (tensor<?x12xf32>, tensor<?x12xf32>) 
 // -----
 
 // Must NOT merge: different prologues, different weight types, an epilogue.
+// Every product is still there, on its own weight.
 // CHECK-LABEL: func.func @not_siblings
+// CHECK-NOT: q3.concat_rows
+// CHECK-NOT: q3.split_columns
+// CHECK: q3.fused_linear %arg0, %w1 {rms_norm_eps = 9.9999999999999995E-7 : f64}
+// CHECK: q3.fused_linear %arg0, %w2 {rms_norm_eps = 1.000000e-05 : f64}
+// CHECK: q3.linear %arg0, %w3 : tensor<?x8xf32>, tensor<8x8xbf16>
+// CHECK: q3.linear %arg0, %w4 : tensor<?x8xf32>, tensor<8x8xf32>
+// CHECK: q3.fused_linear %arg0, %w5 residual %arg1
 // CHECK-NOT: q3.concat_rows
 // CHECK-NOT: q3.split_columns
 func.func @not_siblings(%x: tensor<?x8xf32>, %r: tensor<?x8xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>) {

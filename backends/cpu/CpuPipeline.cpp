@@ -1,0 +1,47 @@
+//===- CpuPipeline.cpp - the CPU backend's target stage -------------------===//
+#include "backends/cpu/CpuPipeline.h"
+#include "backends/cpu/passes/CpuPasses.h"
+
+#include "mlir/Pass/PassManager.h"
+
+#include <stdexcept>
+
+namespace q3::cpu {
+
+passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
+  passes::TargetPipeline pipeline;
+  pipeline.backend = "cpu";
+  pipeline.passes = {"cpu-set-target",   "cpu-pack-column-blocks", "cpu-select-matmul",
+                     "cpu-select-tiles", "cpu-assign-grids",       "cpu-set-chunking"};
+  pipeline.addPass = [options](mlir::OpPassManager &pm, const std::string &name) {
+    if (name == "cpu-set-target") {
+      CpuSetTargetOptions o;
+      o.cpu = options.cpu;
+      pm.addPass(createCpuSetTargetPass(o));
+    } else if (name == "cpu-pack-column-blocks") {
+      pm.addPass(createCpuPackColumnBlocksPass());
+    } else if (name == "cpu-select-matmul") {
+      CpuSelectMatmulOptions o;
+      o.matmul = options.matmul;
+      pm.addPass(createCpuSelectMatmulPass(o));
+    } else if (name == "cpu-select-tiles") {
+      CpuSelectTilesOptions o;
+      o.prefillRows = options.prefillRows;
+      pm.addPass(createCpuSelectTilesPass(o));
+    } else if (name == "cpu-assign-grids") {
+      pm.addPass(createCpuAssignGridsPass());
+    } else if (name == "cpu-set-chunking") {
+      CpuSetChunkingOptions o;
+      o.decodeChunks = options.decodeChunks;
+      o.attentionChunks = options.attentionChunks;
+      pm.addPass(createCpuSetChunkingPass(o));
+    } else {
+      throw std::logic_error("no CPU pass named " + name);
+    }
+  };
+  return pipeline;
+}
+
+void registerCpuPassesForOpt() { registerCpuPasses(); }
+
+} // namespace q3::cpu

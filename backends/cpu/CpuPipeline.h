@@ -1,0 +1,27 @@
+//===- CpuPipeline.h - the CPU backend's target stage ---------------------===//
+#pragma once
+
+#include "passes/Pipeline.h"
+
+#include <cstdint>
+#include <string>
+
+namespace q3::cpu {
+
+/// The options of the CPU target passes (backends/cpu/passes/CpuPasses.td).
+struct CpuPipelineOptions {
+  std::string cpu = "host";     // cpu-set-target
+  std::string matmul = "auto";  // cpu-select-matmul
+  int64_t prefillRows = 0;      // cpu-select-tiles (0: measured or default)
+  int64_t decodeChunks = 16;    // cpu-set-chunking
+  int64_t attentionChunks = 8;  // cpu-set-chunking
+};
+
+/// The CPU target stage: cpu-set-target, cpu-pack-column-blocks,
+/// cpu-select-matmul, cpu-select-tiles, cpu-assign-grids, cpu-set-chunking.
+passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options);
+
+/// Makes the CPU passes known to q3-opt's command line.
+void registerCpuPassesForOpt();
+
+} // namespace q3::cpu

@@ -1,0 +1,167 @@
+//===- KernelSelection.cpp - the CPU kernel of each q3.kernel function ----===//
+//
+// Reads, never decides: every choice (the weight's layout, the prefill
+// instructions and tile, the grid) was made by a target pass and is in the
+// IR. This only maps the kernel's compute op, its types and its q3.lowering
+// onto the template parameters of backends/cpu/KernelSource.h, and checks
+// that the grid the pass recorded is the one the template computes.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/KernelSelection.h"
+#include "ir/BuildGraph.h"
+#include "ir/Q3Ops.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <stdexcept>
+
+using namespace mlir;
+using namespace q3::ir;
+
+namespace q3::cpu {
+namespace {
+
+[[noreturn]] void refuse(func::FuncOp kernel, const std::string &what) {
+  throw std::runtime_error("kernel @" + kernel.getSymName().str() + ": " + what);
+}
+
+WeightStorage storageOf(Type type) {
+  if (auto tensor = type.dyn_cast<RankedTensorType>())
+    type = tensor.getElementType();
+  if (type.isBF16())
+    return WeightStorage::BF16;
+  if (type.isF16())
+    return WeightStorage::F16;
+  return WeightStorage::F32;
+}
+
+int64_t dimOf(Value value, unsigned dim) {
+  return value.getType().cast<RankedTensorType>().getDimSize(dim);
+}
+
+void expectGrid(func::FuncOp kernel, LoweringConfigAttr lowering, StringRef kind, int64_t count) {
+  if (lowering.getGridKind() != kind || lowering.getGridCount() != count)
+    refuse(kernel, "q3.lowering grid '" + lowering.getGridKind().str() + " " +
+                       std::to_string(lowering.getGridCount()) + "' is not the template's '" +
+                       kind.str() + " " + std::to_string(count) + "'");
+}
+
+std::optional<PrefillMatmul> matmulOf(StringRef name) {
+  if (name.empty() || name == "f32")
+    return PrefillMatmul::F32;
+  if (name == "avx512bf16")
+    return PrefillMatmul::Avx512Bf16;
+  if (name == "amx")
+    return PrefillMatmul::Amx;
+  return std::nullopt;
+}
+
+std::string productSource(func::FuncOp kernel, LoweringConfigAttr lowering, Value weight,
+                          Value gain, Value residual, std::optional<double> eps, bool swiglu,
+                          Value result) {
+  FusedLinearKernel cpu;
+  cpu.name = kernel.getSymName().str();
+  cpu.inFeatures = dimOf(weight, 1);
+  cpu.outFeatures = dimOf(result, 1);
+  cpu.weight = storageOf(weight.getType());
+  if (gain)
+    cpu.prologueGain = storageOf(gain.getType());
+  cpu.normEps = eps;
+  cpu.swiglu = swiglu;
+  cpu.residual = bool(residual);
+  cpu.columnBlocks = hasColumnBlocks(weight.getType());
+  if (cpu.columnBlocks && !cpu.columnBlocksFit())
+    refuse(kernel, "its weight is in column blocks, which the CPU kernels read only for bf16 "
+                   "[16n, 2m] weights");
+  std::optional<PrefillMatmul> matmul = matmulOf(lowering.getMatmul());
+  if (!matmul)
+    refuse(kernel, "unknown matmul '" + lowering.getMatmul().str() + "'");
+  if (*matmul != PrefillMatmul::F32 && !cpu.columnBlocks)
+    refuse(kernel, "matmul " + lowering.getMatmul().str() + " needs a column-block weight");
+  if (*matmul == PrefillMatmul::Amx && !cpu.amxFits())
+    refuse(kernel, "matmul amx needs K % 32 == 0");
+  cpu.prefillMatmul = *matmul;
+  if (cpu.columnBlocks) {
+    ArrayRef<int64_t> tile = lowering.getTile();
+    if (tile.size() != 2 || tile[1] != 2)
+      refuse(kernel, "a column-block product needs a tile [rows, 2] in its q3.lowering");
+    cpu.prefillTileRows = tile[0];
+  }
+  expectGrid(kernel, lowering, "fixed", cpu.workgroups());
+  return fusedLinearSource(cpu);
+}
+
+std::string sourceFor(ModuleOp module, func::FuncOp kernel) {
+  Operation *compute = kernelComputeOp(kernel);
+  if (!compute)
+    refuse(kernel, "computes nothing");
+  LoweringConfigAttr lowering = loweringOf(kernel);
+  if (!lowering.hasGrid())
+    refuse(kernel, "has no grid in its q3.lowering: run the CPU target passes");
+  auto forward = module.lookupSymbol<func::FuncOp>(kEntryPoint);
+  const WeightStorage cacheStorage =
+      storageOf(forward.getArgument(2).getType().cast<KVCacheType>().getElement());
+  const std::string name = kernel.getSymName().str();
+  return llvm::TypeSwitch<Operation *, std::string>(compute)
+      .Case<FusedLinearOp>([&](FusedLinearOp op) {
+        std::optional<double> eps;
+        if (auto attr = op.getRmsNormEps())
+          eps = attr->convertToDouble();
+        return productSource(kernel, lowering, op.getWeight(), op.getGain(), op.getResidual(), eps,
+                             op.getSwiglu(), op.getResult());
+      })
+      .Case<LinearOp>([&](LinearOp op) {
+        if (op.getBias())
+          refuse(kernel, "the CPU kernels have no product with a bias");
+        return productSource(kernel, lowering, op.getWeight(), Value(), Value(), std::nullopt,
+                             false, op.getResult());
+      })
+      .Case<EmbeddingOp>([&](EmbeddingOp op) {
+        expectGrid(kernel, lowering, "per_row", 1);
+        return embeddingSource({name, dimOf(op.getTable(), 0), dimOf(op.getTable(), 1),
+                                storageOf(op.getTable().getType())});
+      })
+      .Case<QKNormRopeCacheOp>([&](QKNormRopeCacheOp op) {
+        auto cache = op.getCache().getType().cast<KVCacheType>();
+        QKNormRopeCacheKernel cpu{name,
+                                  dimOf(op.getQuery(), 1),
+                                  cache.getKvHeads(),
+                                  cache.getHeadDim(),
+                                  storageOf(op.getQGain().getType()),
+                                  op.getEps().convertToDouble(),
+                                  op.getTheta().convertToDouble(),
+                                  storageOf(cache.getElement())};
+        expectGrid(kernel, lowering, "per_row", cpu.queryHeads);
+        return qkNormRopeCacheSource(cpu);
+      })
+      .Case<AttentionOp>([&](AttentionOp op) {
+        AttentionKernel cpu{name,
+                            dimOf(op.getQuery(), 1),
+                            dimOf(op.getKeys(), 1),
+                            dimOf(op.getQuery(), 2),
+                            {},
+                            op.getScale().convertToDouble(),
+                            cacheStorage};
+        for (int64_t h = 0; h < cpu.queryHeads; ++h)
+          cpu.kvHeadMap.push_back(op.kvHeadFor(h));
+        ArrayRef<int64_t> tile = lowering.getTile();
+        if (tile.size() != 1 || tile[0] != cpu.headsPerWorkgroup())
+          refuse(kernel, "attention's q3.lowering tile must be [" +
+                             std::to_string(cpu.headsPerWorkgroup()) +
+                             "] (query heads per workgroup)");
+        expectGrid(kernel, lowering, "per_row", cpu.workgroupsPerRow());
+        return attentionSource(cpu);
+      })
+      .Default([&](Operation *op) -> std::string {
+        refuse(kernel, "no CPU kernel for '" + op->getName().getStringRef().str() +
+                           "'; the CPU backend needs the default fusion pipeline");
+      });
+}
+
+} // namespace
+
+std::string cpuKernelSource(ModuleOp module, func::FuncOp kernel) {
+  return sourceFor(module, kernel);
+}
+
+} // namespace q3::cpu

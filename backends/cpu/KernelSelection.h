@@ -1,0 +1,21 @@
+//===- KernelSelection.h - the CPU kernel of each q3.kernel function ------===//
+#pragma once
+
+#include "backends/cpu/KernelSource.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace q3::cpu {
+
+/// The MLIR source of the CPU kernel for `kernel` (a q3.kernel function of a
+/// target-stage module): the template of its compute op, specialized to its
+/// argument types (weight dtype and layout, the gain, the cache's element
+/// type) and its q3.lowering (grid, prefill instructions, tiles). Throws
+/// std::runtime_error naming the kernel when the IR asks for something the
+/// templates cannot do, or when the lowering disagrees with the template.
+std::string cpuKernelSource(mlir::ModuleOp module, mlir::func::FuncOp kernel);
+
+} // namespace q3::cpu

@@ -1,0 +1,94 @@
+//===- CpuAssignGrids.cpp - every kernel's workgroup grid -----------------===//
+//
+// After:
+//   func.func private @fused_linear_rms_norm_0(...) -> tensor<?x4096xf32>
+//       attributes {q3.kernel, q3.lowering = #q3.lowering<grid = fixed 64>}
+//   func.func private @attention_0(...)
+//       attributes {q3.kernel, q3.lowering = #q3.lowering<grid = per_row 8, tile = [2]>}
+//
+// The grid is what the CPU kernels were written for (backends/cpu/
+// KernelSource.h): code generation reads it from here and checks it.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/KernelSource.h"
+#include "backends/cpu/passes/CpuPasses.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace q3::cpu {
+#define GEN_PASS_DEF_CPUASSIGNGRIDS
+#include "backends/cpu/passes/CpuPasses.h.inc"
+} // namespace q3::cpu
+
+using namespace mlir;
+using namespace q3::ir;
+
+namespace q3::cpu {
+namespace {
+
+int64_t dimOf(Value value, unsigned dim) {
+  return value.getType().cast<RankedTensorType>().getDimSize(dim);
+}
+
+/// The attention kernel's query heads per workgroup (1 or 2, see
+/// AttentionKernel::headsPerWorkgroup).
+int64_t attentionHeadsPerWorkgroup(AttentionOp attention) {
+  AttentionKernel shape;
+  shape.queryHeads = dimOf(attention.getQuery(), 1);
+  shape.kvHeads = dimOf(attention.getKeys(), 1);
+  shape.headDim = dimOf(attention.getQuery(), 2);
+  for (int64_t h = 0; h < shape.queryHeads; ++h)
+    shape.kvHeadMap.push_back(attention.kvHeadFor(h));
+  return shape.headsPerWorkgroup();
+}
+
+LogicalResult assignGrid(func::FuncOp kernel) {
+  Operation *compute = kernelComputeOp(kernel);
+  LoweringConfigAttr lowering = loweringOf(kernel);
+  auto columnTiles = [](int64_t columns) {
+    return (columns + FusedLinearKernel::kColumnsPerWorkgroup - 1) /
+           FusedLinearKernel::kColumnsPerWorkgroup;
+  };
+  auto assigned =
+      llvm::TypeSwitch<Operation *, std::optional<LoweringConfigAttr>>(compute)
+          .Case<FusedLinearOp>([&](FusedLinearOp op) {
+            return lowering.withGrid("fixed", columnTiles(dimOf(op.getResult(), 1)));
+          })
+          .Case<LinearOp>([&](LinearOp op) -> std::optional<LoweringConfigAttr> {
+            if (op.getBias())
+              return std::nullopt;
+            return lowering.withGrid("fixed", columnTiles(dimOf(op.getResult(), 1)));
+          })
+          .Case<EmbeddingOp>([&](EmbeddingOp) { return lowering.withGrid("per_row", 1); })
+          .Case<QKNormRopeCacheOp>([&](QKNormRopeCacheOp op) {
+            return lowering.withGrid("per_row", dimOf(op.getQuery(), 1));
+          })
+          .Case<AttentionOp>([&](AttentionOp op) {
+            const int64_t heads = attentionHeadsPerWorkgroup(op);
+            return lowering.withGrid("per_row", dimOf(op.getQuery(), 1) / heads).withTile({heads});
+          })
+          .Default([](Operation *) { return std::nullopt; });
+  if (!assigned)
+    return kernel.emitError() << "cpu-assign-grids: the CPU backend has no kernel for "
+                              << (compute ? compute->getName().getStringRef() : "nothing")
+                              << " (kernel @" << kernel.getSymName()
+                              << "); it needs the default fusion pipeline";
+  setLowering(kernel, *assigned);
+  return success();
+}
+
+struct CpuAssignGridsPass : impl::CpuAssignGridsBase<CpuAssignGridsPass> {
+  void runOnOperation() override {
+    for (func::FuncOp kernel : kernelsOf(getOperation()))
+      if (failed(assignGrid(kernel)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<mlir::Pass> createCpuAssignGridsPass() {
+  return std::make_unique<CpuAssignGridsPass>();
+}
+
+} // namespace q3::cpu

@@ -1,0 +1,107 @@
+//===- CpuPackColumnBlocks.cpp - bf16 product weights in column blocks ----===//
+//
+// Before:
+//   %w = q3.concat_rows %wq, %wk, %wv : ... -> tensor<4096x1024xbf16>
+//   %qkv = q3.dispatch @fused_linear_rms_norm_0(%x, %w, %g) : (..., tensor<4096x1024xbf16>, ...)
+//   func.func private @fused_linear_rms_norm_0(%arg0: ..., %arg1: tensor<4096x1024xbf16>, ...)
+// After:
+//   %w = q3.concat_rows %wq, %wk, %wv : ... -> tensor<4096x1024xbf16>
+//   %wp = q3.pack_column_blocks %w : tensor<4096x1024xbf16>
+//         -> tensor<4096x1024xbf16, #q3.column_blocks>
+//   %qkv = q3.dispatch @fused_linear_rms_norm_0(%x, %wp, %g) : (...)
+//   func.func private @fused_linear_rms_norm_0(%arg0: ...,
+//       %arg1: tensor<4096x1024xbf16, #q3.column_blocks>, ...)
+//
+// A weight that several dispatches read is packed once. Weights that do not
+// fit (f32, f16, rows not a multiple of 16, an odd K) stay row-major and take
+// the row-major kernels.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/passes/CpuPasses.h"
+#include "ir/BuildGraph.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace q3::cpu {
+#define GEN_PASS_DEF_CPUPACKCOLUMNBLOCKS
+#include "backends/cpu/passes/CpuPasses.h.inc"
+} // namespace q3::cpu
+
+using namespace mlir;
+using namespace q3::ir;
+
+namespace q3::cpu {
+namespace {
+
+/// The weight argument of a product kernel, when its weight can be packed.
+std::optional<unsigned> packableWeightArgument(func::FuncOp kernel) {
+  Operation *compute = kernelComputeOp(kernel);
+  Value weight;
+  if (auto fused = dyn_cast_or_null<FusedLinearOp>(compute))
+    weight = fused.getWeight();
+  else if (auto linear = dyn_cast_or_null<LinearOp>(compute); linear && !linear.getBias())
+    weight = linear.getWeight();
+  auto argument = weight.dyn_cast_or_null<BlockArgument>();
+  if (!argument || argument.getOwner() != &kernel.getBody().front())
+    return std::nullopt;
+  auto type = weight.getType().cast<RankedTensorType>();
+  if (!type.getElementType().isBF16() || type.getEncoding() || type.getRank() != 2 ||
+      type.getDimSize(0) % 16 != 0 || type.getDimSize(1) % 2 != 0)
+    return std::nullopt;
+  return argument.getArgNumber();
+}
+
+void retypeArgument(func::FuncOp kernel, unsigned index, Type type) {
+  kernel.getArgument(index).setType(type);
+  kernel.setType(FunctionType::get(kernel.getContext(),
+                                   kernel.getBody().front().getArgumentTypes(),
+                                   kernel.getFunctionType().getResults()));
+}
+
+struct CpuPackColumnBlocksPass : impl::CpuPackColumnBlocksBase<CpuPackColumnBlocksPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>(kEntryPoint);
+    if (!forward) {
+      module.emitError() << "cpu-pack-column-blocks: no func.func @" << kEntryPoint;
+      return signalPassFailure();
+    }
+    llvm::StringMap<unsigned> weightArgument; // kernel -> its packed argument
+    for (func::FuncOp kernel : kernelsOf(module))
+      if (std::optional<unsigned> index = packableWeightArgument(kernel)) {
+        auto type = kernel.getArgument(*index).getType().cast<RankedTensorType>();
+        retypeArgument(kernel, *index,
+                       RankedTensorType::get(type.getShape(), type.getElementType(),
+                                             ColumnBlocksAttr::get(&getContext())));
+        weightArgument[kernel.getSymName()] = *index;
+      }
+    llvm::DenseMap<Value, Value> packed; // weight -> its packed copy
+    forward.walk([&](DispatchOp dispatch) {
+      auto it = weightArgument.find(dispatch.getKernel());
+      if (it == weightArgument.end())
+        return;
+      Value weight = dispatch.getOperand(it->second);
+      Value &copy = packed[weight];
+      if (!copy) {
+        OpBuilder builder(dispatch);
+        auto type = weight.getType().cast<RankedTensorType>();
+        copy = builder.create<PackColumnBlocksOp>(
+            weight.getLoc(),
+            RankedTensorType::get(type.getShape(), type.getElementType(),
+                                  ColumnBlocksAttr::get(&getContext())),
+            weight);
+      }
+      dispatch.setOperand(it->second, copy);
+    });
+  }
+};
+
+} // namespace
+
+std::unique_ptr<mlir::Pass> createCpuPackColumnBlocksPass() {
+  return std::make_unique<CpuPackColumnBlocksPass>();
+}
+
+} // namespace q3::cpu

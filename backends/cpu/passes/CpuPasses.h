@@ -1,0 +1,37 @@
+//===- CpuPasses.h - the CPU backend's target passes ----------------------===//
+#pragma once
+
+#include "ir/Q3Ops.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+
+#include <memory>
+
+namespace q3::cpu {
+
+#define GEN_PASS_DECL
+#include "backends/cpu/passes/CpuPasses.h.inc"
+
+std::unique_ptr<mlir::Pass> createCpuSetTargetPass();
+std::unique_ptr<mlir::Pass> createCpuSetTargetPass(const CpuSetTargetOptions &options);
+std::unique_ptr<mlir::Pass> createCpuPackColumnBlocksPass();
+std::unique_ptr<mlir::Pass> createCpuSelectMatmulPass();
+std::unique_ptr<mlir::Pass> createCpuSelectMatmulPass(const CpuSelectMatmulOptions &options);
+std::unique_ptr<mlir::Pass> createCpuSelectTilesPass();
+std::unique_ptr<mlir::Pass> createCpuSelectTilesPass(const CpuSelectTilesOptions &options);
+std::unique_ptr<mlir::Pass> createCpuAssignGridsPass();
+std::unique_ptr<mlir::Pass> createCpuSetChunkingPass();
+std::unique_ptr<mlir::Pass> createCpuSetChunkingPass(const CpuSetChunkingOptions &options);
+
+/// The kernels of `module` (func.func marked q3.kernel), in module order.
+llvm::SmallVector<mlir::func::FuncOp> kernelsOf(mlir::ModuleOp module);
+
+/// The module's measured choices (the q3.tuning dictionary), or null.
+mlir::DictionaryAttr tuningOf(mlir::ModuleOp module);
+inline constexpr const char *kTuningAttrName = "q3.tuning";
+
+#define GEN_PASS_REGISTRATION
+#include "backends/cpu/passes/CpuPasses.h.inc"
+
+} // namespace q3::cpu

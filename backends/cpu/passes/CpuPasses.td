@@ -1,0 +1,114 @@
+//===- CpuPasses.td - the CPU backend's target passes ---------*- tablegen -*-===//
+//
+// Each pass makes one decision about how the CPU runs the dispatch stage and
+// records it in the IR: on the module (q3.target), on weights (layout
+// transforms) or on each kernel's `q3.lowering`. Code generation and the
+// artifact's manifest only read what they recorded. The order
+// (backends/cpu/CpuPipeline.cpp):
+//   cpu-set-target, cpu-pack-column-blocks, cpu-select-matmul,
+//   cpu-select-tiles, cpu-assign-grids, cpu-set-chunking
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef Q3_CPU_PASSES_TD
+#define Q3_CPU_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def CpuSetTarget : Pass<"cpu-set-target", "mlir::ModuleOp"> {
+  let summary = "Record the CPU the module is compiled for";
+  let description = [{
+    Sets the module's `q3.target` to `cpu` (this machine as LLVM sees it, for
+    `host`, or an x86-64 level) with the LLVM CPU name and the features the
+    runtime must find on the machine that loads the artifact. The other CPU
+    passes decide from these features, never from the CPU's name.
+  }];
+  let constructor = "q3::cpu::createCpuSetTargetPass()";
+  let options = [
+    Option<"cpu", "cpu", "std::string", /*default=*/"\"host\"",
+           "host, x86-64-v2, x86-64-v3 or x86-64-v4">
+  ];
+}
+
+def CpuPackColumnBlocks : Pass<"cpu-pack-column-blocks", "mlir::ModuleOp"> {
+  let summary = "Store the bf16 weights of products in column blocks";
+  let description = [{
+    For every product kernel (`q3.fused_linear`, bias-free `q3.linear`) whose
+    weight is bf16 with a multiple of 16 rows and an even number of columns,
+    re-types the kernel's weight argument to `#q3.column_blocks` and feeds
+    every dispatch of it through `q3.pack_column_blocks` (one per weight, a
+    weight transform evaluated once at load). One 64-byte load then carries
+    16 output features x 2 inputs, which the CPU kernels widen exactly and
+    multiply without horizontal sums.
+  }];
+  let constructor = "q3::cpu::createCpuPackColumnBlocksPass()";
+}
+
+def CpuSelectMatmul : Pass<"cpu-select-matmul", "mlir::ModuleOp"> {
+  let summary = "Choose the instructions of each product's prefill";
+  let description = [{
+    Sets `matmul` in the `q3.lowering` of every product kernel whose weight
+    is in column blocks: `f32` (exact f32 FMAs), `avx512bf16` (vdpbf16ps) or
+    `amx` (AMX-BF16 tiles; needs K % 32 == 0, else f32). The bf16 choices
+    round the prefill's activations to bf16. `auto` takes the module's
+    measured choice (`q3.tuning`, recorded by q3c compile's tuner) when there
+    is one, else `amx` where the target has AMX-BF16 and `f32` elsewhere. A
+    choice the target lacks is an error.
+  }];
+  let constructor = "q3::cpu::createCpuSelectMatmulPass()";
+  let options = [
+    Option<"matmul", "matmul", "std::string", /*default=*/"\"auto\"",
+           "auto, f32, avx512bf16 or amx">
+  ];
+}
+
+def CpuSelectTiles : Pass<"cpu-select-tiles", "mlir::ModuleOp"> {
+  let summary = "Choose the register tile of each product's prefill";
+  let description = [{
+    Sets `tile = [rows, 2]` in the `q3.lowering` of every column-block
+    product whose prefill runs on FMA or vdpbf16ps tiles: each weight load
+    serves `rows` prompt rows times two blocks of 16 outputs, in 2 x rows
+    16-lane accumulators. `prefill-rows=0` takes the module's measured choice
+    (`q3.tuning`) when there is one, else 6 on targets with AVX-512 (32
+    vector registers) and 2 elsewhere.
+  }];
+  let constructor = "q3::cpu::createCpuSelectTilesPass()";
+  let options = [
+    Option<"prefillRows", "prefill-rows", "int64_t", /*default=*/"0",
+           "Rows of the prefill register tile, 1 to 8; 0: measured or default">
+  ];
+}
+
+def CpuAssignGrids : Pass<"cpu-assign-grids", "mlir::ModuleOp"> {
+  let summary = "Give every kernel its workgroup grid";
+  let description = [{
+    Sets `grid` in each kernel's `q3.lowering`: a product computes 64 output
+    features per workgroup (`fixed ceil(N / 64)`, all rows); the embedding
+    one row (`per_row 1`); q/k-norm + RoPE one row and query head
+    (`per_row Hq`); attention one row and the query heads that share a KV
+    head (`per_row Hq / 2` with `tile = [2]` when heads pair up, else
+    `per_row Hq`). A kernel without a CPU implementation is an error.
+  }];
+  let constructor = "q3::cpu::createCpuAssignGridsPass()";
+}
+
+def CpuSetChunking : Pass<"cpu-set-chunking", "mlir::ModuleOp"> {
+  let summary = "Choose how finely the runtime splits each dispatch";
+  let description = [{
+    Sets `prefill_chunks` and `decode_chunks` in each kernel's `q3.lowering`:
+    how many pieces per thread the runtime cuts a dispatch of several rows /
+    of one row into, so a thread that falls behind hands its last pieces to
+    the others. Products split decodes `decode-chunks` ways; attention splits
+    prefills `attention-chunks` ways (causal rows are unequal work); the rest
+    run one piece per thread.
+  }];
+  let constructor = "q3::cpu::createCpuSetChunkingPass()";
+  let options = [
+    Option<"decodeChunks", "decode-chunks", "int64_t", /*default=*/"16",
+           "Pieces per thread of a product's one-row dispatch">,
+    Option<"attentionChunks", "attention-chunks", "int64_t", /*default=*/"8",
+           "Pieces per thread of attention's prefill dispatch">
+  ];
+}
+
+#endif // Q3_CPU_PASSES_TD

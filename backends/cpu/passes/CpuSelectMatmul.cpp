@@ -1,0 +1,103 @@
+//===- CpuSelectMatmul.cpp - the instructions of each product's prefill ---===//
+//
+// After (matmul=amx, K % 32 == 0):
+//   func.func private @fused_linear_rms_norm_0(...) attributes
+//       {q3.kernel, q3.lowering = #q3.lowering<matmul = amx>}
+//
+// Only column-block products have a choice; the row-major kernels run f32.
+// The choice is the target's to make by measurement (q3c compile's tuner
+// records it in q3.tuning); without a measurement `auto` takes AMX where the
+// target has it (2-4x the f32 rate on the machines we measured) and f32
+// elsewhere, never a guess from the CPU's name.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/CpuTarget.h"
+#include "backends/cpu/passes/CpuPasses.h"
+
+namespace q3::cpu {
+#define GEN_PASS_DEF_CPUSELECTMATMUL
+#include "backends/cpu/passes/CpuPasses.h.inc"
+} // namespace q3::cpu
+
+using namespace mlir;
+using namespace q3::ir;
+
+namespace q3::cpu {
+namespace {
+
+/// The K of a product kernel whose weight is in column blocks, else nothing.
+std::optional<int64_t> columnBlockProductDepth(func::FuncOp kernel) {
+  Operation *compute = kernelComputeOp(kernel);
+  if (!isa_and_nonnull<FusedLinearOp, LinearOp>(compute))
+    return std::nullopt;
+  Type weight = compute->getOperand(1).getType();
+  if (!hasColumnBlocks(weight))
+    return std::nullopt;
+  return weight.cast<RankedTensorType>().getDimSize(1);
+}
+
+struct CpuSelectMatmulPass : impl::CpuSelectMatmulBase<CpuSelectMatmulPass> {
+  using CpuSelectMatmulBase::CpuSelectMatmulBase;
+
+  /// The choice for the whole module, or an error message.
+  FailureOr<std::string> resolve(ModuleOp module) {
+    CpuTarget target = targetOf(module);
+    const bool amx = targetHas(target, "amx-tile") && targetHas(target, "amx-bf16") &&
+                     targetHas(target, "avx512bf16");
+    std::string choice = matmul;
+    if (choice == "auto") {
+      DictionaryAttr tuning = tuningOf(module);
+      auto measured = tuning ? tuning.getAs<StringAttr>("matmul") : nullptr;
+      choice = measured ? measured.str() : (amx ? "amx" : "f32");
+    }
+    if (choice == "f32")
+      return choice;
+    if (choice == "avx512bf16" && targetHas(target, "avx512bf16"))
+      return choice;
+    if (choice == "amx" && amx)
+      return choice;
+    if (choice != "avx512bf16" && choice != "amx") {
+      module.emitError() << "cpu-select-matmul: matmul must be auto, f32, avx512bf16 or amx, got '"
+                         << choice << "'";
+      return failure();
+    }
+    module.emitError() << "cpu-select-matmul: matmul=" << choice << " needs "
+                       << (choice == "amx" ? "AMX-BF16 and AVX512-BF16" : "AVX512-BF16")
+                       << ", which cpu=" << target.name
+                       << " does not have (use --cpu=host on a CPU that has it)";
+    return failure();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<std::string> choice;
+    try {
+      choice = resolve(module);
+    } catch (const std::runtime_error &error) {
+      module.emitError() << "cpu-select-matmul: " << error.what();
+      return signalPassFailure();
+    }
+    if (failed(choice))
+      return signalPassFailure();
+    for (func::FuncOp kernel : kernelsOf(module)) {
+      std::optional<int64_t> depth = columnBlockProductDepth(kernel);
+      if (!depth)
+        continue;
+      // The tile unit takes 32 k per step (16 rows of 64 bytes).
+      const std::string kernelChoice = *choice == "amx" && *depth % 32 != 0 ? "f32" : *choice;
+      setLowering(kernel, loweringOf(kernel).withMatmul(kernelChoice));
+    }
+  }
+};
+
+} // namespace
+
+std::unique_ptr<mlir::Pass> createCpuSelectMatmulPass() {
+  return std::make_unique<CpuSelectMatmulPass>();
+}
+
+std::unique_ptr<mlir::Pass> createCpuSelectMatmulPass(const CpuSelectMatmulOptions &options) {
+  return std::make_unique<CpuSelectMatmulPass>(options);
+}
+
+} // namespace q3::cpu

@@ -1,0 +1,74 @@
+//===- CpuSelectTiles.cpp - the register tile of each product's prefill ---===//
+//
+// After (prefill-rows=6):
+//   func.func private @fused_linear_residual_0(...) attributes
+//       {q3.kernel, q3.lowering = #q3.lowering<matmul = f32, tile = [6, 2]>}
+//
+// A column-block prefill tile is `rows` prompt rows x 2 blocks of 16 outputs:
+// 2 x rows accumulators of 16 f32 lanes, plus the widened weights and the
+// broadcast activations. With AVX-512's 32 registers 6 rows fit; with AVX2's
+// 16 (a 16-lane vector takes two) fewer do, and the fastest count is a
+// matter of measurement (q3c compile's tuner records it in q3.tuning).
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/CpuTarget.h"
+#include "backends/cpu/passes/CpuPasses.h"
+
+namespace q3::cpu {
+#define GEN_PASS_DEF_CPUSELECTTILES
+#include "backends/cpu/passes/CpuPasses.h.inc"
+} // namespace q3::cpu
+
+using namespace mlir;
+using namespace q3::ir;
+
+namespace q3::cpu {
+namespace {
+
+constexpr int64_t kMaxTileRows = 8;
+
+struct CpuSelectTilesPass : impl::CpuSelectTilesBase<CpuSelectTilesPass> {
+  using CpuSelectTilesBase::CpuSelectTilesBase;
+
+  int64_t defaultRows(ModuleOp module) {
+    if (DictionaryAttr tuning = tuningOf(module))
+      if (auto measured = tuning.getAs<IntegerAttr>("prefill_rows"))
+        return measured.getInt();
+    return targetHas(targetOf(module), "avx512f") ? 6 : 2;
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    int64_t rows = prefillRows;
+    try {
+      if (rows == 0)
+        rows = defaultRows(module);
+    } catch (const std::runtime_error &error) {
+      module.emitError() << "cpu-select-tiles: " << error.what();
+      return signalPassFailure();
+    }
+    if (rows < 1 || rows > kMaxTileRows) {
+      module.emitError() << "cpu-select-tiles: prefill-rows must be 1 to " << kMaxTileRows
+                         << ", got " << rows;
+      return signalPassFailure();
+    }
+    for (func::FuncOp kernel : kernelsOf(module)) {
+      Operation *compute = kernelComputeOp(kernel);
+      if (isa_and_nonnull<FusedLinearOp, LinearOp>(compute) &&
+          hasColumnBlocks(compute->getOperand(1).getType()))
+        setLowering(kernel, loweringOf(kernel).withTile({rows, 2}));
+    }
+  }
+};
+
+} // namespace
+
+std::unique_ptr<mlir::Pass> createCpuSelectTilesPass() {
+  return std::make_unique<CpuSelectTilesPass>();
+}
+
+std::unique_ptr<mlir::Pass> createCpuSelectTilesPass(const CpuSelectTilesOptions &options) {
+  return std::make_unique<CpuSelectTilesPass>(options);
+}
+
+} // namespace q3::cpu

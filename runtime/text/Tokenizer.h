@@ -1,0 +1,93 @@
+// A Hugging Face tokenizer.json of the Qwen2/Qwen3 kind: byte-level BPE with
+// the Qwen2 pre-tokenizer split, the NFC normalizer, and added tokens
+// (special ones such as <|im_start|>, and plain ones such as <think>) that
+// are matched whole before anything else. Encoding gives the ids the Hugging
+// Face tokenizers library gives; decoding gives valid UTF-8.
+//
+// What the loader accepts, and the one-line error for everything else:
+// docs/text.md.
+#pragma once
+
+#include "runtime/text/Bpe.h"
+#include "runtime/text/Utf8.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace q3::text {
+
+struct AddedToken {
+  int32_t id;
+  std::string content;
+  bool special = false;    // skipped by decode(..., skipSpecial)
+  bool normalized = false; // matched in the normalized text rather than the input
+  bool lstrip = false;     // swallows white space before it
+  bool rstrip = false;     // swallows white space after it
+};
+
+class Tokenizer {
+public:
+  /// Reads tokenizer.json at `path`. Throws runtime::LoadError naming the
+  /// file and the field.
+  static std::unique_ptr<Tokenizer> fromFile(const std::string &path);
+  /// Parses tokenizer.json text; `displayName` starts every error message.
+  static std::unique_ptr<Tokenizer> fromJson(std::string_view json, const std::string &displayName);
+  ~Tokenizer();
+
+  /// The ids of `text`, which must be valid UTF-8 (TextError naming the
+  /// byte offset otherwise). With `parseAddedTokens` false, text like
+  /// "<|im_end|>" is encoded as plain text.
+  std::vector<int32_t> encode(std::string_view text, bool parseAddedTokens = true) const;
+
+  /// The text of `ids`: their bytes as UTF-8, ill-formed sequences replaced
+  /// by U+FFFD. Ids that are no token (past the vocabulary, or a gap in it)
+  /// give nothing.
+  std::string decode(const std::vector<int32_t> &ids, bool skipSpecial = false) const;
+
+  /// The bytes of one token (added tokens: their content); empty for an id
+  /// that is no token.
+  std::string_view tokenBytes(int32_t id) const;
+  /// One past the largest id.
+  int64_t vocabSize() const { return int64_t(tokenBytes_.size()); }
+  bool isToken(int32_t id) const;
+  bool isSpecial(int32_t id) const;
+  /// The added token with this content, else the vocabulary token with
+  /// these bytes.
+  std::optional<int32_t> findToken(std::string_view content) const;
+  const std::vector<AddedToken> &addedTokens() const { return added_; }
+  const std::string &displayName() const { return displayName_; }
+
+private:
+  Tokenizer() = default;
+  struct AddedMatcher;
+  void encodeOrdinary(std::string_view text, std::vector<int32_t> &out) const;
+  void encodePieces(std::string_view normalized, std::vector<int32_t> &out) const;
+
+  std::string displayName_;
+  std::vector<std::string> tokenBytes_; // id -> bytes; added tokens: content
+  std::vector<uint8_t> tokenKind_;      // 0: none, 1: vocabulary, 2: added, 3: special
+  std::vector<AddedToken> added_;
+  std::unique_ptr<AddedMatcher> rawMatcher_;        // added tokens with normalized=false
+  std::unique_ptr<AddedMatcher> normalizedMatcher_; // normalized=true
+  std::unique_ptr<BpeModel> bpe_;
+  bool nfc_ = false;
+};
+
+/// Decodes generated tokens one at a time without ever emitting part of a
+/// character: the concatenated output equals Tokenizer::decode of all ids.
+class TokenTextStream {
+public:
+  explicit TokenTextStream(const Tokenizer &tokenizer) : tokenizer_(tokenizer) {}
+  std::string push(int32_t id);
+  std::string finish();
+
+private:
+  const Tokenizer &tokenizer_;
+  Utf8StreamDecoder utf8_;
+};
+
+} // namespace q3::text

