@@ -78,6 +78,13 @@ void Model::State::allocate() {
                                   artifact->displayName(), what, a, b));
     return a * b;
   };
+  // The weights first: on a device with its own memory they are uploaded,
+  // and what no longer fits after them is the context's part (the KV
+  // cache), which the driver's error then asks to shrink (--ctx).
+  weightBuffers.assign(weights.size(), -1);
+  for (size_t i = 0; i < weights.size(); ++i)
+    if (weights[i].data)
+      weightBuffers[i] = driver->wrapHost(weights[i].data, weights[i].bytes());
   for (int64_t rowBytes : manifest.bufferRowBytes)
     buffers.push_back(driver->allocate(bytes(chunkRows, rowBytes, "an activation buffer")));
   // Positions are written before attention reads them: the cache needs no
@@ -87,10 +94,6 @@ void Model::State::allocate() {
   keyCache = driver->allocate(cacheBytes);
   valueCache = driver->allocate(cacheBytes);
   tokenBuffer = driver->allocate(chunkRows * 4);
-  weightBuffers.assign(weights.size(), -1);
-  for (size_t i = 0; i < weights.size(); ++i)
-    if (weights[i].data)
-      weightBuffers[i] = driver->wrapHost(weights[i].data, weights[i].bytes());
   for (const manifest::Step &step : manifest.steps) {
     stepKernels.push_back(driver->kernel(step.kernel));
     for (const manifest::Kernel &k : manifest.kernels)

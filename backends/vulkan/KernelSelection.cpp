@@ -41,10 +41,10 @@ CompiledKernel compileKernel(KernelCompiler &compiler, func::FuncOp kernel) {
     return compiler.linear(*linear, tilingOf(kernel), perPart, *rows, *workgroup);
   }
   if (std::optional<EmbeddingKernel> table = embeddingFacts(kernel)) {
-    std::optional<int64_t> workgroup = loweringConfigInt(kernel, "workgroup");
-    if (!workgroup)
-      missing(kernel, "workgroup");
-    table->workgroup = *workgroup;
+    llvm::ArrayRef<int64_t> workgroup = ir::loweringOf(kernel).getWorkgroupSize();
+    if (workgroup.size() != 1)
+      missing(kernel, "workgroup_size");
+    table->workgroup = workgroup[0];
     return compiler.embedding(*table, perPart);
   }
   Operation *anchor = kernelAnchor(kernel);

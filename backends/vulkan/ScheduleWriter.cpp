@@ -1,7 +1,6 @@
 //===- ScheduleWriter.cpp - the typed manifest of a Vulkan artifact -------===//
 #include "backends/vulkan/ScheduleWriter.h"
 #include "backends/common/ManifestWriter.h"
-#include "backends/vulkan/KernelFacts.h"
 #include "backends/vulkan/LoweringConfig.h"
 #include "backends/vulkan/PrologueGain.h"
 
@@ -152,14 +151,18 @@ private:
     m.steps.push_back(std::move(step));
   }
 
-  /// The kernel's signature: the slots of its first dispatch's bindings. The
-  /// scheduler's view of its grid: products are column-parallel (their last
-  /// dispatch may run on the last row only), the rest run per row.
+  /// The kernel's signature: the slots of its first dispatch's bindings; its
+  /// grid: the one vulkan-workgroups recorded in its `#q3.lowering`.
   manifest::Kernel kernelOf(func::FuncOp kernel, const manifest::Step &step) {
+    ir::LoweringConfigAttr lowering = ir::loweringOf(kernel);
+    if (!lowering.hasGrid())
+      throw std::runtime_error("kernel @" + step.kernel +
+                               " has no grid in its q3.lowering: run the Vulkan target passes");
     manifest::Kernel k;
     k.name = step.kernel;
-    k.gridKind = linearFacts(kernel) ? manifest::GridKind::Fixed : manifest::GridKind::PerRow;
-    k.gridCount = 1;
+    k.gridKind = lowering.getGridKind() == "fixed" ? manifest::GridKind::Fixed
+                                                   : manifest::GridKind::PerRow;
+    k.gridCount = lowering.getGridCount();
     for (const Binding &b : step.operands)
       k.operands.push_back(slotOf(b));
     for (const Binding &b : step.results)

@@ -9,9 +9,16 @@
 //  - both bind one layer's K and V cache at a time (`cache_binding =
 //    "layer"`): the whole cache of 0.6B at 4096 positions is 470 MB, more
 //    than a binding may span;
-//  - embedding: 64 invocations striding over the row.
+//  - embedding: 64 invocations striding over the row (`workgroup_size` of
+//    its `#q3.lowering`).
+// It also records every kernel's grid in its `#q3.lowering`, the scheduler's
+// view that the manifest carries: products are column-parallel (`fixed 1`:
+// rows independent, so the logits product may run on the last rows only),
+// the rest run per row (`per_row 1`). The Vulkan driver sizes the real
+// workgroup counts from each variant's grid (VulkanManifest.h).
 //
 //===----------------------------------------------------------------------===//
+#include "backends/vulkan/KernelFacts.h"
 #include "backends/vulkan/LoweringConfig.h"
 #include "backends/vulkan/VulkanPasses.h"
 #include "ir/Q3Ops.h"
@@ -27,7 +34,8 @@ struct WorkgroupsPass : PassWrapper<WorkgroupsPass, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(WorkgroupsPass)
   StringRef getArgument() const override { return "vulkan-workgroups"; }
   StringRef getDescription() const override {
-    return "Vulkan: workgroups of the embedding, q/k-norm + RoPE and attention kernels";
+    return "Vulkan: workgroups of the embedding, q/k-norm + RoPE and attention kernels; "
+           "every kernel's grid";
   }
   void runOnOperation() override {
     Builder b(&getContext());
@@ -35,9 +43,13 @@ struct WorkgroupsPass : PassWrapper<WorkgroupsPass, OperationPass<ModuleOp>> {
       if (!kernel->hasAttr(ir::kKernelAttrName))
         return;
       Operation *anchor = kernelAnchor(kernel);
-      if (isa_and_nonnull<ir::EmbeddingOp>(anchor)) {
-        setLoweringConfig(kernel, "workgroup", b.getI64IntegerAttr(64));
-      } else if (isa_and_nonnull<ir::QKNormRopeCacheOp>(anchor)) {
+      ir::LoweringConfigAttr lowering = ir::loweringOf(kernel);
+      lowering = linearFacts(kernel) ? lowering.withGrid("fixed", 1)
+                                     : lowering.withGrid("per_row", 1);
+      if (isa_and_nonnull<ir::EmbeddingOp>(anchor))
+        lowering = lowering.withWorkgroupSize({64});
+      ir::setLowering(kernel, lowering);
+      if (isa_and_nonnull<ir::QKNormRopeCacheOp>(anchor)) {
         setLoweringConfig(kernel, "subgroups", b.getI64IntegerAttr(4));
         setLoweringConfig(kernel, "cache_binding", b.getStringAttr("layer"));
       } else if (isa_and_nonnull<ir::AttentionOp>(anchor)) {
