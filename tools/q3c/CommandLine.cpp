@@ -2,6 +2,7 @@
 #include "tools/q3c/CommandLine.h"
 
 #include "backends/cpu/CpuPipeline.h"
+#include "backends/cpu/CpuTarget.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
@@ -80,10 +81,12 @@ cl::opt<std::string> compileTarget("target", cl::sub(compileCommand), cl::init("
 cl::opt<std::string> compileOutput("o", cl::sub(compileCommand), cl::Required,
                                    cl::desc("The artifact to write"), cl::value_desc("file.q3"),
                                    cl::cat(q3Category));
-cl::opt<std::string> compileTune(
-    "tune", cl::sub(compileCommand), cl::init("quick"),
-    cl::desc("Measure the kernel variants on this machine (--cpu=host only) and keep the "
-             "fastest: off, quick (default, a few seconds; cached per CPU) or full"),
+cl::opt<std::string> targetTune(
+    "tune", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init("quick"),
+    cl::desc("With the CPU target and --cpu=host: measure the prefill kernel variants on this "
+             "machine and keep the fastest: off, quick (default, about a second; cached per CPU "
+             "in $XDG_CACHE_HOME/q3c) or full"),
     cl::value_desc("off|quick|full"), cl::cat(q3Category));
 cl::opt<bool> compileVerbose("v", cl::sub(compileCommand),
                              cl::desc("Print the choices and the measured rates"),
@@ -224,8 +227,44 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
   return options;
 }
 
-void runPipelineFromFlags(mlir::ModuleOp module, const std::string &target) {
+namespace {
+
+int64_t configInt(mlir::DictionaryAttr config, const char *key) {
+  auto value = config ? config.getAs<mlir::IntegerAttr>(key) : nullptr;
+  return value ? value.getInt() : 0;
+}
+
+/// Measures the prefill variants for --cpu=host (unless the choices were
+/// given, or the weights are not bf16: only bf16 products have variants) and
+/// records the winner in the module for the CPU target passes.
+std::optional<cpu::TuningResult> tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
+  const cpu::TuneLevel level = cpu::parseTuneLevel(targetTune);
+  if (target != "cpu" || level == cpu::TuneLevel::Off)
+    return std::nullopt;
+  if (targetCpu != "host") {
+    if (targetTune.getNumOccurrences())
+      llvm::errs() << "q3c: warning: --tune measures only for --cpu=host; " << targetCpu
+                   << " gets the default variants\n";
+    return std::nullopt;
+  }
+  auto config = module->getAttrOfType<mlir::DictionaryAttr>("q3.config");
+  auto dtype = config ? config.getAs<mlir::StringAttr>("torch_dtype") : nullptr;
+  if (!dtype || dtype.getValue() != "bfloat16" ||
+      (targetPrefillMatmul != "auto" && targetPrefillRows != 0))
+    return std::nullopt;
+  cpu::TuningResult result =
+      cpu::tunePrefill(cpu::resolveCpuTarget("host"), configInt(config, "hidden_size"),
+                       configInt(config, "intermediate_size"), level);
+  cpu::recordTuning(module, result);
+  return result;
+}
+
+} // namespace
+
+std::optional<cpu::TuningResult> runPipelineFromFlags(mlir::ModuleOp module,
+                                                      const std::string &target) {
   const passes::PipelineOptions options = pipelineOptionsFromFlags(target);
+  std::optional<cpu::TuningResult> tuning = tuneIfAsked(module, target);
   // A pass that refuses the module says why in an error diagnostic: that is
   // the one line the user gets (the module's location would only say "tiny").
   std::string errors;
@@ -237,6 +276,7 @@ void runPipelineFromFlags(mlir::ModuleOp module, const std::string &target) {
   });
   if (mlir::failed(passes::runPipeline(module, options)))
     throw std::runtime_error(errors.empty() ? "the pass pipeline failed" : errors);
+  return tuning;
 }
 
 void printWarnings(const std::vector<std::string> &warnings) {

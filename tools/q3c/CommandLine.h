@@ -1,6 +1,7 @@
 //===- CommandLine.h - q3c's subcommands and shared option helpers --------===//
 #pragma once
 
+#include "backends/cpu/Tuner.h"
 #include "passes/Pipeline.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -36,7 +37,6 @@ extern llvm::cl::opt<std::string> randomTokenizer;
 extern llvm::cl::opt<std::string> compileModel;
 extern llvm::cl::opt<std::string> compileTarget;
 extern llvm::cl::opt<std::string> compileOutput;
-extern llvm::cl::opt<std::string> compileTune;
 extern llvm::cl::opt<bool> compileVerbose;
 extern llvm::cl::opt<std::string> compileSign;
 extern llvm::cl::opt<std::string> keygenOutput;
@@ -54,6 +54,7 @@ extern llvm::cl::opt<bool> dumpJson;
 
 // Target options shared by dump, eval and compile.
 extern llvm::cl::opt<std::string> targetCpu;
+extern llvm::cl::opt<std::string> targetTune;
 extern llvm::cl::opt<std::string> targetPrefillMatmul;
 extern llvm::cl::opt<int64_t> targetPrefillRows;
 extern llvm::cl::opt<std::string> targetKvCache;
@@ -64,7 +65,8 @@ extern llvm::cl::opt<std::string> targetKvCache;
 passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target);
 
 /// Runs that pipeline on `module`; throws if a pass fails.
-void runPipelineFromFlags(mlir::ModuleOp module, const std::string &target);
+std::optional<cpu::TuningResult> runPipelineFromFlags(mlir::ModuleOp module,
+                                                      const std::string &target);
 
 /// Prints warnings to stderr as "q3c: warning: ...".
 void printWarnings(const std::vector<std::string> &warnings);

@@ -10,6 +10,7 @@
 #include "tools/q3c/MemoryEstimate.h"
 
 #include "backends/cpu/CompileModel.h"
+#include "backends/cpu/Tuner.h"
 #include "backends/vulkan/CompileModel.h"
 #include "frontend/Presets.h"
 #include "ir/BuildGraph.h"
@@ -20,6 +21,7 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
@@ -30,7 +32,8 @@
 namespace q3::tools {
 namespace {
 
-/// "f32" or "amx, f32 (K % 32 != 0)": the prefill instructions the kernels use.
+/// "f32", or "amx+f32" when some products cannot use the first: the prefill
+/// instructions the kernels use.
 std::string matmulSummary(const manifest::Manifest &m) {
   std::set<std::string> choices;
   for (const manifest::Kernel &k : m.kernels)
@@ -40,6 +43,21 @@ std::string matmulSummary(const manifest::Manifest &m) {
   for (const std::string &c : choices)
     text += (text.empty() ? "" : "+") + c;
   return text.empty() ? "f32" : text;
+}
+
+/// -v: what the tuner measured and chose.
+void printTuning(const cpu::TuningResult &result) {
+  llvm::outs() << "tuned the prefill on " << cpu::resolveCpuTarget("host").llvmCpu << " ("
+               << (result.cached ? "cached in " + result.cachePath
+                                 : llvm::formatv("{0:F1} s", result.seconds).str())
+               << "), GFLOP/s of a 128-row SwiGLU product on one thread:\n";
+  for (const cpu::PrefillVariant &v : result.measured)
+    llvm::outs() << llvm::formatv("  {0,-10} {1} rows  {2,6:F1}{3}\n",
+                                  cpu::prefillMatmulName(v.matmul), v.tileRows, v.gflops,
+                                  v.matmul == result.best.matmul &&
+                                          v.tileRows == result.best.tileRows
+                                      ? "  <- chosen"
+                                      : "");
 }
 
 } // namespace
@@ -93,9 +111,9 @@ int runCompile() {
   progress.stage(1, "graph");
   mlir::MLIRContext context;
   auto module = ir::buildQwen3Graph(context, config);
-  progress.stage(2, "passes");
-  runPipelineFromFlags(*module, compileTarget);
   if (compileTarget == "vulkan") {
+    progress.stage(2, "passes");
+    runPipelineFromFlags(*module, compileTarget);
     compileVulkan(*module, progress, textSections, signer ? &*signer : nullptr, start);
     if (!textSections.empty()) {
       llvm::outs() << "embedded";
@@ -105,6 +123,10 @@ int runCompile() {
     }
     return 0;
   }
+  progress.stage(2, "tuning and passes");
+  if (std::optional<cpu::TuningResult> tuning = runPipelineFromFlags(*module, "cpu");
+      tuning && compileVerbose)
+    printTuning(*tuning);
   progress.stage(3, "kernels (LLVM)");
   cpu::CompiledModel compiled = cpu::compileForCpu(*module);
   progress.stage(4, "writing");

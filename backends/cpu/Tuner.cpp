@@ -1,0 +1,263 @@
+//===- Tuner.cpp - measure the prefill kernel variants on this machine ----===//
+#include "backends/cpu/Tuner.h"
+#include "backends/cpu/CompileKernels.h"
+#include "backends/cpu/passes/CpuPasses.h"
+
+#include "runtime/AtomicFile.h"
+#include "runtime/DType.h"
+#include "runtime/KernelABI.h"
+#include "runtime/SharedLibrary.h"
+#include "runtime/WeightLayout.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/xxhash.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+
+namespace q3::cpu {
+namespace {
+
+constexpr int64_t kPromptRows = 128; // the prefill the tuner optimizes (pp128)
+constexpr int64_t kMaxMeasuredOutputs = 2048;
+constexpr int kRepetitions = 3;
+
+/// The SwiGLU product the variants are measured on: the model's gate/up
+/// product with its norm and gain, its outputs capped so a run stays short
+/// (the rate per multiply-add does not depend on the output count).
+FusedLinearKernel measuredProduct(int64_t hidden, int64_t intermediate,
+                                  const PrefillVariant &variant) {
+  FusedLinearKernel kernel;
+  kernel.name = "tune";
+  kernel.inFeatures = hidden;
+  kernel.outFeatures = std::min(intermediate, kMaxMeasuredOutputs) / 16 * 16;
+  kernel.weight = WeightStorage::BF16;
+  kernel.normEps = 1e-6;
+  kernel.swiglu = true;
+  kernel.prologueGain = WeightStorage::BF16;
+  kernel.columnBlocks = true;
+  kernel.prefillMatmul = variant.matmul;
+  kernel.prefillTileRows = variant.tileRows;
+  return kernel;
+}
+
+std::vector<uint8_t> bf16Values(int64_t count, std::mt19937 &rng) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(count));
+  for (float &v : values)
+    v = uniform(rng);
+  std::vector<uint8_t> stored(values.size() * 2);
+  runtime::convertFromF32(runtime::DType::BF16, values.data(), stored.data(), values.size());
+  return stored;
+}
+
+/// GFLOP/s of one variant: best of kRepetitions single-thread runs.
+double measure(const FusedLinearKernel &kernel, const CpuTarget &target) {
+  const std::vector<uint8_t> library =
+      linkSharedObject(compileKernelsToObject(fusedLinearSource(kernel), target));
+  auto loaded = runtime::SharedLibrary::loadFromMemory("tune", library.data(), library.size());
+  auto entry = reinterpret_cast<runtime::KernelEntry>(
+      loaded->symbol(std::string(runtime::kKernelSymbolPrefix) + kernel.name));
+  if (!entry)
+    throw std::runtime_error("the tuning kernel has no entry point");
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(kPromptRows * kernel.inFeatures));
+  for (float &v : x)
+    v = uniform(rng);
+  std::vector<uint8_t> plain = bf16Values(kernel.weightRows() * kernel.inFeatures, rng);
+  std::vector<uint8_t> weight(plain.size());
+  runtime::packColumnBlocks(reinterpret_cast<const uint16_t *>(plain.data()),
+                            reinterpret_cast<uint16_t *>(weight.data()), kernel.inFeatures, 0,
+                            kernel.weightRows() / runtime::kColumnBlockRows);
+  std::vector<uint8_t> gain = bf16Values(kernel.inFeatures, rng);
+  std::vector<float> y(static_cast<size_t>(kPromptRows * kernel.outFeatures));
+  std::vector<void *> buffers = {x.data(), weight.data(), gain.data(), y.data()};
+  const std::vector<int64_t> bytes = {int64_t(x.size() * 4), int64_t(weight.size()),
+                                      int64_t(gain.size()), int64_t(y.size() * 4)};
+  const int64_t scalars[runtime::kFixedKernelScalars] = {kPromptRows, kPromptRows, kPromptRows};
+  double best = 1e30;
+  for (int run = 0; run <= kRepetitions; ++run) { // run 0 warms caches and pages
+    const auto start = std::chrono::steady_clock::now();
+    entry(buffers.data(), bytes.data(), scalars, 0, kernel.workgroups());
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (run > 0)
+      best = std::min(best, seconds);
+  }
+  const double flops = 2.0 * double(kPromptRows) * double(kernel.weightRows()) *
+                       double(kernel.inFeatures);
+  return flops / best / 1e9;
+}
+
+std::string cacheDirectory() {
+  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/q3c";
+  if (const char *home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.cache/q3c";
+  return "";
+}
+
+/// What makes a measurement reusable: the CPU as LLVM sees it, the shape,
+/// the level and the kernel sources measured (a new q3c with other kernels
+/// measures again).
+std::string cacheKey(const CpuTarget &target, int64_t hidden, int64_t intermediate,
+                     TuneLevel level, const std::vector<PrefillVariant> &candidates) {
+  std::string sources;
+  for (const PrefillVariant &c : candidates)
+    sources += fusedLinearSource(measuredProduct(hidden, intermediate, c));
+  return fmt::format("{} {} {} {}x{} {} {:016x}", target.llvmCpu,
+                     llvm::xxHash64(target.features), target.requiredFeatures.size(), hidden,
+                     intermediate, level == TuneLevel::Full ? "full" : "quick",
+                     llvm::xxHash64(sources));
+}
+
+nlohmann::json readCache(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    return nlohmann::json::object();
+  nlohmann::json cache = nlohmann::json::parse(in, nullptr, false);
+  return cache.is_object() ? cache : nlohmann::json::object(); // a damaged cache is rebuilt
+}
+
+std::optional<TuningResult> cachedResult(const nlohmann::json &cache, const std::string &key) {
+  auto it = cache.find(key);
+  if (it == cache.end() || !it->is_array() || it->empty())
+    return std::nullopt;
+  TuningResult result;
+  result.cached = true;
+  for (const nlohmann::json &entry : *it) {
+    if (!entry.is_object() || !entry.contains("matmul") || !entry.contains("rows") ||
+        !entry.contains("gflops") || !entry["matmul"].is_string() ||
+        !entry["rows"].is_number_integer() || !entry["gflops"].is_number())
+      return std::nullopt;
+    PrefillVariant v;
+    const std::string matmul = entry["matmul"];
+    v.matmul = matmul == "amx"          ? PrefillMatmul::Amx
+               : matmul == "avx512bf16" ? PrefillMatmul::Avx512Bf16
+                                        : PrefillMatmul::F32;
+    v.tileRows = entry["rows"];
+    v.gflops = entry["gflops"];
+    result.measured.push_back(v);
+  }
+  return result;
+}
+
+void pickBest(TuningResult &result) {
+  result.best = *std::max_element(
+      result.measured.begin(), result.measured.end(),
+      [](const PrefillVariant &a, const PrefillVariant &b) { return a.gflops < b.gflops; });
+}
+
+} // namespace
+
+TuneLevel parseTuneLevel(const std::string &text) {
+  if (text == "off")
+    return TuneLevel::Off;
+  if (text == "quick")
+    return TuneLevel::Quick;
+  if (text == "full")
+    return TuneLevel::Full;
+  throw std::invalid_argument("--tune: expected off, quick or full, got '" + text + "'");
+}
+
+const char *prefillMatmulName(PrefillMatmul matmul) {
+  switch (matmul) {
+  case PrefillMatmul::F32:
+    return "f32";
+  case PrefillMatmul::Avx512Bf16:
+    return "avx512bf16";
+  case PrefillMatmul::Amx:
+    return "amx";
+  }
+  return "f32";
+}
+
+std::vector<PrefillVariant> prefillCandidates(const CpuTarget &target, int64_t in,
+                                              TuneLevel level) {
+  // Accumulators are 2 x rows vectors of 16 floats: 32 zmm registers allow
+  // up to 8 rows, 16 ymm registers (two per vector) about 3.
+  const bool avx512 = targetHas(target, "avx512f");
+  const std::vector<int64_t> rows =
+      level == TuneLevel::Full ? (avx512 ? std::vector<int64_t>{2, 3, 4, 5, 6, 7, 8}
+                                         : std::vector<int64_t>{1, 2, 3, 4})
+                               : (avx512 ? std::vector<int64_t>{4, 6, 8}
+                                         : std::vector<int64_t>{1, 2, 3});
+  std::vector<PrefillVariant> candidates;
+  for (int64_t r : rows)
+    candidates.push_back({PrefillMatmul::F32, r, 0});
+  if (targetHas(target, "avx512bf16"))
+    for (int64_t r : rows)
+      candidates.push_back({PrefillMatmul::Avx512Bf16, r, 0});
+  if (targetHas(target, "avx512bf16") && targetHas(target, "amx-tile") &&
+      targetHas(target, "amx-bf16") && in % FusedLinearKernel::kAmxDepth == 0)
+    candidates.push_back({PrefillMatmul::Amx, avx512 ? 6 : 2, 0});
+  return candidates;
+}
+
+TuningResult tunePrefill(const CpuTarget &target, int64_t hidden, int64_t intermediate,
+                         TuneLevel level) {
+  if (hidden % 2 != 0 || intermediate < 16)
+    throw std::invalid_argument("--tune: the model's products have no column-block layout");
+  const std::vector<PrefillVariant> candidates = prefillCandidates(target, hidden, level);
+  const std::string key = cacheKey(target, hidden, intermediate, level, candidates);
+  const std::string directory = cacheDirectory();
+  const std::string path = directory.empty() ? "" : directory + "/tuning.json";
+  nlohmann::json cache = path.empty() ? nlohmann::json::object() : readCache(path);
+  if (std::optional<TuningResult> cached = cachedResult(cache, key)) {
+    cached->cachePath = path;
+    pickBest(*cached);
+    return *cached;
+  }
+  TuningResult result;
+  result.cachePath = path;
+  const auto start = std::chrono::steady_clock::now();
+  for (PrefillVariant candidate : candidates) {
+    candidate.gflops = measure(measuredProduct(hidden, intermediate, candidate), target);
+    result.measured.push_back(candidate);
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  pickBest(result);
+  if (!path.empty()) {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const PrefillVariant &v : result.measured)
+      entries.push_back({{"matmul", prefillMatmulName(v.matmul)},
+                         {"rows", v.tileRows},
+                         {"gflops", v.gflops}});
+    cache[key] = entries;
+    // The cache is a convenience: a read-only home must not fail a compile.
+    try {
+      std::filesystem::create_directories(directory);
+      runtime::writeFileAtomically(path, cache.dump(1) + "\n");
+    } catch (const std::exception &) {
+      result.cachePath.clear();
+    }
+  }
+  return result;
+}
+
+void recordTuning(mlir::ModuleOp module, const TuningResult &result) {
+  mlir::Builder b(module.getContext());
+  llvm::SmallVector<mlir::NamedAttribute> rates;
+  for (const PrefillVariant &v : result.measured)
+    rates.push_back(b.getNamedAttr(
+        fmt::format("{}_rows{}", prefillMatmulName(v.matmul), v.tileRows),
+        b.getF64FloatAttr(std::round(v.gflops * 10) / 10)));
+  llvm::SmallVector<mlir::NamedAttribute> tuning = {
+      b.getNamedAttr("matmul", b.getStringAttr(prefillMatmulName(result.best.matmul))),
+      b.getNamedAttr("prefill_rows", b.getI64IntegerAttr(result.best.tileRows)),
+      b.getNamedAttr("prefill_gflops", b.getDictionaryAttr(rates)),
+      b.getNamedAttr("measured_on", b.getStringAttr("pp128 SwiGLU product, one thread"))};
+  module->setAttr(kTuningAttrName, b.getDictionaryAttr(tuning));
+}
+
+} // namespace q3::cpu

@@ -1,0 +1,62 @@
+//===- Tuner.h - measure the prefill kernel variants on this machine ------===//
+//
+// q3c compile --tune: the fastest prefill instructions and register tile are
+// a property of the machine, not of its CPU's name (vdpbf16ps wins by 40% on
+// one AMD family and loses on an Intel one), so the compiler measures them.
+// It compiles each candidate variant of the model's SwiGLU product, runs it on
+// a 128-row prompt on one thread, and keeps the fastest. Results are cached
+// per CPU, model shape and kernel source in $XDG_CACHE_HOME/q3c/tuning.json.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "backends/cpu/CpuTarget.h"
+#include "backends/cpu/KernelSource.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace q3::cpu {
+
+enum class TuneLevel { Off, Quick, Full };
+
+/// "off", "quick", "full"; std::invalid_argument naming --tune otherwise.
+TuneLevel parseTuneLevel(const std::string &text);
+
+struct PrefillVariant {
+  PrefillMatmul matmul = PrefillMatmul::F32;
+  int64_t tileRows = 2;
+  double gflops = 0; // measured: multiply-adds x 2 per second, 1e9
+};
+
+struct TuningResult {
+  PrefillVariant best;
+  std::vector<PrefillVariant> measured; // every candidate, in the order run
+  double seconds = 0;                   // spent measuring (0 when cached)
+  bool cached = false;
+  std::string cachePath; // where the result is (or would be) kept; "" if none
+};
+
+/// The candidates `level` measures on `target` for a product of K = `in`
+/// (AMX needs K % 32 == 0): f32 FMA tiles and, where the target has them,
+/// vdpbf16ps tiles and AMX, over the tile heights the vector registers allow.
+std::vector<PrefillVariant> prefillCandidates(const CpuTarget &target, int64_t in,
+                                              TuneLevel level);
+
+/// Measures the candidates on the SwiGLU product of `hidden` x
+/// `intermediate` (capped so one run stays short), or returns the cached
+/// result for the same CPU, shape, level and kernel source.
+TuningResult tunePrefill(const CpuTarget &target, int64_t hidden, int64_t intermediate,
+                         TuneLevel level);
+
+/// Records `result` as the module's q3.tuning (matmul, prefill_rows and the
+/// measured rates), which cpu-select-matmul and cpu-select-tiles read.
+void recordTuning(mlir::ModuleOp module, const TuningResult &result);
+
+/// "f32", "avx512bf16", "amx".
+const char *prefillMatmulName(PrefillMatmul matmul);
+
+} // namespace q3::cpu
