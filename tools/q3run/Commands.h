@@ -4,6 +4,7 @@
 #include "tools/q3run/ArgParser.h"
 
 #include "runtime/Model.h"
+#include "runtime/WeightPlan.h"
 
 #include <cstdint>
 #include <memory>
@@ -25,8 +26,10 @@ struct CommonOptions {
 /// Adds MODEL.q3, --weights, --threads, --ctx and --device to `parser`.
 void addCommonOptions(ArgParser &parser, CommonOptions &options);
 
-/// Model::load with the common options.
-std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options);
+/// Model::load with the common options (threads capped to the CPUs, the
+/// signature required when asked), reporting weight-plan progress.
+std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options,
+                                          const runtime::WeightPlanProgress &progress = {});
 
 /// Index of the largest value in row `row` of a [rows, vocab] matrix; the
 /// first index wins ties (as std::max_element).

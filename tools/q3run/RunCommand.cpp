@@ -43,7 +43,8 @@ void addCommonOptions(ArgParser &parser, CommonOptions &options) {
                 0, 1 << 16);
 }
 
-std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options) {
+std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options,
+                                          const runtime::WeightPlanProgress &progress) {
   runtime::ModelOptions modelOptions;
   // More threads than CPUs only makes the spinning workers wait for each
   // other (and thousands of them can exhaust memory): cap, and say so.
@@ -61,6 +62,7 @@ std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options) {
   modelOptions.device = int(options.device);
   if (!options.requireSignature.empty())
     modelOptions.requiredSigner = runtime::readPublicKey(options.requireSignature);
+  modelOptions.progress = progress;
   return runtime::Model::load(options.artifact, options.weights, modelOptions);
 }
 

@@ -163,13 +163,9 @@ void warnAboutChatTemplate(const TextSession &s) {
 }
 
 void loadModelSide(const TextOptions &o, TextSession &s) {
-  runtime::ModelOptions modelOptions;
-  modelOptions.threads = int(o.common.threads);
-  modelOptions.contextLength = o.common.context;
-  modelOptions.device = int(o.common.device);
   text::ProgressBar bar("loading weights");
-  modelOptions.progress = [&bar](int64_t done, int64_t total) { bar.update(done, total); };
-  s.model = runtime::Model::load(o.common.artifact, o.common.weights, modelOptions);
+  s.model = loadModel(o.common,
+                      [&bar](int64_t done, int64_t total) { bar.update(done, total); });
   bar.finish();
   const int64_t modelVocab = s.model->vocabSize(), tokens = s.tokenizer->vocabSize();
   // Checkpoints pad the embedding past the tokenizer (Qwen3: 151669 tokens,
