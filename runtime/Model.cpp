@@ -330,6 +330,7 @@ int64_t Model::decodeBytesPerToken() const {
   }
   return total;
 }
+
 int64_t Model::weightBytes() const {
   int64_t total = 0;
   for (const WeightData &w : state->weights)
