@@ -532,15 +532,9 @@ std::unique_ptr<Artifact> Artifact::parse(const std::string &displayName, const 
 }
 
 std::unique_ptr<Artifact> Artifact::open(const std::string &path) {
-  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0)
-    throw LoadError(systemError(path, "open", errno));
-  struct stat info;
-  if (::fstat(file.fd, &info) != 0)
-    throw LoadError(systemError(path, "stat", errno));
-  if (!S_ISREG(info.st_mode))
-    throw LoadError(fmt::format("{}: not a regular file", printable(path)));
-  const size_t size = size_t(info.st_size);
+  const OpenedFile opened = openRegularFile(path);
+  const FileDescriptor &file = opened.file;
+  const size_t size = opened.size;
   // Page-aligned like a mapping, so every section stays 64-byte aligned.
   const size_t page = size_t(::sysconf(_SC_PAGESIZE));
   std::unique_ptr<uint8_t, void (*)(void *)> image(

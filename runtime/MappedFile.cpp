@@ -22,17 +22,24 @@ FileDescriptor::~FileDescriptor() {
     ::close(fd);
 }
 
-std::unique_ptr<MappedFile> MappedFile::open(const std::string &path) {
-  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0)
+OpenedFile openRegularFile(const std::string &path) {
+  OpenedFile opened{FileDescriptor(::open(path.c_str(), O_RDONLY | O_CLOEXEC)), 0};
+  if (opened.file.fd < 0)
     throw LoadError(systemError(path, "open", errno));
   struct stat info;
-  if (::fstat(file.fd, &info) != 0)
+  if (::fstat(opened.file.fd, &info) != 0)
     throw LoadError(systemError(path, "stat", errno));
   if (!S_ISREG(info.st_mode))
     throw LoadError(fmt::format("{}: not a regular file", printable(path)));
+  opened.size = size_t(info.st_size);
+  return opened;
+}
+
+std::unique_ptr<MappedFile> MappedFile::open(const std::string &path) {
+  const OpenedFile opened = openRegularFile(path);
+  const FileDescriptor &file = opened.file;
   std::unique_ptr<MappedFile> mapped(new MappedFile());
-  mapped->size_ = size_t(info.st_size);
+  mapped->size_ = opened.size;
   if (mapped->size_ == 0) // mmap cannot map zero bytes; the parsers report empty files
     return mapped;
   void *mapping = ::mmap(nullptr, mapped->size_, PROT_READ, MAP_PRIVATE, file.fd, 0);

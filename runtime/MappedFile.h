@@ -13,9 +13,21 @@ std::string systemError(const std::string &path, const char *action, int error);
 
 /// Closes a descriptor on every path out of a scope.
 struct FileDescriptor {
-  int fd;
+  explicit FileDescriptor(int fd) : fd(fd) {}
+  FileDescriptor(FileDescriptor &&other) noexcept : fd(other.fd) { other.fd = -1; }
+  FileDescriptor(const FileDescriptor &) = delete;
+  FileDescriptor &operator=(const FileDescriptor &) = delete;
   ~FileDescriptor();
+  int fd;
 };
+
+/// `path` opened read-only, and its size; throws LoadError naming the path
+/// when it cannot be opened or is not a regular file.
+struct OpenedFile {
+  FileDescriptor file;
+  size_t size;
+};
+OpenedFile openRegularFile(const std::string &path);
 
 /// A regular file mapped read-only (MAP_PRIVATE) for as long as this lives.
 /// An empty file maps to no bytes (data() is null). Throws LoadError naming

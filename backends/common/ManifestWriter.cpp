@@ -33,19 +33,6 @@ using manifest::BindingKind;
 using manifest::Slot;
 using manifest::SlotKind;
 
-std::vector<int64_t> shapeOf(Type type) {
-  auto shape = type.cast<RankedTensorType>().getShape();
-  return std::vector<int64_t>(shape.begin(), shape.end());
-}
-
-/// Bytes of one row (one position) of an f32 activation [T, ...].
-int64_t rowBytesOf(Type type) {
-  int64_t bytes = 4;
-  for (int64_t extent : type.cast<RankedTensorType>().getShape().drop_front())
-    bytes *= extent;
-  return bytes;
-}
-
 bool isWeightDefinition(Operation *op) {
   return isa<ParamOp, FoldGainOp, ConcatRowsOp, PackColumnBlocksOp>(op);
 }
@@ -156,30 +143,8 @@ private:
     }
   }
 
-  Binding binding(Value value) {
-    Binding b;
-    if (auto argument = value.dyn_cast<BlockArgument>()) {
-      static const BindingKind kinds[] = {BindingKind::Tokens, BindingKind::StartPos,
-                                          BindingKind::Cache};
-      b.kind = kinds[argument.getArgNumber()];
-      return b;
-    }
-    if (auto it = weightIds.find(value); it != weightIds.end()) {
-      b.kind = BindingKind::Weight;
-      b.id = it->second;
-      return b;
-    }
-    if (auto constant = value.getDefiningOp<arith::ConstantIndexOp>()) {
-      b.kind = BindingKind::Constant;
-      b.value = constant.value();
-      return b;
-    }
-    if (auto it = results.find(value); it != results.end())
-      return it->second;
-    throw std::runtime_error("the runtime cannot bind a value defined by '" +
-                             value.getDefiningOp()->getName().getStringRef().str() +
-                             "' outside a kernel (a view that no kernel absorbed?)");
-  }
+  Binding binding(Value value) { return bindingOf(value, weightIds, results); }
+
 
   /// The binding of result `index` of `dispatch`: a buffer of the plan, or a
   /// layer of the cache when the kernel returns a cache op's keys/values.
@@ -321,6 +286,44 @@ private:
 };
 
 } // namespace
+
+std::vector<int64_t> shapeOf(Type type) {
+  auto shape = type.cast<RankedTensorType>().getShape();
+  return std::vector<int64_t>(shape.begin(), shape.end());
+}
+
+int64_t rowBytesOf(Type type) {
+  int64_t bytes = 4;
+  for (int64_t extent : type.cast<RankedTensorType>().getShape().drop_front())
+    bytes *= extent;
+  return bytes;
+}
+
+Binding bindingOf(Value value, const llvm::DenseMap<Value, int64_t> &weightIds,
+                  const llvm::DenseMap<Value, Binding> &produced) {
+  Binding b;
+  if (auto argument = value.dyn_cast<BlockArgument>()) {
+    static const BindingKind kinds[] = {BindingKind::Tokens, BindingKind::StartPos,
+                                        BindingKind::Cache};
+    b.kind = kinds[argument.getArgNumber()];
+    return b;
+  }
+  if (auto it = weightIds.find(value); it != weightIds.end()) {
+    b.kind = BindingKind::Weight;
+    b.id = it->second;
+    return b;
+  }
+  if (auto constant = value.getDefiningOp<arith::ConstantIndexOp>()) {
+    b.kind = BindingKind::Constant;
+    b.value = constant.value();
+    return b;
+  }
+  if (auto it = produced.find(value); it != produced.end())
+    return it->second;
+  throw std::runtime_error("the runtime cannot bind a value defined by '" +
+                           value.getDefiningOp()->getName().getStringRef().str() +
+                           "' outside a kernel (a view that no kernel absorbed?)");
+}
 
 manifest::ElementType elementTypeOf(Type element) {
   if (element.isBF16())

@@ -4,6 +4,10 @@
 #include "runtime/Manifest.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <cstdint>
+#include <vector>
 
 namespace q3::backends {
 
@@ -14,6 +18,19 @@ namespace q3::backends {
 /// Throws std::runtime_error naming what the IR lacks (a pass that did not
 /// run, a value the runtime cannot bind).
 manifest::Manifest manifestOf(mlir::ModuleOp module);
+
+/// The static shape of a ranked tensor type.
+std::vector<int64_t> shapeOf(mlir::Type type);
+/// Bytes of one row (one position) of an f32 activation [T, ...].
+int64_t rowBytesOf(mlir::Type type);
+
+/// How the runtime binds `value` of @forward to a dispatch: a block argument
+/// (tokens, start position, cache), a weight of `weightIds`, an index
+/// constant, or a value `produced` by an earlier dispatch. Throws naming the
+/// op that defines anything else (a view no kernel absorbed).
+manifest::Binding bindingOf(mlir::Value value,
+                            const llvm::DenseMap<mlir::Value, int64_t> &weightIds,
+                            const llvm::DenseMap<mlir::Value, manifest::Binding> &produced);
 
 /// The module's q3.config as the manifest's config. Throws when it lacks one.
 manifest::ModelConfig configOf(mlir::ModuleOp module);

@@ -24,22 +24,13 @@ using manifest::BindingKind;
 using manifest::Slot;
 using manifest::SlotKind;
 
-std::vector<int64_t> shapeOf(Value v) {
-  auto shape = v.getType().cast<RankedTensorType>().getShape();
-  return std::vector<int64_t>(shape.begin(), shape.end());
-}
+std::vector<int64_t> shapeOf(Value v) { return backends::shapeOf(v.getType()); }
 
 manifest::ElementType dtypeOf(Value v) {
   return backends::elementTypeOf(v.getType().cast<RankedTensorType>().getElementType());
 }
 
-/// Bytes of one row (one position) of an activation [T, ...] of f32.
-int64_t rowBytesOf(Value activation) {
-  int64_t bytes = 4;
-  for (int64_t extent : activation.getType().cast<RankedTensorType>().getShape().drop_front())
-    bytes *= extent;
-  return bytes;
-}
+int64_t rowBytesOf(Value activation) { return backends::rowBytesOf(activation.getType()); }
 
 class Writer {
 public:
@@ -207,30 +198,8 @@ private:
     return slot;
   }
 
-  Binding describe(Value value) {
-    Binding b;
-    if (auto arg = value.dyn_cast<BlockArgument>()) {
-      static const BindingKind kinds[] = {BindingKind::Tokens, BindingKind::StartPos,
-                                          BindingKind::Cache};
-      b.kind = kinds[arg.getArgNumber()];
-      return b;
-    }
-    if (auto it = weightIds.find(value); it != weightIds.end()) {
-      b.kind = BindingKind::Weight;
-      b.id = it->second;
-      return b;
-    }
-    if (auto constant = value.getDefiningOp<arith::ConstantIndexOp>()) {
-      b.kind = BindingKind::Constant;
-      b.value = constant.value();
-      return b;
-    }
-    if (auto it = values.find(value); it != values.end())
-      return it->second;
-    throw std::runtime_error("the Vulkan backend cannot bind a value defined by '" +
-                             value.getDefiningOp()->getName().getStringRef().str() +
-                             "' outside a kernel");
-  }
+  Binding describe(Value value) { return backends::bindingOf(value, weightIds, values); }
+
 
   /// The checkpoint weights `parts` stacked by rows, as stored.
   int64_t stacked(const std::vector<Value> &parts) {
