@@ -87,10 +87,12 @@ void appendFloat(std::string &out, double value) {
   out += digits.substr(0, 1);
   if (digits.size() > 1)
     out += "." + digits.substr(1);
-  char exponentText[8];
-  std::snprintf(exponentText, sizeof(exponentText), "e%c%02d", exponent < 0 ? '-' : '+',
-                std::abs(exponent));
-  out += exponentText;
+  // Python's repr: a sign and at least two exponent digits ("1e-05", "1e+16").
+  const std::string exponentDigits = std::to_string(std::abs(exponent));
+  out += exponent < 0 ? "e-" : "e+";
+  if (exponentDigits.size() < 2)
+    out += '0';
+  out += exponentDigits;
 }
 
 void append(std::string &out, const nlohmann::ordered_json &value) {

@@ -20,8 +20,8 @@
 #include "runtime/text/Terminal.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include <fmt/format.h>
 #include "llvm/Support/Format.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
@@ -49,15 +49,15 @@ std::string matmulSummary(const manifest::Manifest &m) {
 void printTuning(const cpu::TuningResult &result) {
   llvm::outs() << "tuned the prefill on " << cpu::resolveCpuTarget("host").llvmCpu << " ("
                << (result.cached ? "cached in " + result.cachePath
-                                 : llvm::formatv("{0:F1} s", result.seconds).str())
+                                 : fmt::format("{:.1f} s", result.seconds))
                << "), GFLOP/s of a 128-row SwiGLU product on one thread:\n";
   for (const cpu::PrefillVariant &v : result.measured)
-    llvm::outs() << llvm::formatv("  {0,-10} {1} rows  {2,6:F1}{3}\n",
-                                  cpu::prefillMatmulName(v.matmul), v.tileRows, v.gflops,
-                                  v.matmul == result.best.matmul &&
-                                          v.tileRows == result.best.tileRows
-                                      ? "  <- chosen"
-                                      : "");
+    llvm::outs() << fmt::format("  {:<10} {} rows  {:6.1f}{}\n",
+                                cpu::prefillMatmulName(v.matmul), v.tileRows, v.gflops,
+                                v.matmul == result.best.matmul &&
+                                        v.tileRows == result.best.tileRows
+                                    ? "  <- chosen"
+                                    : "");
 }
 
 } // namespace
