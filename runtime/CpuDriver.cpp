@@ -46,16 +46,15 @@ int64_t CpuDriver::kernel(const std::string &name) {
 }
 
 int64_t CpuDriver::allocate(int64_t bytes) {
-  auto *data = static_cast<uint8_t *>(std::calloc(size_t(bytes > 0 ? bytes : 1), 1));
-  if (!data)
-    throw std::bad_alloc();
-  memory_.push_back({data, bytes, std::unique_ptr<uint8_t, Free>(data)});
+  HostBuffer buffer(size_t(bytes > 0 ? bytes : 1));
+  uint8_t *data = buffer.data();
+  memory_.push_back({data, bytes, std::move(buffer)});
   return int64_t(memory_.size() - 1);
 }
 
 int64_t CpuDriver::wrapHost(const void *data, int64_t bytes) {
   // Kernels never write weights: the const_cast only fits the kernel ABI.
-  memory_.push_back({static_cast<uint8_t *>(const_cast<void *>(data)), bytes, nullptr});
+  memory_.push_back({static_cast<uint8_t *>(const_cast<void *>(data)), bytes, HostBuffer()});
   return int64_t(memory_.size() - 1);
 }
 

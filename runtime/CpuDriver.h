@@ -2,6 +2,7 @@
 #pragma once
 
 #include "runtime/Driver.h"
+#include "runtime/HostBuffer.h"
 #include "runtime/KernelABI.h"
 #include "runtime/SharedLibrary.h"
 #include "runtime/ThreadPool.h"
@@ -13,9 +14,8 @@ namespace q3::runtime {
 
 /// Runs the artifact's kernels.so (loaded from memory) on the thread pool:
 /// a dispatch splits its workgroups over the threads, and buffers are host
-/// memory. Allocations are calloc'ed and left untouched, so memory sized for
-/// the whole context (the all-position logits buffer is 2.5 GB for 0.6B at
-/// 4096 positions) costs only the pages a request writes.
+/// memory. Allocations are HostBuffers left untouched, so memory sized for
+/// the whole context (the KV cache) costs only the pages a request writes.
 class CpuDriver final : public Driver {
 public:
   /// Checks the artifact's required CPU features against this machine and
@@ -34,13 +34,10 @@ public:
   std::string deviceName() const override { return "cpu"; }
 
 private:
-  struct Free {
-    void operator()(uint8_t *p) const { std::free(p); }
-  };
   struct Memory {
     uint8_t *data;
     int64_t bytes;
-    std::unique_ptr<uint8_t, Free> owned; // null for wrapped host memory
+    HostBuffer owned; // empty for wrapped host memory
   };
   uint8_t *at(const BufferRange &range);
   /// How finely a dispatch is split for the pool's threads to claim: the

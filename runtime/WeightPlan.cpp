@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -26,6 +29,9 @@ DType runtimeDType(manifest::ElementType type) {
 }
 
 namespace {
+
+// Computed weights are written whole at load and streamed by every token.
+constexpr HostBuffer::Pages kWeightPages = HostBuffer::Pages::Huge;
 
 std::vector<float> widen(const WeightData &weight) {
   std::vector<float> values(size_t(weight.elements));
@@ -47,12 +53,11 @@ public:
         weights.emplace_back();
         continue;
       }
-      materialize(m.weights[i]);
+      materialize(i);
       if (progress)
         progress(int64_t(i + 1), int64_t(m.weights.size()));
-      for (int64_t input : m.weights[i].inputs)
-        if (lastUse[size_t(input)] == i && !read[size_t(input)])
-          release(weights[size_t(input)]);
+      for (size_t input : releasedAfter[i])
+        release(weights[input]);
     }
     for (size_t i = 0; i < weights.size(); ++i)
       if (!read[i])
@@ -90,10 +95,25 @@ private:
         for (int64_t input : m.weights[i].inputs)
           needed[size_t(input)] = true;
     lastUse.assign(m.weights.size(), 0);
+    consumers.assign(m.weights.size(), {});
     for (size_t i = 0; i < m.weights.size(); ++i)
       if (needed[i])
-        for (int64_t input : m.weights[i].inputs)
+        for (int64_t input : m.weights[i].inputs) {
           lastUse[size_t(input)] = i;
+          consumers[size_t(input)].push_back(i);
+        }
+    // A deferred concatenation's parts live until its packing has read them.
+    deferred.assign(m.weights.size(), false);
+    for (size_t i = 0; i < m.weights.size(); ++i)
+      if (needed[i] && m.weights[i].kind == manifest::WeightKind::ConcatRows && onlyPacked(i)) {
+        deferred[i] = true;
+        for (int64_t input : m.weights[i].inputs)
+          lastUse[size_t(input)] = std::max(lastUse[size_t(input)], lastUse[i]);
+      }
+    releasedAfter.assign(m.weights.size(), {});
+    for (size_t i = 0; i < m.weights.size(); ++i)
+      if (needed[i] && !read[i] && !consumers[i].empty())
+        releasedAfter[lastUse[i]].push_back(i);
   }
 
   const uint8_t *bytesOf(const WeightData &w) { return w.owned.empty() ? w.data : w.owned.data(); }
@@ -108,11 +128,12 @@ private:
   void release(WeightData &w) {
     if (w.owned.empty())
       dropMappedPages(w);
-    std::vector<uint8_t>().swap(w.owned);
+    w.owned.reset();
     w.data = nullptr;
   }
 
-  void materialize(const manifest::Weight &entry) {
+  void materialize(size_t index) {
+    const manifest::Weight &entry = m.weights[index];
     WeightData w;
     w.dtype = runtimeDType(entry.dtype);
     w.elements = 1;
@@ -125,7 +146,7 @@ private:
         w.data = tensor->data; // used in place, straight from the mapped file
       } else {
         std::vector<float> values = readAsF32(*tensor);
-        w.owned.resize(values.size() * dtypeSize(w.dtype));
+        w.owned = HostBuffer(values.size() * dtypeSize(w.dtype), kWeightPages);
         convertFromF32(w.dtype, values.data(), w.owned.data(), values.size());
       }
       break;
@@ -134,16 +155,15 @@ private:
       foldGain(weights.at(size_t(entry.inputs[0])), weights.at(size_t(entry.inputs[1])), w);
       break;
     case manifest::WeightKind::ConcatRows:
-      w.owned.reserve(size_t(w.bytes()));
-      for (int64_t input : entry.inputs) {
-        const WeightData &part = weights.at(size_t(input));
-        const uint8_t *bytes = bytesOf(part);
-        w.owned.insert(w.owned.end(), bytes, bytes + part.bytes());
-        dropMappedPages(part);
+      if (deferred[index]) {
+        // Its column blocks are packed straight from the parts (one copy of
+        // the rows, not two); the concatenation itself never exists.
+        break;
       }
+      concatRows(entry, w);
       break;
     case manifest::WeightKind::PackColumnBlocks:
-      packColumnBlocksOf(weights.at(size_t(entry.inputs[0])), entry, w);
+      packColumnBlocksOf(size_t(entry.inputs[0]), entry, w);
       break;
     }
     if (!w.owned.empty())
@@ -151,12 +171,56 @@ private:
     weights.push_back(std::move(w));
   }
 
+  /// Whether concatenation `index` is read only by column-block packing, with
+  /// parts that hold whole column blocks.
+  bool onlyPacked(size_t index) const {
+    if (read[index] || consumers[index].empty())
+      return false;
+    for (size_t consumer : consumers[index])
+      if (m.weights[consumer].kind != manifest::WeightKind::PackColumnBlocks)
+        return false;
+    for (int64_t input : m.weights[index].inputs)
+      if (m.weights[size_t(input)].shape.size() != 2 ||
+          m.weights[size_t(input)].shape[0] % kColumnBlockRows != 0)
+        return false;
+    return true;
+  }
+
+  /// The row-major parts a weight's rows come from: itself, or the parts of a
+  /// concatenation that was never materialized.
+  std::vector<const WeightData *> rowParts(size_t index) const {
+    if (deferred[index]) {
+      std::vector<const WeightData *> parts;
+      for (int64_t input : m.weights[index].inputs)
+        parts.push_back(&weights[size_t(input)]);
+      return parts;
+    }
+    return {&weights[index]};
+  }
+
+  void concatRows(const manifest::Weight &entry, WeightData &w) {
+    w.owned = HostBuffer(size_t(w.bytes()), kWeightPages);
+    uint8_t *to = w.owned.data();
+    for (int64_t input : entry.inputs) {
+      const WeightData &part = weights.at(size_t(input));
+      const uint8_t *from = bytesOf(part);
+      const int64_t bytes = part.bytes();
+      constexpr int64_t kSlice = int64_t(1) << 20;
+      pool.parallelFor((bytes + kSlice - 1) / kSlice, [&](int64_t begin, int64_t end) {
+        const int64_t first = begin * kSlice, last = std::min(bytes, end * kSlice);
+        std::memcpy(to + first, from + first, size_t(last - first));
+      });
+      to += bytes;
+      dropMappedPages(part);
+    }
+  }
+
   void foldGain(const WeightData &matrix, const WeightData &gain, WeightData &folded) {
     const std::vector<float> gains = widen(gain);
     const int64_t columns = int64_t(gains.size());
     // Row by row: an f32 copy of the whole matrix never exists.
     const size_t inSize = dtypeSize(matrix.dtype), outSize = dtypeSize(folded.dtype);
-    folded.owned.resize(size_t(folded.elements) * outSize);
+    folded.owned = HostBuffer(size_t(folded.elements) * outSize, kWeightPages);
     const uint8_t *from = bytesOf(matrix);
     pool.parallelFor(matrix.elements / columns, [&](int64_t begin, int64_t end) {
       std::vector<float> row(static_cast<size_t>(columns));
@@ -171,25 +235,29 @@ private:
     dropMappedPages(matrix);
   }
 
-  void packColumnBlocksOf(const WeightData &source, const manifest::Weight &entry,
+  void packColumnBlocksOf(size_t sourceIndex, const manifest::Weight &entry,
                           WeightData &packed) {
-    packed.owned.resize(size_t(packed.bytes()));
-    const auto *from = reinterpret_cast<const uint16_t *>(bytesOf(source));
+    packed.owned = HostBuffer(size_t(packed.bytes()), kWeightPages);
     auto *to = reinterpret_cast<uint16_t *>(packed.owned.data());
     const int64_t columns = entry.shape[1];
-    // In 16 chunks per thread, each dropping the mapped pages it has read: the
-    // tied lm_head's 311 MB are otherwise resident twice until the end.
     const int64_t blockBytes = kColumnBlockRows * columns * 2;
-    pool.parallelFor(
-        entry.shape[0] / kColumnBlockRows,
-        [&](int64_t begin, int64_t end) {
-          packColumnBlocks(from, to, columns, begin, end);
-          if (source.owned.empty())
-            checkpoint.dropPages(source.data + begin * blockBytes,
-                                 size_t((end - begin) * blockBytes));
-        },
-        16);
-    dropMappedPages(source);
+    for (const WeightData *part : rowParts(sourceIndex)) {
+      const auto *from = reinterpret_cast<const uint16_t *>(bytesOf(*part));
+      // In 16 chunks per thread, each dropping the mapped pages it has read:
+      // the tied lm_head's 311 MB are otherwise resident twice until the end.
+      const int64_t blocks = part->elements / columns / kColumnBlockRows;
+      pool.parallelFor(
+          blocks,
+          [&](int64_t begin, int64_t end) {
+            packColumnBlocks(from, to, columns, begin, end);
+            if (part->owned.empty())
+              checkpoint.dropPages(part->data + begin * blockBytes,
+                                   size_t((end - begin) * blockBytes));
+          },
+          16);
+      to += blocks * kColumnBlockRows * columns;
+      dropMappedPages(*part);
+    }
   }
 
   const manifest::Manifest &m;
@@ -197,8 +265,9 @@ private:
   ThreadPool &pool;
   BoundWeights bound;
   std::vector<WeightData> weights;
-  std::vector<bool> read, needed;
+  std::vector<bool> read, needed, deferred;
   std::vector<size_t> lastUse;
+  std::vector<std::vector<size_t>> consumers, releasedAfter;
 };
 
 } // namespace

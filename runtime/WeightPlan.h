@@ -11,6 +11,7 @@
 
 #include "runtime/Checkpoint.h"
 #include "runtime/DType.h"
+#include "runtime/HostBuffer.h"
 #include "runtime/Manifest.h"
 #include "runtime/ThreadPool.h"
 
@@ -25,7 +26,7 @@ struct WeightData {
   DType dtype = DType::F32;
   int64_t elements = 0;
   const uint8_t *data = nullptr; // null for a weight that was only an intermediate
-  std::vector<uint8_t> owned;    // when converted or computed
+  HostBuffer owned;              // when converted or computed
   int64_t bytes() const { return elements * int64_t(dtypeSize(dtype)); }
 };
 
