@@ -18,7 +18,7 @@ Subcommands:
       recomputing the whole forward pass (no KV cache), no EOS stopping.
       --variant selects a deliberately WRONG model for negative tests:
       interleaved-rope, norm-after-rope, one-plus-gain, kv-head-modulo.
-      --kv-cache bf16 rounds keys and values as a bf16 cache holds them;
+      --kv-cache bf16|f16 rounds keys and values as such a cache holds them;
       --prefill-activations avx512bf16|amx rounds the inputs of the matrix
       products as q3c's CPU prefill of that kind does (class
       PrefillActivations), so bf16-activation builds can be checked at f32
@@ -325,11 +325,13 @@ def lm_head_weight(W, c):
 
 
 def cached(a, kv_cache):
-    """Keys or values as a KV cache of that type holds them: f32, or bf16
-    (rounded to nearest even from their f32 value)."""
+    """Keys or values as a KV cache of that type holds them: f32, or bf16 or
+    f16 (rounded to nearest even from their f32 value)."""
     a32 = a.astype(np.float32)
     if kv_cache == "bf16":
         return bf16_bits_to_f64(f32_to_bf16_bits(a32))
+    if kv_cache == "f16":
+        return a32.astype(np.float16).astype(np.float64)
     return a32.astype(np.float64)
 
 
@@ -531,7 +533,7 @@ def main(argv=None):
     l.add_argument("-o", help="output .npy (float32 [T, vocab])")
     l.add_argument("--variant", choices=VARIANTS, default="correct")
     l.add_argument("--greedy", type=int, default=0)
-    l.add_argument("--kv-cache", choices=("f32", "bf16"), default=None,
+    l.add_argument("--kv-cache", choices=("f32", "bf16", "f16"), default=None,
                    help="round keys and values as a KV cache of this type holds them "
                         "(default: keep them in float64)")
     l.add_argument("--prefill-activations", choices=("avx512bf16", "amx"), default=None,

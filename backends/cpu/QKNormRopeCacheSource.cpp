@@ -34,7 +34,8 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel) {
   const std::string queryType = fmt::format("memref<?x{}x{}xf32>", kernel.queryHeads, d);
   // [layers][kvHeads][capacity] rows of D elements, viewed as one list of rows.
   const bool bf16Cache = kernel.cache == WeightStorage::BF16;
-  const std::string cacheElement = bf16Cache ? "i16" : "f32";
+  const bool f16Cache = kernel.cache == WeightStorage::F16;
+  const std::string cacheElement = storageType(kernel.cache);
   const std::string cacheType = fmt::format("memref<?x{}x{}>", d, cacheElement);
   const std::string scratchType = fmt::format("memref<{}xf32>", d);
   const std::string angleType = fmt::format("memref<{}xf64>", d / 2);
@@ -57,8 +58,13 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel) {
                                  indices, type, element)
                    : fmt::format("memref.store {}, {}[{}] : {}", value, memref, indices, type);
   };
-  // A key or value row into the cache: as it is, or rounded to bf16 bits.
+  // A key or value row into the cache: as it is, or rounded to nearest even
+  // as f16 (arith.truncf: vcvtps2ph with F16C) or as bf16 bits.
   auto storeCached = [&](const std::string &value, const std::string &memref) {
+    if (f16Cache)
+      return fmt::format("{0}h = arith.truncf {0} : {1} to {2}\n        ", value, f32Type,
+                         vectors ? "vector<16xf16>" : "f16") +
+             store(value + "h", memref, "%row, %i", cacheType, "f16");
     if (!bf16Cache)
       return store(value, memref, "%row, %i", cacheType, "f32");
     return fmt::format("{0}h = func.call @{1}_to_bf16({0}) : ({2}) -> {3}\n        ", value,
@@ -211,7 +217,7 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
       fmt::arg("half", d / 2), fmt::arg("dFloat", double(d)), fmt::arg("eps", kernel.eps),
       fmt::arg("frequencies", fmt::join(ropeFrequencies(kernel), ", ")),
       fmt::arg("queryHeads", kernel.queryHeads), fmt::arg("kvHeads", kernel.kvHeads),
-      fmt::arg("cacheRowBytes", d * (bf16Cache ? 2 : 4)),
+      fmt::arg("cacheRowBytes", d * (bf16Cache || f16Cache ? 2 : 4)),
       fmt::arg("rounding",
                bf16Cache ? bf16RoundingFunction(kernel.name + "_to_bf16", vectors) : std::string()),
       fmt::arg("gainLoad", vectors ? vectorWidenedLoad(kernel.gains, "%g", "%gain", "%i", gainType)

@@ -483,6 +483,8 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
   checkQKNormRope(128, WeightStorage::F16);
   checkQKNormRope(8, WeightStorage::BF16, WeightStorage::BF16);
   checkQKNormRope(128, WeightStorage::BF16, WeightStorage::BF16);
+  checkQKNormRope(8, WeightStorage::BF16, WeightStorage::F16); // one element at a time
+  checkQKNormRope(128, WeightStorage::BF16, WeightStorage::F16);
 }
 
 /// Runs an attention kernel of head_dim `d` (12: scalar path, 32 and 128:
@@ -552,6 +554,13 @@ TEST(AttentionKernel, ReadsABf16Cache) {
   for (int64_t rows : {1, 3})
     for (int64_t d : {12, 128})
       checkAttention(d, 33, {0, 0, 1, 1}, rows, WeightStorage::BF16);
+}
+
+// --kv-cache=f16: read as f16 and widened exactly (vcvtph2ps).
+TEST(AttentionKernel, ReadsAnF16Cache) {
+  for (int64_t rows : {1, 3})
+    for (int64_t d : {12, 128})
+      checkAttention(d, 33, {0, 0, 1, 1}, rows, WeightStorage::F16);
 }
 
 // Query heads 2i and 2i + 1 on one KV head run in one workgroup; other maps

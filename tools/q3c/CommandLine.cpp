@@ -114,10 +114,10 @@ cl::opt<int64_t> targetPrefillRows(
 cl::opt<std::string> targetKvCache(
     "kv-cache", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
     cl::init("f32"),
-    cl::desc("Element type of the KV cache: f32 (default, exact) or bf16 (half the memory and "
-             "the attention reads; keys and values rounded to bf16, so logits differ from f32 "
-             "by up to ~1%)"),
-    cl::value_desc("f32|bf16"), cl::cat(q3Category));
+    cl::desc("Element type of the KV cache: f32 (default, exact), bf16 or f16 (half the memory "
+             "and the attention reads; keys and values rounded, so logits differ from f32 by "
+             "up to ~1% for bf16, ~0.1% for f16; f16 needs F16C on the CPU)"),
+    cl::value_desc("f32|bf16|f16"), cl::cat(q3Category));
 
 cl::opt<std::string> compileSign(
     "sign", cl::sub(compileCommand),

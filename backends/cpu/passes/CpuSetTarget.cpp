@@ -10,6 +10,8 @@
 #include "backends/cpu/passes/CpuPasses.h"
 #include "ir/Q3Dialect.h"
 
+#include <algorithm>
+
 namespace q3::cpu {
 #define GEN_PASS_DEF_CPUSETTARGET
 #include "backends/cpu/passes/CpuPasses.h.inc"
@@ -21,28 +23,42 @@ namespace {
 struct CpuSetTargetPass : impl::CpuSetTargetBase<CpuSetTargetPass> {
   using CpuSetTargetBase::CpuSetTargetBase;
   void runOnOperation() override {
-    if (failed(expectCacheTheKernelsStore()))
-      return signalPassFailure();
     try {
-      setTargetAttribute(getOperation(), resolveCpuTarget(cpu));
+      const CpuTarget target = resolveCpuTarget(cpu);
+      if (failed(expectCacheTheKernelsStore(target)))
+        return signalPassFailure();
+      setTargetAttribute(getOperation(), target);
     } catch (const std::invalid_argument &error) {
       getOperation().emitError() << "cpu-set-target: " << error.what();
       signalPassFailure();
     }
   }
 
-  /// The CPU kernels read and write f32 and bf16 caches only; refuse the rest
-  /// here, before any kernel is chosen.
-  mlir::LogicalResult expectCacheTheKernelsStore() {
-    mlir::WalkResult walk = getOperation().walk([](mlir::func::FuncOp function) {
-      for (mlir::Type type : function.getArgumentTypes())
-        if (auto cache = type.dyn_cast<ir::KVCacheType>())
-          if (!cache.getElement().isF32() && !cache.getElement().isBF16()) {
-            function.emitError() << "cpu-set-target: the CPU backend stores the KV cache as f32 "
-                                    "or bf16, not "
-                                 << cache.getElement() << " (--kv-cache)";
-            return mlir::WalkResult::interrupt();
-          }
+  /// The CPU kernels store f32, bf16 and f16 caches; f16 is converted with
+  /// F16C (x86-64-v3 and newer). Refuse the rest here, before any kernel is
+  /// chosen.
+  mlir::LogicalResult expectCacheTheKernelsStore(const CpuTarget &target) {
+    const bool hasF16c =
+        std::find(target.requiredFeatures.begin(), target.requiredFeatures.end(), "f16c") !=
+        target.requiredFeatures.end();
+    mlir::WalkResult walk = getOperation().walk([&](mlir::func::FuncOp function) {
+      for (mlir::Type type : function.getArgumentTypes()) {
+        auto cache = type.dyn_cast<ir::KVCacheType>();
+        if (!cache)
+          continue;
+        mlir::Type element = cache.getElement();
+        if (element.isF32() || element.isBF16() || (element.isF16() && hasF16c))
+          continue;
+        if (element.isF16())
+          function.emitError() << "cpu-set-target: an f16 KV cache needs the f16c feature "
+                                  "(x86-64-v3 or newer), which --cpu="
+                               << target.name << " lacks (--kv-cache)";
+        else
+          function.emitError() << "cpu-set-target: the CPU backend stores the KV cache as f32, "
+                                  "bf16 or f16, not "
+                               << element << " (--kv-cache)";
+        return mlir::WalkResult::interrupt();
+      }
       return mlir::WalkResult::advance();
     });
     return mlir::failure(walk.wasInterrupted());
