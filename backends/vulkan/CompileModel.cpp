@@ -58,14 +58,6 @@ void validate(const CompiledKernel::Module &module, const std::string &entryPoin
 } // namespace
 
 void runVulkanTargetPasses(ModuleOp module) {
-  // The kernels read an RMSNorm gain folded into the weight (un-folded again
-  // by vulkan-prologue-gain), not fused_linear's gain operand.
-  WalkResult gainOperand = module.walk([](ir::FusedLinearOp op) {
-    return op.getGain() ? WalkResult::interrupt() : WalkResult::advance();
-  });
-  if (gainOperand.wasInterrupted())
-    throw std::runtime_error("the Vulkan backend needs the RMSNorm gains folded into the "
-                             "weights: run the pipeline with --fold-gain=always");
   PassManager pm(module.getContext());
   addVulkanTargetPasses(pm);
   if (failed(pm.run(module)))

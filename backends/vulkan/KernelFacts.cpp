@@ -38,6 +38,8 @@ std::optional<LinearKernel> linearFacts(func::FuncOp kernel) {
       facts.normEps = eps->convertToDouble();
     facts.swiglu = fused.getSwiglu();
     facts.residual = bool(fused.getResidual());
+    if (Value gain = fused.getGain())
+      facts.gain = storageOf(gain.getType().cast<RankedTensorType>().getElementType());
   } else if (auto linear = dyn_cast_or_null<ir::LinearOp>(anchor); linear && !linear.getBias()) {
     weight = linear.getWeight();
     result = linear.getResult();
@@ -47,10 +49,6 @@ std::optional<LinearKernel> linearFacts(func::FuncOp kernel) {
   facts.inFeatures = shapeOf(weight)[1];
   facts.outFeatures = shapeOf(result)[1];
   facts.weight = storageOf(weight.getType().cast<RankedTensorType>().getElementType());
-  if (auto gain = loweringConfig(kernel, "prologue_gain").dyn_cast_or_null<DictionaryAttr>()) {
-    facts.weight = storageOf(gain.getAs<TypeAttr>("weight").getValue());
-    facts.gain = storageOf(gain.getAs<TypeAttr>("gain").getValue());
-  }
   return facts;
 }
 

@@ -19,8 +19,8 @@ namespace q3::vulkan {
 Storage storageOf(mlir::Type element);
 
 /// A matrix product kernel (q3.fused_linear, or q3.linear without bias) as
-/// the Vulkan kernels read it: the weight's stored element type (the
-/// checkpoint's with a prologue gain), K, N.
+/// the Vulkan kernels read it: the weight's element type, the gain operand's
+/// (applied in the prologue), K, N.
 std::optional<LinearKernel> linearFacts(mlir::func::FuncOp kernel);
 
 /// An embedding kernel's table.

@@ -6,7 +6,7 @@
 // `q3c dump --target vulkan` prints what the artifact runs:
 //
 //   func.func private @fused_linear_rms_norm_1(...) attributes {q3.kernel,
-//     q3.lowering_config = {target = "vulkan", prologue_gain,
+//     q3.lowering_config = {target = "vulkan",
 //       decode = "matvec", decode_workgroup = 128 : i64,
 //       prefill = "tiled_matmul", prefill_tile = array<i64: 32, 64, 16, 4, 4>,
 //       weight_rows_per_part = 65536 : i64}}

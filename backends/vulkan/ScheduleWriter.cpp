@@ -2,7 +2,6 @@
 #include "backends/vulkan/ScheduleWriter.h"
 #include "backends/common/ManifestWriter.h"
 #include "backends/vulkan/LoweringConfig.h"
-#include "backends/vulkan/PrologueGain.h"
 
 #include "ir/BuildGraph.h"
 #include "ir/Q3Ops.h"
@@ -90,24 +89,11 @@ private:
 
   void addStep(ir::DispatchOp dispatch) {
     auto kernel = module.lookupSymbol<func::FuncOp>(dispatch.getKernel());
-    const bool prologueGain = bool(loweringConfig(kernel, "prologue_gain"));
     const bool layerCache =
         loweringConfig(kernel, "cache_binding") == StringAttr::get(module.getContext(), "layer");
     manifest::Step step;
     step.kernel = dispatch.getKernel().str();
     for (auto [i, operand] : llvm::enumerate(dispatch.getOperands())) {
-      if (i == 1 && prologueGain) {
-        std::optional<UnfoldedWeight> unfolded = unfoldGain(operand);
-        if (!unfolded)
-          throw std::runtime_error("@" + step.kernel +
-                                   ": prologue_gain on a dispatch whose weight is not folded");
-        Binding weight;
-        weight.kind = BindingKind::Weight;
-        weight.id = stacked(unfolded->parts);
-        step.operands.push_back(weight);
-        step.operands.push_back(describe(unfolded->gain));
-        continue;
-      }
       if (layerCache && operand.getType().isa<ir::KVCacheType>()) {
         Binding layer = describe(dispatch.getOperand(layerOperand(kernel)));
         if (layer.kind != BindingKind::Constant)
@@ -199,25 +185,6 @@ private:
   }
 
   Binding describe(Value value) { return backends::bindingOf(value, weightIds, values); }
-
-
-  /// The checkpoint weights `parts` stacked by rows, as stored.
-  int64_t stacked(const std::vector<Value> &parts) {
-    if (parts.size() == 1)
-      return weightIds.lookup(parts[0]);
-    manifest::Weight w;
-    w.id = int64_t(m.weights.size());
-    w.kind = manifest::WeightKind::ConcatRows;
-    int64_t rows = 0;
-    for (Value part : parts) {
-      w.inputs.push_back(weightIds.lookup(part));
-      rows += shapeOf(part)[0];
-    }
-    w.shape = {rows, shapeOf(parts[0])[1]};
-    w.dtype = dtypeOf(parts[0]);
-    m.weights.push_back(w);
-    return w.id;
-  }
 
   /// Which operand of a q/k-norm + RoPE + cache kernel's dispatch is its layer.
   unsigned layerOperand(func::FuncOp kernel) {

@@ -3,13 +3,12 @@
 // The backend-neutral part of a Vulkan artifact's manifest
 // (runtime/Manifest.h, format "q3c-vulkan"): the weight plan, the
 // activation buffers, the kernels' signatures and grids, and the dispatches
-// of @forward with what the runtime binds to each operand. Two Vulkan
-// decisions from the lowering config shape the bindings, which is why this
-// is not yet backends/common/ManifestWriter: a `prologue_gain` kernel binds
-// its checkpoint weights stacked as stored plus the gain (after the
-// weight), and a `cache_binding = "layer"` kernel binds one layer's keys
-// and values instead of the whole cache. A kernel's signature is therefore
-// the bindings of its first dispatch, not its function type.
+// of @forward with what the runtime binds to each operand. One Vulkan
+// decision from the lowering config shapes the bindings, which is why this
+// is not yet backends/common/ManifestWriter: a `cache_binding = "layer"`
+// kernel binds one layer's keys and values instead of the whole cache. A
+// kernel's signature is therefore the bindings of its first dispatch, not
+// its function type.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -3,7 +3,6 @@
 namespace q3::vulkan {
 
 void addVulkanTargetPasses(mlir::OpPassManager &pm) {
-  pm.addPass(createPrologueGainPass());
   pm.addPass(createMatVecPass());
   pm.addPass(createTileMatMulPass());
   pm.addPass(createSplitWeightsPass());
@@ -11,7 +10,6 @@ void addVulkanTargetPasses(mlir::OpPassManager &pm) {
 }
 
 void registerVulkanPasses() {
-  mlir::registerPass(createPrologueGainPass);
   mlir::registerPass(createMatVecPass);
   mlir::registerPass(createTileMatMulPass);
   mlir::registerPass(createSplitWeightsPass);

@@ -16,11 +16,6 @@
 
 namespace q3::vulkan {
 
-/// vulkan-prologue-gain: a norm-fed product whose every dispatch reads
-/// fold_gain(W, g) (or a concat_rows of folds with one g) reads W as stored
-/// and multiplies its input by g instead (`prologue_gain`): exact, and a
-/// bf16 checkpoint streams bf16 weights, not f32 ones.
-std::unique_ptr<mlir::Pass> createPrologueGainPass();
 /// vulkan-matvec: decode products (one row) as matrix-vector products, one
 /// subgroup per output column (`decode`, `decode_workgroup`).
 std::unique_ptr<mlir::Pass> createMatVecPass();

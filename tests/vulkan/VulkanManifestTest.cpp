@@ -27,7 +27,6 @@ nlohmann::json vulkanManifestJson(const std::string &golden) {
   auto module = ir::buildQwen3Graph(context, config);
   passes::PipelineOptions options;
   options.maxSeqLen = 64;
-  options.foldGain = "always";
   if (mlir::failed(passes::runPipeline(*module, options)))
     throw std::runtime_error("pipeline failed");
   return manifest::toJson(vulkan::compileForVulkan(*module).manifest);

@@ -36,7 +36,6 @@ public:
     mlir::MLIRContext context;
     auto module = ir::buildQwen3Graph(context, config);
     passes::PipelineOptions options;
-    options.foldGain = "always"; // the Vulkan backend's prologue gain un-folds it
     if (mlir::failed(passes::runPipeline(*module, options)))
       throw std::runtime_error("pipeline failed");
     path_ = (std::filesystem::temp_directory_path() /

@@ -205,15 +205,6 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
     throw std::invalid_argument("--fold-gain: expected f32-weights, always or never, got '" +
                                 foldGain + "'");
   options.foldGain = foldGain;
-  if (target == "vulkan") {
-    // The Vulkan kernels take the gain from a folded weight
-    // (vulkan-prologue-gain un-folds it to stream the weight as stored), not
-    // from fused_linear's gain operand.
-    if (foldGain.getNumOccurrences() && foldGain != "always")
-      throw std::invalid_argument("--fold-gain: the Vulkan backend needs always, got '" +
-                                  foldGain.getValue() + "'");
-    options.foldGain = "always";
-  }
   if (target == "cpu") {
     cpu::CpuPipelineOptions cpuOptions;
     cpuOptions.cpu = targetCpu;
