@@ -57,8 +57,9 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
   const int64_t E = (D + kernel.minSubgroupSize - 1) / kernel.minSubgroupSize; // per lane
   const int64_t NS = kernel.subgroups;
   Type f32 = FloatType::getF32(&context);
+  Type cached = cacheElementType(context, kernel.cache);
   GpuKernelBuilder k(context, kernel.name,
-                     {{"query", f32}, {"keys", f32}, {"values", f32}, {"out", f32}},
+                     {{"query", f32}, {"keys", cached}, {"values", cached}, {"out", f32}},
                      /*defaultWorkgroupSize=*/int32_t(NS * 32), /*extraPushWords=*/1);
   Value capacity = k.extraPushWord(0);
   Value sharedMax = k.sharedArray(f32, NS * G);
@@ -133,8 +134,8 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
           Value valueBase = k.add(k.tensorOffset(2), k.mul(row, k.index(D)));
           std::vector<Value> keys, values;
           for (int64_t e = 0; e < E; ++e) {
-            keys.push_back(k.load(k.tensor(1), k.add(keyBase, dims[size_t(e)])));
-            values.push_back(k.load(k.tensor(2), k.add(valueBase, dims[size_t(e)])));
+            keys.push_back(k.loadAsF32(k.tensor(1), k.add(keyBase, dims[size_t(e)])));
+            values.push_back(k.loadAsF32(k.tensor(2), k.add(valueBase, dims[size_t(e)])));
           }
           std::vector<Value> next;
           for (int64_t j = 0; j < G; ++j) {

@@ -194,6 +194,18 @@ Value GpuKernelBuilder::load(Value memref, Value at) {
 void GpuKernelBuilder::store(Value value, Value memref, Value at) {
   b.create<memref::StoreOp>(loc, value, memref, ValueRange{at});
 }
+Value GpuKernelBuilder::loadAsF32(Value memref, Value at) {
+  Value value = load(memref, at);
+  if (value.getType().isF32())
+    return value;
+  return b.create<arith::ExtFOp>(loc, b.getF32Type(), value);
+}
+void GpuKernelBuilder::storeFromF32(Value value, Value memref, Value at) {
+  Type element = memref.getType().cast<MemRefType>().getElementType();
+  if (element != value.getType())
+    value = b.create<arith::TruncFOp>(loc, element, value);
+  store(value, memref, at);
+}
 Value GpuKernelBuilder::sharedArray(Type element, int64_t count) {
   auto type = MemRefType::get({count}, element, MemRefLayoutAttrInterface(),
                               storageClass(b.getContext(), spirv::StorageClass::Workgroup));

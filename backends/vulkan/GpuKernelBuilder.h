@@ -89,6 +89,11 @@ public:
 
   //===- Memory --------------------------------------------------------------===//
   mlir::Value load(mlir::Value memref, mlir::Value index);
+  /// An f32 or f16 element of `memref`, as f32.
+  mlir::Value loadAsF32(mlir::Value memref, mlir::Value index);
+  /// Stores the f32 `value` into an f32 or f16 `memref` (f16: rounded to
+  /// nearest even).
+  void storeFromF32(mlir::Value value, mlir::Value memref, mlir::Value index);
   void store(mlir::Value value, mlir::Value memref, mlir::Value index);
   /// Workgroup (shared) memory of `count` elements.
   mlir::Value sharedArray(mlir::Type element, int64_t count);

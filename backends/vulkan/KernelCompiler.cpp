@@ -154,7 +154,8 @@ CompiledKernel KernelCompiler::qkNormRope(const QKNormRopeKernel &kernel) {
   rv::VulkanKernel &spec = out.spec;
   spec.name = kernel.name;
   const int64_t gainBytes = WeightAccess(context_, kernel.gains, kernel.headDim, 2).unitBytes();
-  spec.elementBytes = {4, gainBytes, gainBytes, 4, 4, 4};
+  const int64_t cacheBytes = storageBytes(kernel.cache);
+  spec.elementBytes = {4, gainBytes, gainBytes, cacheBytes, cacheBytes, 4};
   spec.pushScalars = {kCapacityScalar};
   rv::KernelVariant variant;
   variant.entryPoint = kernel.name;
@@ -170,7 +171,7 @@ CompiledKernel KernelCompiler::attention(const AttentionKernel &kernel) {
   CompiledKernel out;
   rv::VulkanKernel &spec = out.spec;
   spec.name = kernel.name;
-  spec.elementBytes = {4, 4, 4, 4};
+  spec.elementBytes = {4, storageBytes(kernel.cache), storageBytes(kernel.cache), 4};
   spec.pushScalars = {kCapacityScalar};
   rv::KernelVariant variant;
   variant.entryPoint = kernel.name;

@@ -3,6 +3,7 @@
 #include "backends/vulkan/KernelFacts.h"
 #include "backends/vulkan/LoweringConfig.h"
 
+#include "ir/BuildGraph.h"
 #include "ir/Q3Ops.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -19,6 +20,18 @@ llvm::ArrayRef<int64_t> shapeOf(Value v) { return v.getType().cast<RankedTensorT
 [[noreturn]] void missing(func::FuncOp kernel, const char *entry) {
   throw std::runtime_error("kernel @" + kernel.getSymName().str() + " has no lowering config '" +
                            entry + "': run the Vulkan target passes");
+}
+
+/// The KV cache's element type: @forward's cache argument's (attention
+/// reads the cache through tensors that do not carry it).
+Type cacheElementOf(func::FuncOp kernel) {
+  auto module = kernel->getParentOfType<ModuleOp>();
+  if (auto forward = module.lookupSymbol<func::FuncOp>(ir::kEntryPoint))
+    for (Type type : forward.getArgumentTypes())
+      if (auto cache = type.dyn_cast<ir::KVCacheType>())
+        return cache.getElement();
+  throw std::runtime_error("kernel @" + kernel.getSymName().str() +
+                           ": the module's @forward has no KV cache argument");
 }
 
 MatMulTiling tilingOf(func::FuncOp kernel) {
@@ -63,6 +76,7 @@ CompiledKernel compileKernel(KernelCompiler &compiler, func::FuncOp kernel) {
     if (!subgroups)
       missing(kernel, "subgroups");
     qk.subgroups = *subgroups;
+    qk.cache = storageOf(cache.getElement());
     return compiler.qkNormRope(qk);
   }
   if (auto attention = dyn_cast_or_null<ir::AttentionOp>(anchor)) {
@@ -77,6 +91,7 @@ CompiledKernel compileKernel(KernelCompiler &compiler, func::FuncOp kernel) {
       missing(kernel, "subgroups");
     a.subgroups = *subgroups;
     a.minSubgroupSize = *minSubgroup;
+    a.cache = storageOf(cacheElementOf(kernel));
     return compiler.attention(a);
   }
   throw std::runtime_error("no Vulkan kernel for '" +

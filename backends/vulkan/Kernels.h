@@ -23,6 +23,9 @@ namespace q3::vulkan {
 enum class Storage { F32, F16, BF16 };
 const char *storageName(Storage storage);
 int64_t storageBytes(Storage storage);
+/// The binding element of a KV cache of `storage`: f32 or f16 (bf16 caches
+/// are not generated: a 16-bit store of bf16 bits needs Int16 stores).
+mlir::Type cacheElementType(mlir::MLIRContext &context, Storage storage);
 
 /// q3.embedding: rows of a [vocab, hidden] table, widened to f32. One
 /// workgroup per row; a table split into parts runs one dispatch per part,
@@ -111,6 +114,7 @@ struct QKNormRopeKernel {
   Storage gains = Storage::F32;
   double eps = 1e-6, theta = 10000.0;
   int64_t subgroups = 4; // per workgroup, one head vector each
+  Storage cache = Storage::F32; // f32, or f16 rounded to nearest even (16-bit storage)
 };
 mlir::OwningOpRef<mlir::ModuleOp> buildQKNormRope(mlir::MLIRContext &context,
                                                   const QKNormRopeKernel &kernel);
@@ -131,6 +135,7 @@ struct AttentionKernel {
   /// serves (it keeps ceil(headDim / minSubgroupSize) values per lane).
   int64_t subgroups = 4;
   int64_t minSubgroupSize = 8;
+  Storage cache = Storage::F32; // the cached keys' and values' element type
 };
 mlir::OwningOpRef<mlir::ModuleOp> buildAttention(mlir::MLIRContext &context,
                                                  const AttentionKernel &kernel);

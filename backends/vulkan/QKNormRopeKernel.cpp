@@ -9,7 +9,7 @@
 // a slot: its lanes hold pairs (i, i + D/2), Sum x^2 reduces by a subgroup
 // sum, and each pair is normalized, times its gains, rotated and stored: a
 // query to the query buffer, a key and its value into this layer's cache at
-// [kv head][position].
+// [kv head][position], rounded to f16 when the cache is f16.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/common/KernelMath.h"
@@ -33,12 +33,13 @@ OwningOpRef<ModuleOp> buildQKNormRope(MLIRContext &context, const QKNormRopeKern
   const int64_t width = (kernel.queryHeads + 2 * kernel.kvHeads) * D;
   WeightAccess gains(context, kernel.gains, D, /*maxElementsPerUnit=*/2);
   Type f32 = FloatType::getF32(&context);
+  Type cached = cacheElementType(context, kernel.cache);
   GpuKernelBuilder k(context, kernel.name,
                      {{"qkv", f32},
                       {"q_gain", gains.element()},
                       {"k_gain", gains.element()},
-                      {"keys", f32},
-                      {"values", f32},
+                      {"keys", cached},
+                      {"values", cached},
                       {"query", f32}},
                      /*defaultWorkgroupSize=*/64, /*extraPushWords=*/1);
   Value capacity = k.extraPushWord(0);
@@ -110,13 +111,15 @@ OwningOpRef<ModuleOp> buildQKNormRope(MLIRContext &context, const QKNormRopeKern
         });
         k.ifThen(k.ge(slot, k.index(kernel.queryHeads)), [&] {
           Value keyAt = k.add(k.tensorOffset(3), cacheRow);
-          k.store(ra, k.tensor(3), k.add(keyAt, i));
-          k.store(rb, k.tensor(3), k.add(keyAt, j));
+          k.storeFromF32(ra, k.tensor(3), k.add(keyAt, i));
+          k.storeFromF32(rb, k.tensor(3), k.add(keyAt, j));
           // The value head of this key head, as it is.
           Value valueHead = k.add(rowBase, k.mul(k.add(slot, k.index(kernel.kvHeads)), k.index(D)));
           Value valueAt = k.add(k.tensorOffset(4), cacheRow);
-          k.store(k.load(k.tensor(0), k.add(valueHead, i)), k.tensor(4), k.add(valueAt, i));
-          k.store(k.load(k.tensor(0), k.add(valueHead, j)), k.tensor(4), k.add(valueAt, j));
+          k.storeFromF32(k.load(k.tensor(0), k.add(valueHead, i)), k.tensor(4),
+                         k.add(valueAt, i));
+          k.storeFromF32(k.load(k.tensor(0), k.add(valueHead, j)), k.tensor(4),
+                         k.add(valueAt, j));
         });
       });
     });

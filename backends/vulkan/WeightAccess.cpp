@@ -26,6 +26,14 @@ const char *storageName(Storage storage) {
 
 int64_t storageBytes(Storage storage) { return storage == Storage::F32 ? 4 : 2; }
 
+Type cacheElementType(MLIRContext &context, Storage storage) {
+  if (storage == Storage::F16)
+    return FloatType::getF16(&context);
+  if (storage == Storage::BF16)
+    throw std::runtime_error("the Vulkan kernels keep an f32 or f16 KV cache, not bf16");
+  return FloatType::getF32(&context);
+}
+
 WeightAccess::WeightAccess(MLIRContext &context, Storage storage, int64_t columns,
                            int64_t maxElementsPerUnit)
     : storage_(storage), columns_(columns) {

@@ -98,6 +98,15 @@ public:
     driver_->read({id, 0, count * 4}, out.data());
     return out;
   }
+  /// `count` elements of `storage`, widened to f32.
+  std::vector<float> download(int64_t id, int64_t count, Storage storage) {
+    const runtime::DType type = runtimeType(storage);
+    std::vector<uint8_t> bytes(size_t(count) * runtime::dtypeSize(type));
+    driver_->read({id, 0, int64_t(bytes.size())}, bytes.data());
+    std::vector<float> out(static_cast<size_t>(count));
+    runtime::convertToF32(type, bytes.data(), out.data(), out.size());
+    return out;
+  }
   void run(const std::vector<runtime::BufferRange> &ranges, const std::vector<int64_t> &scalars) {
     driver_->dispatch(driver_->kernel(compiled_.spec.name), ranges, scalars, 0);
     driver_->finish();
@@ -273,6 +282,7 @@ struct AttentionCase {
   int64_t queryHeads, kvHeads, headDim, startPos, rows;
   Storage gains;
   std::vector<int64_t> map; // empty: h / (Hq / Hkv)
+  Storage cache = Storage::F32;
 };
 void PrintTo(const AttentionCase &c, std::ostream *os) { *os << c.label; }
 
@@ -289,8 +299,12 @@ TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
     for (int64_t h = 0; h < Hq; ++h)
       map.push_back(h / (Hq / Hkv));
   vulkan::KernelCompiler compiler(context);
-  DeviceKernel rope(compiler.qkNormRope({"qk", Hq, Hkv, D, c.gains, eps, theta}));
-  DeviceKernel attention(compiler.attention({"attention", Hq, Hkv, D, map, scale}));
+  vulkan::QKNormRopeKernel ropeKernel{"qk", Hq, Hkv, D, c.gains, eps, theta};
+  ropeKernel.cache = c.cache;
+  vulkan::AttentionKernel attentionKernel{"attention", Hq, Hkv, D, map, scale};
+  attentionKernel.cache = c.cache;
+  DeviceKernel rope(compiler.qkNormRope(ropeKernel));
+  DeviceKernel attention(compiler.attention(attentionKernel));
 
   // The cache: positions before startPos hold earlier keys and values.
   const int64_t width = (Hq + 2 * Hkv) * D;
@@ -300,6 +314,8 @@ TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
   std::vector<uint8_t> qGainBytes = stored(qGain, c.gains), kGainBytes = stored(kGain, c.gains);
   std::vector<float> keys = randomValues(size_t(Hkv * capacity * D), rng),
                      values = randomValues(size_t(Hkv * capacity * D), rng);
+  // An f16 cache holds earlier positions as f16 (`stored` rounds them too).
+  std::vector<uint8_t> keyBytes = stored(keys, c.cache), valueBytes = stored(values, c.cache);
 
   // Reference: norm, gain, RoPE per head; the cache rows at the positions.
   std::vector<float> query(size_t(c.rows * Hq * D));
@@ -323,9 +339,10 @@ TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
   int64_t qkvId = rope.upload(qkv);
   int64_t qg = rope.upload(qGainBytes.data(), int64_t(qGainBytes.size()));
   int64_t kg = rope.upload(kGainBytes.data(), int64_t(kGainBytes.size()));
-  int64_t keyId = rope.upload(keys), valueId = rope.upload(values);
+  int64_t keyId = rope.upload(keyBytes.data(), int64_t(keyBytes.size()));
+  int64_t valueId = rope.upload(valueBytes.data(), int64_t(valueBytes.size()));
   int64_t queryId = rope.driver().allocate(int64_t(query.size() * 4));
-  const int64_t cacheBytes = int64_t(keys.size() * 4);
+  const int64_t cacheBytes = int64_t(keyBytes.size());
   rope.driver().beginPass({c.rows, false}, c.startPos);
   rope.driver().dispatch(rope.driver().kernel("qk"),
                          {{qkvId, 0, int64_t(qkv.size() * 4)},
@@ -338,14 +355,30 @@ TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
   rope.driver().endPass();
   rope.driver().finish();
   std::vector<float> gotQuery = rope.download(queryId, int64_t(query.size()));
-  std::vector<float> gotKeys = rope.download(keyId, int64_t(keys.size()));
-  std::vector<float> gotValues = rope.download(valueId, int64_t(values.size()));
+  std::vector<float> gotKeys = rope.download(keyId, int64_t(keys.size()), c.cache);
+  std::vector<float> gotValues = rope.download(valueId, int64_t(values.size()), c.cache);
   float worst = 0;
   for (size_t i = 0; i < query.size(); ++i)
     worst = std::max(worst, std::fabs(gotQuery[i] - query[i]));
-  for (size_t i = 0; i < keys.size(); ++i)
-    worst = std::max({worst, std::fabs(gotKeys[i] - wantKeys[i]),
-                      std::fabs(gotValues[i] - wantValues[i])});
+  if (c.cache == Storage::F32) {
+    for (size_t i = 0; i < keys.size(); ++i)
+      worst = std::max({worst, std::fabs(gotKeys[i] - wantKeys[i]),
+                        std::fabs(gotValues[i] - wantValues[i])});
+  } else {
+    // The kernel's f32 key (within 2e-5 of the reference's) rounded to
+    // nearest even: within one f16 step of the rounded reference key. Values
+    // are copied, so they round exactly as the reference's.
+    std::vector<float> roundedKeys = wantKeys, roundedValues = wantValues;
+    stored(roundedKeys, c.cache);
+    stored(roundedValues, c.cache);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      EXPECT_LE(std::fabs(gotKeys[i] - roundedKeys[i]), std::fabs(roundedKeys[i]) / 1024 + 2e-5f)
+          << "key element " << i;
+      EXPECT_EQ(gotValues[i], roundedValues[i]) << "value element " << i;
+    }
+    wantKeys = gotKeys; // attention below reads what the cache holds
+    wantValues = gotValues;
+  }
   EXPECT_LE(worst, 2e-5f) << "q/k-norm + RoPE + cache: worst |diff| " << worst;
 
   // Attention over the cache the reference wrote ([S, Hkv, D] for it).
@@ -359,8 +392,11 @@ TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
   std::vector<float> want(size_t(c.rows * Hq * D));
   reference::causalAttention(query.data(), refKeys.data(), refValues.data(), want.data(), c.rows,
                              visible, Hq, Hkv, D, scale, map);
-  int64_t aq = attention.upload(query), ak = attention.upload(wantKeys),
-          av = attention.upload(wantValues);
+  std::vector<uint8_t> cachedKeys = stored(wantKeys, c.cache),
+                       cachedValues = stored(wantValues, c.cache);
+  int64_t aq = attention.upload(query);
+  int64_t ak = attention.upload(cachedKeys.data(), int64_t(cachedKeys.size()));
+  int64_t av = attention.upload(cachedValues.data(), int64_t(cachedValues.size()));
   int64_t out = attention.driver().allocate(int64_t(want.size() * 4));
   attention.driver().beginPass({c.rows, false}, c.startPos);
   attention.driver().dispatch(attention.driver().kernel("attention"),
@@ -385,7 +421,11 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{"mqa6_hd8", 6, 1, 8, 5, 3, Storage::F16, {}},
                       AttentionCase{"mha_hd32_long", 2, 2, 32, 70, 2, Storage::F32, {}},
                       AttentionCase{"gqa4_hd128", 8, 2, 128, 3, 2, Storage::BF16, {}},
-                      AttentionCase{"uneven_map", 3, 2, 16, 2, 2, Storage::F32, {1, 0, 1}}),
+                      AttentionCase{"uneven_map", 3, 2, 16, 2, 2, Storage::F32, {1, 0, 1}},
+                      AttentionCase{"f16_cache_prefill", 4, 2, 16, 0, 9, Storage::BF16, {},
+                                    Storage::F16},
+                      AttentionCase{"f16_cache_decode_hd128", 8, 2, 128, 40, 1, Storage::BF16,
+                                    {}, Storage::F16}),
     [](const ::testing::TestParamInfo<AttentionCase> &info) { return info.param.label; });
 
 } // namespace
