@@ -1,5 +1,6 @@
 //===- GpuKernelBuilder.cpp - the frame every Vulkan kernel is built in ---===//
 #include "backends/vulkan/GpuKernelBuilder.h"
+#include "backends/common/KernelMath.h"
 #include "runtime/vulkan/VulkanKernelABI.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -198,11 +199,15 @@ Value GpuKernelBuilder::loadAsF32(Value memref, Value at) {
   Value value = load(memref, at);
   if (value.getType().isF32())
     return value;
+  if (value.getType().isInteger(16)) // bf16 bits
+    return kernels::widenBf16Low(b, loc, b.create<arith::ExtUIOp>(loc, b.getI32Type(), value));
   return b.create<arith::ExtFOp>(loc, b.getF32Type(), value);
 }
 void GpuKernelBuilder::storeFromF32(Value value, Value memref, Value at) {
   Type element = memref.getType().cast<MemRefType>().getElementType();
-  if (element != value.getType())
+  if (element.isInteger(16))
+    value = b.create<arith::TruncIOp>(loc, element, kernels::roundToBf16Bits(b, loc, value));
+  else if (element != value.getType())
     value = b.create<arith::TruncFOp>(loc, element, value);
   store(value, memref, at);
 }

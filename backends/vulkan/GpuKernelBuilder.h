@@ -89,10 +89,10 @@ public:
 
   //===- Memory --------------------------------------------------------------===//
   mlir::Value load(mlir::Value memref, mlir::Value index);
-  /// An f32 or f16 element of `memref`, as f32.
+  /// An f32, f16 or bf16 (i16 bits) element of `memref`, as f32 (exact).
   mlir::Value loadAsF32(mlir::Value memref, mlir::Value index);
-  /// Stores the f32 `value` into an f32 or f16 `memref` (f16: rounded to
-  /// nearest even).
+  /// Stores the f32 `value` into an f32, f16 or bf16 (i16 bits) `memref`,
+  /// rounded to nearest even.
   void storeFromF32(mlir::Value value, mlir::Value memref, mlir::Value index);
   void store(mlir::Value value, mlir::Value memref, mlir::Value index);
   /// Workgroup (shared) memory of `count` elements.

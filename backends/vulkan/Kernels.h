@@ -23,8 +23,9 @@ namespace q3::vulkan {
 enum class Storage { F32, F16, BF16 };
 const char *storageName(Storage storage);
 int64_t storageBytes(Storage storage);
-/// The binding element of a KV cache of `storage`: f32 or f16 (bf16 caches
-/// are not generated: a 16-bit store of bf16 bits needs Int16 stores).
+/// The binding element of a KV cache of `storage`: f32, f16, or i16 holding
+/// bf16 bits (each element its own 16-bit store: no two invocations share a
+/// 32-bit word).
 mlir::Type cacheElementType(mlir::MLIRContext &context, Storage storage);
 
 /// q3.embedding: rows of a [vocab, hidden] table, widened to f32. One

@@ -366,13 +366,15 @@ TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
                         std::fabs(gotValues[i] - wantValues[i])});
   } else {
     // The kernel's f32 key (within 2e-5 of the reference's) rounded to
-    // nearest even: within one f16 step of the rounded reference key. Values
-    // are copied, so they round exactly as the reference's.
+    // nearest even: within one step of the rounded reference key (f16:
+    // 2^-10 relative, bf16: 2^-7). Values are copied, so they round exactly
+    // as the reference's.
     std::vector<float> roundedKeys = wantKeys, roundedValues = wantValues;
     stored(roundedKeys, c.cache);
     stored(roundedValues, c.cache);
+    const float step = c.cache == Storage::F16 ? 1.0f / 1024 : 1.0f / 128;
     for (size_t i = 0; i < keys.size(); ++i) {
-      EXPECT_LE(std::fabs(gotKeys[i] - roundedKeys[i]), std::fabs(roundedKeys[i]) / 1024 + 2e-5f)
+      EXPECT_LE(std::fabs(gotKeys[i] - roundedKeys[i]), std::fabs(roundedKeys[i]) * step + 2e-5f)
           << "key element " << i;
       EXPECT_EQ(gotValues[i], roundedValues[i]) << "value element " << i;
     }
@@ -425,7 +427,11 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{"f16_cache_prefill", 4, 2, 16, 0, 9, Storage::BF16, {},
                                     Storage::F16},
                       AttentionCase{"f16_cache_decode_hd128", 8, 2, 128, 40, 1, Storage::BF16,
-                                    {}, Storage::F16}),
+                                    {}, Storage::F16},
+                      AttentionCase{"bf16_cache_prefill_mqa", 6, 1, 8, 5, 3, Storage::F16, {},
+                                    Storage::BF16},
+                      AttentionCase{"bf16_cache_decode_hd128", 8, 2, 128, 40, 1, Storage::BF16,
+                                    {}, Storage::BF16}),
     [](const ::testing::TestParamInfo<AttentionCase> &info) { return info.param.label; });
 
 } // namespace

@@ -212,9 +212,6 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
     cpuOptions.prefillRows = targetPrefillRows;
     options.target = cpu::cpuTargetPipeline(cpuOptions);
   }
-  if (target == "vulkan" && targetKvCache != "f32" && targetKvCache != "f16")
-    throw std::invalid_argument("--kv-cache: the Vulkan kernels keep an f32 or f16 cache, got '" +
-                                targetKvCache.getValue() + "'");
   return options;
 }
 
