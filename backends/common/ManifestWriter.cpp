@@ -95,8 +95,8 @@ public:
     m.config = configOf(module);
     auto cacheType = forward.getArgument(2).getType().cast<KVCacheType>();
     m.kvCache = elementTypeOf(cacheType.getElement());
-    readBufferPlan();
-    collectWeights(forward);
+    readBufferPlan(module, m);
+    collectWeights(forward, m, weightIds);
     for (DispatchOp dispatch : forward.getBody().front().getOps<DispatchOp>())
       addStep(dispatch);
     m.output = binding(forward.getBody().front().getTerminator()->getOperand(0));
@@ -108,41 +108,6 @@ public:
   }
 
 private:
-  void readBufferPlan() {
-    auto plan = module->getAttrOfType<DictionaryAttr>("q3.buffer_plan");
-    if (!plan)
-      throw std::runtime_error("module has no q3.buffer_plan: run plan-buffers");
-    m.prefillRows = plan.getAs<IntegerAttr>("max_seq_len").getInt();
-    for (int64_t bytes : plan.getAs<DenseI64ArrayAttr>("buffer_bytes").asArrayRef())
-      m.bufferRowBytes.push_back(bytes / m.prefillRows);
-  }
-
-  void collectWeights(func::FuncOp forward) {
-    for (Operation &op : forward.getBody().front()) {
-      if (!isWeightDefinition(&op))
-        continue;
-      Value result = op.getResult(0);
-      manifest::Weight w;
-      w.id = int64_t(m.weights.size());
-      w.shape = shapeOf(result.getType());
-      w.dtype = elementTypeOf(result.getType().cast<RankedTensorType>().getElementType());
-      w.layout = hasColumnBlocks(result.getType()) ? manifest::Layout::ColumnBlocks
-                                                   : manifest::Layout::RowMajor;
-      if (auto param = dyn_cast<ParamOp>(op)) {
-        w.kind = manifest::WeightKind::Param;
-        w.name = param.getName().str();
-      } else {
-        w.kind = isa<FoldGainOp>(op)           ? manifest::WeightKind::FoldGain
-                 : isa<ConcatRowsOp>(op)       ? manifest::WeightKind::ConcatRows
-                                               : manifest::WeightKind::PackColumnBlocks;
-        for (Value input : op.getOperands())
-          w.inputs.push_back(weightIds.lookup(input));
-      }
-      weightIds[result] = w.id;
-      m.weights.push_back(std::move(w));
-    }
-  }
-
   Binding binding(Value value) { return bindingOf(value, weightIds, results); }
 
 
@@ -323,6 +288,42 @@ Binding bindingOf(Value value, const llvm::DenseMap<Value, int64_t> &weightIds,
   throw std::runtime_error("the runtime cannot bind a value defined by '" +
                            value.getDefiningOp()->getName().getStringRef().str() +
                            "' outside a kernel (a view that no kernel absorbed?)");
+}
+
+void readBufferPlan(ModuleOp module, manifest::Manifest &m) {
+  auto plan = module->getAttrOfType<DictionaryAttr>("q3.buffer_plan");
+  if (!plan)
+    throw std::runtime_error("module has no q3.buffer_plan: run plan-buffers");
+  m.prefillRows = plan.getAs<IntegerAttr>("max_seq_len").getInt();
+  for (int64_t bytes : plan.getAs<DenseI64ArrayAttr>("buffer_bytes").asArrayRef())
+    m.bufferRowBytes.push_back(bytes / m.prefillRows);
+}
+
+void collectWeights(func::FuncOp forward, manifest::Manifest &m,
+                    llvm::DenseMap<Value, int64_t> &weightIds) {
+  for (Operation &op : forward.getBody().front()) {
+    if (!isWeightDefinition(&op))
+      continue;
+    Value result = op.getResult(0);
+    manifest::Weight w;
+    w.id = int64_t(m.weights.size());
+    w.shape = shapeOf(result.getType());
+    w.dtype = elementTypeOf(result.getType().cast<RankedTensorType>().getElementType());
+    w.layout = hasColumnBlocks(result.getType()) ? manifest::Layout::ColumnBlocks
+                                                 : manifest::Layout::RowMajor;
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      w.kind = manifest::WeightKind::Param;
+      w.name = param.getName().str();
+    } else {
+      w.kind = isa<FoldGainOp>(op)     ? manifest::WeightKind::FoldGain
+               : isa<ConcatRowsOp>(op) ? manifest::WeightKind::ConcatRows
+                                       : manifest::WeightKind::PackColumnBlocks;
+      for (Value input : op.getOperands())
+        w.inputs.push_back(weightIds.lookup(input));
+    }
+    weightIds[result] = w.id;
+    m.weights.push_back(std::move(w));
+  }
 }
 
 manifest::ElementType elementTypeOf(Type element) {

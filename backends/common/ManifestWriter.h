@@ -3,6 +3,7 @@
 
 #include "runtime/Manifest.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -31,6 +32,14 @@ int64_t rowBytesOf(mlir::Type type);
 manifest::Binding bindingOf(mlir::Value value,
                             const llvm::DenseMap<mlir::Value, int64_t> &weightIds,
                             const llvm::DenseMap<mlir::Value, manifest::Binding> &produced);
+
+/// The module's q3.buffer_plan into `m`: prefill rows and each activation
+/// buffer's row bytes. Throws when plan-buffers did not run.
+void readBufferPlan(mlir::ModuleOp module, manifest::Manifest &m);
+/// The weights @forward defines (q3.param and the weight transforms), in
+/// order, appended to `m.weights`; `weightIds` maps each to its id.
+void collectWeights(mlir::func::FuncOp forward, manifest::Manifest &m,
+                    llvm::DenseMap<mlir::Value, int64_t> &weightIds);
 
 /// The module's q3.config as the manifest's config. Throws when it lacks one.
 manifest::ModelConfig configOf(mlir::ModuleOp module);

@@ -23,12 +23,6 @@ using manifest::BindingKind;
 using manifest::Slot;
 using manifest::SlotKind;
 
-std::vector<int64_t> shapeOf(Value v) { return backends::shapeOf(v.getType()); }
-
-manifest::ElementType dtypeOf(Value v) {
-  return backends::elementTypeOf(v.getType().cast<RankedTensorType>().getElementType());
-}
-
 int64_t rowBytesOf(Value activation) { return backends::rowBytesOf(activation.getType()); }
 
 class Writer {
@@ -44,49 +38,17 @@ public:
     m.config = backends::configOf(module);
     auto cacheType = forward.getArgument(2).getType().cast<ir::KVCacheType>();
     m.kvCache = backends::elementTypeOf(cacheType.getElement());
-    readBufferPlan();
-    collectWeights(forward);
+    backends::readBufferPlan(module, m);
+    backends::collectWeights(forward, m, weightIds);
     for (ir::DispatchOp dispatch : forward.getBody().front().getOps<ir::DispatchOp>())
       addStep(dispatch);
     m.output = describe(forward.getBody().front().getTerminator()->getOperand(0));
     passes::PipelineStatistics stats = passes::collectStatistics(module, module);
-    m.decodeBytesPerToken = stats.decodeActivationBytes.value_or(0) + decodeWeightBytes();
+    m.decodeBytesPerToken = stats.decodeBytesPerToken.value_or(0);
     return std::move(m);
   }
 
 private:
-  void readBufferPlan() {
-    auto plan = module->getAttrOfType<DictionaryAttr>("q3.buffer_plan");
-    if (!plan)
-      throw std::runtime_error("module has no q3.buffer_plan: run plan-buffers");
-    m.prefillRows = plan.getAs<IntegerAttr>("max_seq_len").getInt();
-    for (int64_t bytes : plan.getAs<DenseI64ArrayAttr>("buffer_bytes").asArrayRef())
-      m.bufferRowBytes.push_back(bytes / m.prefillRows);
-  }
-
-  void collectWeights(func::FuncOp forward) {
-    forward.walk([&](Operation *op) {
-      if (!isa<ir::ParamOp, ir::FoldGainOp, ir::ConcatRowsOp>(op))
-        return;
-      Value result = op->getResult(0);
-      manifest::Weight w;
-      w.id = int64_t(m.weights.size());
-      w.shape = shapeOf(result);
-      w.dtype = dtypeOf(result);
-      if (auto param = dyn_cast<ir::ParamOp>(op)) {
-        w.kind = manifest::WeightKind::Param;
-        w.name = param.getName().str();
-      } else {
-        w.kind = isa<ir::FoldGainOp>(op) ? manifest::WeightKind::FoldGain
-                                         : manifest::WeightKind::ConcatRows;
-        for (Value input : op->getOperands())
-          w.inputs.push_back(weightIds.lookup(input));
-      }
-      weightIds[result] = w.id;
-      m.weights.push_back(std::move(w));
-    });
-  }
-
   void addStep(ir::DispatchOp dispatch) {
     auto kernel = module.lookupSymbol<func::FuncOp>(dispatch.getKernel());
     const bool layerCache =
@@ -205,27 +167,6 @@ private:
     b.kind = returned == fused.getKeys() ? BindingKind::CacheKeys : BindingKind::CacheValues;
     b.layer = layer.value;
     return b;
-  }
-
-  /// Weight bytes one decode step reads as the schedule binds them (the
-  /// embedding table: one row).
-  int64_t decodeWeightBytes() {
-    int64_t total = 0;
-    for (const manifest::Step &step : m.steps) {
-      auto kernel = module.lookupSymbol<func::FuncOp>(step.kernel);
-      const bool embedding = isa_and_nonnull<ir::EmbeddingOp>(kernelAnchor(kernel));
-      for (const Binding &operand : step.operands) {
-        if (operand.kind != BindingKind::Weight)
-          continue;
-        const manifest::Weight &weight = m.weights.at(size_t(operand.id));
-        int64_t elements = embedding ? weight.shape.back() : 1;
-        if (!embedding)
-          for (int64_t extent : weight.shape)
-            elements *= extent;
-        total += elements * manifest::elementBytes(weight.dtype);
-      }
-    }
-    return total;
   }
 
   ModuleOp module;

@@ -60,6 +60,17 @@ void printTuning(const cpu::TuningResult &result) {
                                     : "");
 }
 
+/// The text sections compile embedded, and the folder they came from.
+void printEmbedded(const std::vector<runtime::ArtifactSection> &textSections,
+                   const std::string &modelFolder) {
+  if (textSections.empty())
+    return;
+  llvm::outs() << "embedded";
+  for (const runtime::ArtifactSection &section : textSections)
+    llvm::outs() << " " << section.name;
+  llvm::outs() << " (from " << modelFolder << ")\n";
+}
+
 } // namespace
 
 /// q3c compile --target vulkan, after the pipeline: SPIR-V kernels.
@@ -115,12 +126,7 @@ int runCompile() {
     progress.stage(2, "passes");
     runPipelineFromFlags(*module, compileTarget);
     compileVulkan(*module, progress, textSections, signer ? &*signer : nullptr, start);
-    if (!textSections.empty()) {
-      llvm::outs() << "embedded";
-      for (const runtime::ArtifactSection &section : textSections)
-        llvm::outs() << " " << section.name;
-      llvm::outs() << " (from " << modelFolder << ")\n";
-    }
+    printEmbedded(textSections, modelFolder);
     return 0;
   }
   progress.stage(2, "tuning and passes");
@@ -143,12 +149,7 @@ int runCompile() {
   if (signer)
     llvm::outs() << ", signed by key " << runtime::keyId(signer->publicKey());
   llvm::outs() << "\n";
-  if (!textSections.empty()) {
-    llvm::outs() << "embedded";
-    for (const runtime::ArtifactSection &section : textSections)
-      llvm::outs() << " " << section.name;
-    llvm::outs() << " (from " << modelFolder << ")\n";
-  }
+  printEmbedded(textSections, modelFolder);
   return 0;
 }
 

@@ -26,19 +26,6 @@
 namespace q3::q3run {
 namespace {
 
-std::string firstTurn(const TextOptions &options, const TextSession &session,
-                      const std::string &message) {
-  text::Conversation conversation;
-  if (!options.system.empty())
-    conversation.messages.push_back({"system", options.system, std::nullopt, nullptr});
-  conversation.messages.push_back({"user", message, std::nullopt, nullptr});
-  conversation.tools = session.tools;
-  text::ChatTemplateOptions templateOptions;
-  templateOptions.enableThinking = !options.noThink;
-  return text::renderQwen3Chat(conversation, templateOptions);
-}
-
-/// What the template renders after an answer for the next user message.
 std::string laterTurn(const TextOptions &options, const std::string &message) {
   return "<|im_end|>\n<|im_start|>user\n" + message + "<|im_end|>\n<|im_start|>assistant\n" +
          (options.noThink ? "<think>\n\n</think>\n\n" : "");
@@ -96,7 +83,7 @@ int chatCommand(const std::vector<std::string> &args) {
       continue;
     }
     checkUtf8(line, "stdin");
-    const std::string text = first ? firstTurn(options, session, line) : laterTurn(options, line);
+    const std::string text = first ? renderFirstTurn(options, session, line) : laterTurn(options, line);
     const std::vector<int32_t> tokens = session.tokenizer->encode(text);
     const int64_t room = session.generator->roomLeft();
     if (int64_t(tokens.size()) > room) {

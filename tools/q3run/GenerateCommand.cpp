@@ -59,14 +59,7 @@ int generateCommand(const std::vector<std::string> &args) {
   std::string text = prompt;
   if (!raw) {
     warnAboutChatTemplate(session);
-    text::Conversation conversation;
-    if (!options.system.empty())
-      conversation.messages.push_back({"system", options.system, std::nullopt, nullptr});
-    conversation.messages.push_back({"user", prompt, std::nullopt, nullptr});
-    conversation.tools = session.tools;
-    text::ChatTemplateOptions templateOptions;
-    templateOptions.enableThinking = !options.noThink;
-    text = text::renderQwen3Chat(conversation, templateOptions);
+    text = renderFirstTurn(options, session, prompt);
   }
   const std::vector<int32_t> tokens = session.tokenizer->encode(text);
   if (tokens.empty())

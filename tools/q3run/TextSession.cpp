@@ -151,6 +151,18 @@ TextSession openTextSide(const TextOptions &o) {
   return s;
 }
 
+std::string renderFirstTurn(const TextOptions &options, const TextSession &session,
+                            const std::string &message) {
+  text::Conversation conversation;
+  if (!options.system.empty())
+    conversation.messages.push_back({"system", options.system, std::nullopt, nullptr});
+  conversation.messages.push_back({"user", message, std::nullopt, nullptr});
+  conversation.tools = session.tools;
+  text::ChatTemplateOptions templateOptions;
+  templateOptions.enableThinking = !options.noThink;
+  return text::renderQwen3Chat(conversation, templateOptions);
+}
+
 void warnAboutChatTemplate(const TextSession &s) {
   std::optional<std::string> source = text::chatTemplateSource(s.assets);
   if (!source)

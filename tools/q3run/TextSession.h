@@ -67,6 +67,12 @@ TextSession openTextSide(const TextOptions &options);
 /// (q3run renders Qwen3's natively).
 void warnAboutChatTemplate(const TextSession &session);
 
+/// The prompt text of a conversation's first turn: the system prompt (if
+/// any), the user's `message`, the tools, thinking on or off, rendered by
+/// the Qwen3 chat template up to the assistant's turn.
+std::string renderFirstTurn(const TextOptions &options, const TextSession &session,
+                            const std::string &message);
+
 /// A JSON file ('-': stdin); UsageError naming `option` and the file.
 nlohmann::ordered_json readJsonArgument(const std::string &path, const std::string &option);
 
