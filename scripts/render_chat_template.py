@@ -32,15 +32,21 @@ def raise_exception(message):
     raise jinja2.exceptions.TemplateError(message)
 
 
-def main():
-    config_path, cases_path, out_path = sys.argv[1:4]
+def load_template(config_path):
+    """The chat template of tokenizer_config.json, compiled as transformers
+    compiles it (sandboxed, trim/lstrip blocks, loop controls)."""
     with open(config_path, encoding="utf-8") as f:
         source = json.load(f)["chat_template"]
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
-    template = env.from_string(source)
+    return env.from_string(source)
+
+
+def main():
+    config_path, cases_path, out_path = sys.argv[1:4]
+    template = load_template(config_path)
     with open(cases_path, encoding="utf-8") as f:
         cases = json.load(f)
     rendered = []
