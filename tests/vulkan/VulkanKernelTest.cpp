@@ -93,13 +93,8 @@ public:
     return id;
   }
   int64_t upload(const std::vector<float> &v) { return upload(v.data(), int64_t(v.size() * 4)); }
-  std::vector<float> download(int64_t id, int64_t count) {
-    std::vector<float> out(static_cast<size_t>(count));
-    driver_->read({id, 0, count * 4}, out.data());
-    return out;
-  }
-  /// `count` elements of `storage`, widened to f32.
-  std::vector<float> download(int64_t id, int64_t count, Storage storage) {
+  /// `count` elements of `storage` (f32 by default), widened to f32.
+  std::vector<float> download(int64_t id, int64_t count, Storage storage = Storage::F32) {
     const runtime::DType type = runtimeType(storage);
     std::vector<uint8_t> bytes(size_t(count) * runtime::dtypeSize(type));
     driver_->read({id, 0, int64_t(bytes.size())}, bytes.data());
