@@ -7,8 +7,11 @@
 // row's x[t, k] and x[t, k+1] are broadcast into 2R fused multiply-adds per
 // block. Prefill runs R-row tiles (R from the kernel's q3.lowering tile: 2R
 // accumulators, each weight load serves R rows), the remaining rows 1-row
-// tiles; decode runs 1-row tiles that prefetch the weight stream ahead. The
-// epilogue (norm scale, SwiGLU, residual) works on 16 columns at once.
+// tiles. Decode reads one block at a time, a single stream the prefetch runs
+// ahead of into the block read next: two blocks read side by side are two
+// DRAM streams, which streamed 10-15% slower than one on the AMD EPYC
+// (family 26) machines. The epilogue (norm scale, SwiGLU, residual) works on
+// 16 columns at once.
 // Workgroup w owns output blocks [4w, 4w + 4).
 //
 // With matmul avx512bf16 every row of a prefill is rounded to bf16 and
@@ -92,22 +95,6 @@ std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int r
     setup += fmt::format("  %cRow{0} = arith.constant {0} : index\n"
                          "  %t{0} = arith.addi %t0, %cRow{0} : index\n",
                          r);
-  // Decode prefetches each block's stream ahead. Near a block's end the
-  // stream continues in the block the loop takes next: b + 1 for SwiGLU
-  // (gate and up blocks each advance by one), b + 2 for plain kernels (whose
-  // pairs are b, b + 1): so the prefetch skips the neighbour's block there.
-  const bool prefetch = rows == 1;
-  if (prefetch) {
-    setup += fmt::format("  %pairElems = arith.constant 32 : index\n"
-                         "  %ahead = arith.constant {} : index\n"
-                         "  %lastElem = arith.constant {} : index\n"
-                         "  %blockElems = arith.constant {} : index\n"
-                         "  %skipElems = arith.constant {} : index\n",
-                         kWeightPrefetchBytes / 2, l.blocks * l.pairs * 32 - 1, l.pairs * 32,
-                         kernel.swiglu ? 0 : l.pairs * 32);
-    for (int c = 0; c < 2; ++c)
-      setup += fmt::format("  %base{0} = arith.muli %b{0}, %blockElems : index\n", c);
-  }
   for (int c = 0; c < 2; ++c) {
     if (bf16) {
       loads +=
@@ -123,16 +110,6 @@ std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int r
                          "    %wom{0} = arith.andi %wi{0}, %highHalf : vector<16xi32>\n"
                          "    %wo{0} = arith.bitcast %wom{0} : vector<16xi32> to vector<16xf32>\n",
                          c, l.weightType);
-    if (prefetch)
-      loads += fmt::format("    %pfOff{0} = arith.muli %kp, %pairElems : index\n"
-                           "    %pfRel{0} = arith.addi %pfOff{0}, %ahead : index\n"
-                           "    %pfPast{0} = arith.cmpi uge, %pfRel{0}, %blockElems : index\n"
-                           "    %pfSkip{0} = arith.select %pfPast{0}, %skipElems, %c0 : index\n"
-                           "    %pfIn{0} = arith.addi %pfRel{0}, %pfSkip{0} : index\n"
-                           "    %pfAt{0}_ = arith.addi %base{0}, %pfIn{0} : index\n"
-                           "    %pfAt{0} = arith.minui %pfAt{0}_, %lastElem : index\n"
-                           "    memref.prefetch %wflat[%pfAt{0}], read, locality<2>, data : {1}\n",
-                           c, l.flatType);
   }
   for (int r = 0; r < rows; ++r) {
     body += rowMultiplyAdds(l, r, bf16);
@@ -169,6 +146,105 @@ func.func private @{name}_tile{rows}{suffix}(%x: {xType}, %w: {weightType}, %wfl
       fmt::arg("types", types), fmt::arg("pairs", l.pairs), fmt::arg("setup", setup),
       fmt::arg("count", 2 * rows), fmt::arg("iterArgs", iterArgs), fmt::arg("loads", loads),
       fmt::arg("body", body), fmt::arg("yields", yields), fmt::arg("results", results));
+}
+
+/// @<name>_block(x, w, wflat, t, b, next) -> 16 f32 sums: row t of x against
+/// weight block b, the decode stream: one 64-byte load per k pair, the k and
+/// k+1 products in separate accumulators (no FMA waits for another of its
+/// iteration), and a prefetch kWeightPrefetchBytes ahead that continues into
+/// block `next` over the block's last stretch.
+std::string decodeBlockFunction(const FusedLinearKernel &kernel, const Layout &l) {
+  const int64_t blockElems = l.pairs * 32;
+  const int64_t aheadElems = std::min<int64_t>(kWeightPrefetchBytes / 2, blockElems);
+  const int64_t aheadPairs = aheadElems / 32;
+  auto loop = [&](const std::string &from, const std::string &to, const std::string &prefetchBase,
+                  const std::string &inE, const std::string &inO, const std::string &out) {
+    return fmt::format(
+        R"mlir(  {out}:2 = scf.for %kp = {from} to {to} step %c1 iter_args(%ae = {inE}, %ao = {inO}) -> (vector<16xf32>, vector<16xf32>) {{
+    %k0 = arith.addi %kp, %kp : index
+    %k1 = arith.addi %k0, %c1 : index
+    %pfPair = arith.muli %kp, %pairElems : index
+    %pfAt_ = arith.addi {prefetchBase}, %pfPair : index
+    %pfAt = arith.minui %pfAt_, %lastElem : index
+    memref.prefetch %wflat[%pfAt], read, locality<2>, data : {flatType}
+    %wv = vector.load %w[%b, %kp, %c0] : {weightType}, vector<32xi16>
+    %wi = vector.bitcast %wv : vector<32xi16> to vector<16xi32>
+    %wes = arith.shli %wi, %shift : vector<16xi32>
+    %we = arith.bitcast %wes : vector<16xi32> to vector<16xf32>
+    %wom = arith.andi %wi, %highHalf : vector<16xi32>
+    %wo = arith.bitcast %wom : vector<16xi32> to vector<16xf32>
+    %xes = memref.load %x[%t0, %k0] : {xType}
+    %xos = memref.load %x[%t0, %k1] : {xType}
+    %xe = vector.broadcast %xes : f32 to vector<16xf32>
+    %xo = vector.broadcast %xos : f32 to vector<16xf32>
+    %qe = vector.fma %we, %xe, %ae : vector<16xf32>
+    %qo = vector.fma %wo, %xo, %ao : vector<16xf32>
+    scf.yield %qe, %qo : vector<16xf32>, vector<16xf32>
+  }}
+)mlir",
+        fmt::arg("out", out), fmt::arg("from", from), fmt::arg("to", to),
+        fmt::arg("inE", inE), fmt::arg("inO", inO),
+        fmt::arg("prefetchBase", prefetchBase), fmt::arg("flatType", l.flatType),
+        fmt::arg("weightType", l.weightType), fmt::arg("xType", l.xType));
+  };
+  // Pairs [0, pairs - aheadPairs) prefetch inside block b; the rest in `next`.
+  return fmt::format(
+      R"mlir(
+func.func private @{name}_block(%x: {xType}, %w: {weightType}, %wflat: {flatType}, %t0: index, %b: index, %next: index) -> vector<16xf32> {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %cPairs = arith.constant {pairs} : index
+  %cSplit = arith.constant {split} : index
+  %pairElems = arith.constant 32 : index
+  %blockElems = arith.constant {blockElems} : index
+  %ahead = arith.constant {ahead} : index
+  %lastElem = arith.constant {lastElem} : index
+  %shift = arith.constant dense<16> : vector<16xi32>
+  %highHalf = arith.constant dense<-65536> : vector<16xi32>
+  %zero = arith.constant dense<0.0> : vector<16xf32>
+  %base = arith.muli %b, %blockElems : index
+  %here = arith.addi %base, %ahead : index
+  %nextBase = arith.muli %next, %blockElems : index
+  %nextAhead = arith.subi %ahead, %blockElems : index
+  %there = arith.addi %nextBase, %nextAhead : index
+{inBlock}{intoNext}  %sum = arith.addf %tail#0, %tail#1 : vector<16xf32>
+  return %sum : vector<16xf32>
+}}
+)mlir",
+      fmt::arg("name", kernel.name), fmt::arg("xType", l.xType),
+      fmt::arg("weightType", l.weightType), fmt::arg("flatType", l.flatType),
+      fmt::arg("pairs", l.pairs), fmt::arg("split", l.pairs - aheadPairs),
+      fmt::arg("blockElems", blockElems), fmt::arg("ahead", aheadElems),
+      fmt::arg("lastElem", l.blocks * blockElems - 1),
+      fmt::arg("inBlock", loop("%c0", "%cSplit", "%here", "%zero", "%zero", "%head")),
+      fmt::arg("intoNext", loop("%cSplit", "%cPairs", "%there", "%head#0", "%head#1", "%tail")));
+}
+
+/// Decode (and the rows the prefill tiles leave, f32): row %t against the
+/// block pair (%bA, %bB), one block after the other, stored like a tile.
+std::string decodeAndStore(const FusedLinearKernel &kernel, const Layout &l, const std::string &x,
+                           const std::string &residual) {
+  const std::string types = fmt::format("({}, {}, {}, index, index, index) -> vector<16xf32>",
+                                        l.xType, l.weightType, l.flatType);
+  // The block read after each: SwiGLU reads gate b, up b, gate b + 1, ...;
+  // plain kernels read b, b + 1, b + 2, ... (clamped to the last block).
+  std::string text =
+      kernel.swiglu
+          ? "        %nextB_ = arith.addi %bA, %c1 : index\n"
+          : "        %nextB_ = arith.addi %bA, %cTwo : index\n";
+  text += fmt::format(
+      "        %cLastBlock = arith.constant {0} : index\n"
+      "        %nextB = arith.minui %nextB_, %cLastBlock : index\n"
+      "        %vA = func.call @{1}_block({2}, %w, %wflat, %t, %bA, %bB) : {3}\n"
+      "        %vB = func.call @{1}_block({2}, %w, %wflat, %t, %bB, %nextB) : {3}\n"
+      "        %st = memref.load %scale[%t] : memref<?xf32>\n",
+      l.blocks - 1, kernel.name, x, types);
+  if (kernel.swiglu)
+    return text + "        " + storeCall(kernel, l, "%vA", "%vB", "%st", "%t", "%colA", residual) +
+           "\n";
+  return text + "        " + storeCall(kernel, l, "%vA", "%vA", "%st", "%t", "%colA", residual) +
+         fmt::format("\n        scf.if %pairFull {{\n          {}\n        }}\n",
+                     storeCall(kernel, l, "%vB", "%vB", "%st", "%t", "%colB", residual));
 }
 
 /// The calls that run one tile of `rows` rows from row %t against the block
@@ -304,9 +380,8 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
                     kernel.prefillMatmul == PrefillMatmul::Amx;
   // The prefill tile, the f32 decode row and (bf16) the leftover rows' tile,
   // each defined once when they coincide.
-  std::string source = tileFunction(kernel, l, 1, false) + storeFunction(kernel, l);
-  if (tileRows != 1 || bf16)
-    source += tileFunction(kernel, l, int(tileRows), bf16);
+  std::string source = decodeBlockFunction(kernel, l) + storeFunction(kernel, l);
+  source += tileFunction(kernel, l, int(tileRows), bf16);
   if (bf16 && tileRows != 1)
     source += tileFunction(kernel, l, 1, true);
   if (amx)
@@ -325,10 +400,10 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
                         kAmxMinRows, amxPrefill(kernel, l, frame.dotInput, frame.residualOperand))
           : "";
   // The rows the R-row tiles leave: bf16 1-row tiles in a prefill, the f32
-  // (prefetching) 1-row tile in decode.
+  // one-stream block reads (decode).
   const std::string f32Rows =
       fmt::format("      scf.for %t = %tiledRows to %rows step %c1 {{\n{}      }}\n",
-                  tileAndStore(kernel, l, 1, false, frame.dotInput, frame.residualOperand));
+                  decodeAndStore(kernel, l, frame.dotInput, frame.residualOperand));
   const std::string leftoverRows =
       bf16 ? fmt::format("      scf.if %multiRow {{\n"
                          "      scf.for %t = %tiledRows to %rows step %c1 {{\n{}      }}\n"
