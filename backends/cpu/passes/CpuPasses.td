@@ -104,7 +104,7 @@ def CpuSetChunking : Pass<"cpu-set-chunking", "mlir::ModuleOp"> {
   }];
   let constructor = "q3::cpu::createCpuSetChunkingPass()";
   let options = [
-    Option<"decodeChunks", "decode-chunks", "int64_t", /*default=*/"16",
+    Option<"decodeChunks", "decode-chunks", "int64_t", /*default=*/"4",
            "Pieces per thread of a product's one-row dispatch">,
     Option<"attentionChunks", "attention-chunks", "int64_t", /*default=*/"8",
            "Pieces per thread of attention's prefill dispatch">
