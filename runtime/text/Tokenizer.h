@@ -59,6 +59,9 @@ public:
   /// these bytes.
   std::optional<int32_t> findToken(std::string_view content) const;
   const std::vector<AddedToken> &addedTokens() const { return added_; }
+  /// Whether encode() normalizes text to NFC first (tokenizer.json's
+  /// "normalizer" is NFC); without a normalizer text is encoded as given.
+  bool normalizesToNfc() const { return nfc_; }
   const std::string &displayName() const { return displayName_; }
 
 private:
