@@ -44,7 +44,7 @@ function(q3_add_fuzzer)
     COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/fuzz
     COMMAND ${Q3_FUZZ_CLANG} -std=c++17 -g -O1 -fno-omit-frame-pointer
             -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-            -I${PROJECT_SOURCE_DIR} -o ${out} ${abs_sources} -lfmt -lsodium
+            -I${PROJECT_SOURCE_DIR} -o ${out} ${abs_sources} -lfmt -lsodium -lxxhash
     DEPENDS ${abs_sources}
     COMMENT "Building fuzzer ${F_NAME} with clang-16 (ASan+UBSan)"
     VERBATIM)

@@ -4,12 +4,16 @@
 #include "runtime/Checksum.h"
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <system_error>
+#include <thread>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -64,8 +68,8 @@ void putU64(uint8_t *bytes, uint64_t value) {
     bytes[i] = uint8_t(value >> (8 * i));
 }
 
-uint64_t alignUp(uint64_t value) {
-  return (value + kArtifactAlignment - 1) / kArtifactAlignment * kArtifactAlignment;
+uint64_t alignUp(uint64_t value, uint64_t alignment = kArtifactAlignment) {
+  return (value + alignment - 1) / alignment * alignment;
 }
 
 std::string describeKind(uint32_t kind) {
@@ -78,13 +82,15 @@ std::string describeKind(uint32_t kind) {
     return "3 (data)";
   case uint32_t(SectionKind::Spirv):
     return "4 (spirv)";
+  case uint32_t(SectionKind::Mapped):
+    return "5 (mapped)";
   default:
     return std::to_string(kind);
   }
 }
 
 bool isKnownKind(uint32_t kind) {
-  return kind >= uint32_t(SectionKind::Manifest) && kind <= uint32_t(SectionKind::Spirv);
+  return kind >= uint32_t(SectionKind::Manifest) && kind <= uint32_t(SectionKind::Mapped);
 }
 
 // Length of the well-formed UTF-8 sequence at text[i] (lead byte >= 0x80), or 0.
@@ -146,6 +152,27 @@ std::string label(const Entry &entry) {
   return fmt::format("section {} '{}'", entry.index, printable(entry.name));
 }
 
+// Where the header checksum stops in a file of `fileSize` bytes: the first
+// mapped payload as the table says (read before the table is validated, so
+// that a corrupt table fails the checksum first), else the end of the file.
+// The first `readable` bytes of the file are at `data`.
+uint64_t checksummedEnd(const uint8_t *data, size_t readable, uint64_t fileSize) {
+  if (readable < kArtifactHeaderSize)
+    return fileSize;
+  const uint64_t count = readU64(data + kSectionCountOffset);
+  if (count > kArtifactMaxSections ||
+      kArtifactHeaderSize + count * kArtifactSectionEntrySize > readable)
+    return fileSize;
+  const uint64_t tableEnd = kArtifactHeaderSize + count * kArtifactSectionEntrySize;
+  uint64_t end = fileSize;
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint8_t *entry = data + kArtifactHeaderSize + i * kArtifactSectionEntrySize;
+    if (readU32(entry + kEntryKind) == uint32_t(SectionKind::Mapped))
+      end = std::min(end, std::max(readU64(entry + kEntryOffset), tableEnd));
+  }
+  return end;
+}
+
 // Checks the fixed header; returns the section count.
 uint64_t checkHeader(const std::string &file, const uint8_t *data, size_t size) {
   if (size < kArtifactHeaderSize)
@@ -159,10 +186,10 @@ uint64_t checkHeader(const std::string &file, const uint8_t *data, size_t size) 
                           printable(std::string_view(kArtifactMagic, sizeof kArtifactMagic)),
                           printable(std::string_view(reinterpret_cast<const char *>(data), 8))));
   uint32_t version = readU32(data + kVersionOffset);
-  if (version != kArtifactFormatVersion)
-    throw fileError(file, fmt::format("artifact format version {}, this q3run reads version {}: "
-                                      "recompile the model with a matching q3c",
-                                      version, kArtifactFormatVersion));
+  if (version < kArtifactOldestVersion || version > kArtifactFormatVersion)
+    throw fileError(file, fmt::format("artifact format version {}, this q3run reads versions {} "
+                                      "to {}: recompile the model with a matching q3c",
+                                      version, kArtifactOldestVersion, kArtifactFormatVersion));
   uint32_t headerSize = readU32(data + kHeaderSizeOffset);
   if (headerSize != kArtifactHeaderSize)
     throw fileError(
@@ -172,7 +199,7 @@ uint64_t checkHeader(const std::string &file, const uint8_t *data, size_t size) 
     throw fileError(file, fmt::format("truncated or extended: header says {} bytes, file has {}",
                                       fileSize, size));
   uint64_t stored = readU64(data + kArtifactChecksumOffset);
-  uint64_t computed = artifactChecksum(data, size);
+  uint64_t computed = artifactChecksum(data, size_t(checksummedEnd(data, size, size)));
   if (stored != computed)
     throw fileError(file, fmt::format("checksum mismatch: the file is corrupt: expected "
                                       "{:#018x} (header), found {:#018x} (contents)",
@@ -221,16 +248,20 @@ std::string readName(const std::string &file, size_t index, const uint8_t *field
 }
 
 Entry readEntry(const std::string &file, size_t index, const uint8_t *bytes, uint64_t tableEnd,
-                uint64_t fileSize) {
+                uint64_t fileSize, uint32_t version) {
   Entry entry{index, readName(file, index, bytes + kEntryName), readU32(bytes + kEntryKind),
               readU64(bytes + kEntryOffset), readU64(bytes + kEntrySize)};
   auto reject = [&](const std::string &what) {
     return fileError(file, fmt::format("{}: {}", label(entry), what));
   };
   if (!isKnownKind(entry.kind))
-    throw reject(fmt::format(
-        "kind: expected 1 (manifest), 2 (executable), 3 (data) or 4 (spirv), found {}",
-        entry.kind));
+    throw reject(fmt::format("kind: expected 1 (manifest), 2 (executable), 3 (data), 4 (spirv) "
+                             "or 5 (mapped), found {}",
+                             entry.kind));
+  const bool mapped = entry.kind == uint32_t(SectionKind::Mapped);
+  if (mapped && version < 3)
+    throw reject(fmt::format("kind: 5 (mapped) needs format version 3, found version {}",
+                             version));
   bool namedManifest = entry.name == kManifestSectionName;
   bool isManifest = entry.kind == uint32_t(SectionKind::Manifest);
   if (isManifest && !namedManifest)
@@ -258,10 +289,94 @@ Entry readEntry(const std::string &file, size_t index, const uint8_t *bytes, uin
   if (entry.offset % kArtifactAlignment != 0)
     throw reject(fmt::format("offset: expected a multiple of {}, found {}", kArtifactAlignment,
                              entry.offset));
+  if (mapped && entry.offset % kArtifactMappedAlignment != 0)
+    throw reject(fmt::format("offset: expected a multiple of {} for a mapped section, found {}",
+                             kArtifactMappedAlignment, entry.offset));
   if (entry.kind == uint32_t(SectionKind::Spirv) && entry.size % 4 != 0)
     throw reject(fmt::format("size: expected whole 32-bit SPIR-V words, found {} bytes",
                              entry.size));
   return entry;
+}
+
+uint64_t hashChunks(uint64_t bytes) { return (bytes + kArtifactHashChunk - 1) / kArtifactHashChunk; }
+
+// Mapped payloads lie after every other one: the checksummed part of the
+// file is then one prefix, and the rest can be mapped instead of read.
+void checkMappedTail(const std::string &file, const std::vector<Entry> &entries) {
+  const Entry *firstMapped = nullptr;
+  for (const Entry &entry : entries)
+    if (entry.kind == uint32_t(SectionKind::Mapped) &&
+        (!firstMapped || entry.offset < firstMapped->offset))
+      firstMapped = &entry;
+  if (!firstMapped)
+    return;
+  for (const Entry &entry : entries)
+    if (entry.kind != uint32_t(SectionKind::Mapped) &&
+        entry.offset + entry.size > firstMapped->offset)
+      throw fileError(file, fmt::format("{}: expected it to end before the mapped {} at byte {}, "
+                                        "found it ends at byte {}",
+                                        label(entry), label(*firstMapped), firstMapped->offset,
+                                        entry.offset + entry.size));
+}
+
+// XXH3-64 of each 4 MiB chunk of `data`, on up to `threads` threads.
+std::vector<uint64_t> chunkHashes(const uint8_t *data, uint64_t size, unsigned threads) {
+  std::vector<uint64_t> hashes(size_t(hashChunks(size)));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < hashes.size();) {
+      const uint64_t begin = i * kArtifactHashChunk;
+      hashes[i] = XXH3_64bits(data + begin, size_t(std::min(kArtifactHashChunk, size - begin)));
+    }
+  };
+  threads = std::max(1u, std::min<unsigned>(threads, unsigned(hashes.size())));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error &) {
+      break; // no more threads here (a process limit): the others do it all
+    }
+  }
+  work();
+  for (std::thread &thread : pool)
+    thread.join();
+  return hashes;
+}
+
+// Each mapped section's chunks against its "<name>.xxh3" data section.
+void checkMappedHashes(const std::string &file, const uint8_t *data,
+                       const std::vector<Entry> &entries) {
+  for (const Entry &entry : entries) {
+    if (entry.kind != uint32_t(SectionKind::Mapped))
+      continue;
+    const std::string hashName = entry.name + kArtifactHashSuffix;
+    auto hashEntry = std::find_if(entries.begin(), entries.end(), [&](const Entry &other) {
+      return other.name == hashName && other.kind == uint32_t(SectionKind::Data);
+    });
+    if (hashEntry == entries.end())
+      throw fileError(file, fmt::format("{}: expected a data section '{}' with the XXH3 hashes of "
+                                        "its 4 MiB chunks, found none",
+                                        label(entry), printable(hashName)));
+    const uint64_t chunks = hashChunks(entry.size);
+    if (hashEntry->size != chunks * 8)
+      throw fileError(file, fmt::format("{}: size: expected {} bytes (one 8-byte hash per 4 MiB "
+                                        "chunk of the {}-byte '{}'), found {}",
+                                        label(*hashEntry), chunks * 8, entry.size,
+                                        printable(entry.name), hashEntry->size));
+    const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+    const std::vector<uint64_t> hashes = chunkHashes(data + entry.offset, entry.size, cpus);
+    for (size_t i = 0; i < hashes.size(); ++i) {
+      const uint64_t stored = readU64(data + hashEntry->offset + 8 * i);
+      if (stored != hashes[i])
+        throw fileError(
+            file, fmt::format("{}: bytes {}..{}: checksum mismatch: the file is corrupt: expected "
+                              "XXH3 {:#018x} ('{}'), found {:#018x}",
+                              label(entry), i * kArtifactHashChunk,
+                              std::min((i + 1) * kArtifactHashChunk, entry.size), stored,
+                              printable(hashName), hashes[i]));
+    }
+  }
 }
 
 void checkUniqueNames(const std::string &file, const std::vector<Entry> &entries) {
@@ -328,10 +443,26 @@ struct PlannedSection {
 struct Plan {
   std::string manifestText;
   std::vector<uint8_t> signature; // the payload of the "signature" section, if signed
+  std::vector<std::string> hashNames; // "<mapped>.xxh3" (reserved: views into it stay valid)
+  std::vector<std::vector<uint8_t>> hashPayloads;
   std::vector<PlannedSection> sections;
   std::vector<uint8_t> head;
   uint64_t fileSize = 0;
+  uint64_t checksumEnd = 0; // the first mapped payload, else fileSize
 };
+
+bool endsWith(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+std::vector<uint8_t> encodeHashes(const uint8_t *data, size_t size) {
+  const std::vector<uint64_t> hashes =
+      chunkHashes(data, size, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<uint8_t> bytes(hashes.size() * 8);
+  for (size_t i = 0; i < hashes.size(); ++i)
+    putU64(bytes.data() + 8 * i, hashes[i]);
+  return bytes;
+}
 
 LoadError writeError(const std::string &path, std::string_view section, const std::string &what) {
   return LoadError(fmt::format("{}: section '{}': {}", printable(path), printable(section), what));
@@ -362,46 +493,90 @@ Plan planArtifact(const std::string &path, const Json &manifest,
       kManifestSectionName, SectionKind::Manifest,
       reinterpret_cast<const uint8_t *>(plan.manifestText.data()), plan.manifestText.size(), 0});
   std::map<std::string_view, bool> names{{kManifestSectionName, true}};
+  std::vector<const ArtifactSection *> mapped;
   for (const ArtifactSection &section : sections) {
     if (std::string problem = nameProblem(section.name); !problem.empty())
       throw writeError(path, section.name, "name: " + problem);
     if (section.kind != SectionKind::Executable && section.kind != SectionKind::Data &&
-        section.kind != SectionKind::Spirv)
+        section.kind != SectionKind::Spirv && section.kind != SectionKind::Mapped)
       throw writeError(path, section.name,
-                       fmt::format("kind: expected 2 (executable), 3 (data) or 4 (spirv), found {}",
+                       fmt::format("kind: expected 2 (executable), 3 (data), 4 (spirv) or "
+                                   "5 (mapped), found {}",
                                    describeKind(uint32_t(section.kind))));
     if (section.name == kSignatureSectionName)
       throw writeError(path, section.name, "name: reserved for the signature");
-    if (section.kind == SectionKind::Spirv && section.bytes.size() % 4 != 0)
+    if (endsWith(section.name, kArtifactHashSuffix))
+      throw writeError(path, section.name,
+                       fmt::format("name: names ending in \"{}\" are reserved for the hashes of "
+                                   "mapped sections",
+                                   kArtifactHashSuffix));
+    if (section.kind == SectionKind::Spirv && section.size() % 4 != 0)
       throw writeError(path, section.name,
                        fmt::format("size: expected whole 32-bit SPIR-V words, found {} bytes",
-                                   section.bytes.size()));
+                                   section.size()));
+    if (section.kind == SectionKind::Mapped &&
+        section.name.size() + std::strlen(kArtifactHashSuffix) >= kArtifactNameField)
+      throw writeError(path, section.name,
+                       fmt::format("name: expected at most {} bytes for a mapped section (its "
+                                   "hash section adds \"{}\"), found {}",
+                                   kArtifactNameField - 1 - std::strlen(kArtifactHashSuffix),
+                                   kArtifactHashSuffix, section.name.size()));
     if (!names.emplace(section.name, true).second)
       throw writeError(path, section.name,
                        section.name == kManifestSectionName
                            ? "name: reserved for the manifest"
                            : "name: expected a unique name, found it twice");
+    if (section.kind == SectionKind::Mapped) {
+      mapped.push_back(&section);
+      continue;
+    }
     plan.sections.push_back(
-        PlannedSection{section.name, section.kind, section.bytes.data(), section.bytes.size(), 0});
+        PlannedSection{section.name, section.kind, section.data(), section.size(), 0});
   }
+  // Every mapped section's hashes, then the signature, then the mapped
+  // payloads: the checksummed prefix ends where the first of them starts.
+  plan.hashNames.reserve(mapped.size());
+  plan.hashPayloads.reserve(mapped.size());
+  for (const ArtifactSection *section : mapped) {
+    plan.hashNames.push_back(section->name + kArtifactHashSuffix);
+    plan.hashPayloads.push_back(encodeHashes(section->data(), section->size()));
+    plan.sections.push_back(PlannedSection{plan.hashNames.back(), SectionKind::Data,
+                                           plan.hashPayloads.back().data(),
+                                           plan.hashPayloads.back().size(), 0});
+  }
+  if (plan.sections.size() + mapped.size() + (signing ? 1 : 0) > kArtifactMaxSections)
+    throw fileError(path, fmt::format("sections: expected at most {} with the manifest, the "
+                                      "signature and one hash section per mapped section, "
+                                      "found {}",
+                                      kArtifactMaxSections,
+                                      plan.sections.size() + mapped.size() + (signing ? 1 : 0)));
   if (signing) { // zeros until sign() fills them in
     plan.signature.assign(kArtifactSignaturePayload, 0);
     plan.sections.push_back(PlannedSection{kSignatureSectionName, SectionKind::Data,
                                            plan.signature.data(), plan.signature.size(), 0});
   }
+  for (const ArtifactSection *section : mapped)
+    plan.sections.push_back(
+        PlannedSection{section->name, SectionKind::Mapped, section->data(), section->size(), 0});
 
   uint64_t tableEnd = kArtifactHeaderSize + plan.sections.size() * kArtifactSectionEntrySize;
   uint64_t cursor = tableEnd;
+  plan.checksumEnd = 0;
   for (PlannedSection &section : plan.sections) {
-    section.offset = alignUp(cursor);
+    const bool isMapped = section.kind == SectionKind::Mapped;
+    section.offset = alignUp(cursor, isMapped ? kArtifactMappedAlignment : kArtifactAlignment);
+    if (isMapped && plan.checksumEnd == 0)
+      plan.checksumEnd = section.offset;
     cursor = section.offset + section.size;
   }
   plan.fileSize = cursor;
+  if (plan.checksumEnd == 0)
+    plan.checksumEnd = plan.fileSize;
 
   plan.head.assign(tableEnd, 0);
   uint8_t *header = plan.head.data();
   std::memcpy(header, kArtifactMagic, sizeof kArtifactMagic);
-  putU32(header + kVersionOffset, kArtifactFormatVersion);
+  putU32(header + kVersionOffset, mapped.empty() ? kArtifactOldestVersion : kArtifactFormatVersion);
   putU32(header + kHeaderSizeOffset, uint32_t(kArtifactHeaderSize));
   putU64(header + kFileSizeOffset, plan.fileSize);
   putU64(header + kSectionCountOffset, plan.sections.size());
@@ -458,11 +633,20 @@ void sign(Plan &plan, const SecretKey &key) {
 
 void sealChecksum(Plan &plan) {
   uint64_t hash = kFnv1a64Basis; // the checksum field in `head` is still zero
-  emit(plan, [&](const uint8_t *bytes, size_t size) { hash = fnv1a64(bytes, size, hash); });
+  uint64_t position = 0;         // mapped payloads are covered by their hashes instead
+  emit(plan, [&](const uint8_t *bytes, size_t size) {
+    if (position < plan.checksumEnd)
+      hash = fnv1a64(bytes, size_t(std::min<uint64_t>(size, plan.checksumEnd - position)), hash);
+    position += size;
+  });
   putU64(plan.head.data() + kArtifactChecksumOffset, hash);
 }
 
 } // namespace
+
+uint64_t artifactChecksummedEnd(const uint8_t *image, size_t size) {
+  return checksummedEnd(image, size, size);
+}
 
 uint64_t artifactChecksum(const uint8_t *image, size_t size) {
   size_t before = std::min(size, kArtifactChecksumOffset);
@@ -503,14 +687,17 @@ void writeArtifact(const std::string &path, const Json &manifest,
 std::unique_ptr<Artifact> Artifact::parse(const std::string &displayName, const uint8_t *data,
                                           size_t size) {
   uint64_t count = checkHeader(displayName, data, size);
+  const uint32_t version = readU32(data + kVersionOffset);
   uint64_t tableEnd = kArtifactHeaderSize + count * kArtifactSectionEntrySize;
   std::vector<Entry> entries;
   for (size_t i = 0; i < count; ++i)
     entries.push_back(readEntry(displayName, i,
                                 data + kArtifactHeaderSize + i * kArtifactSectionEntrySize,
-                                tableEnd, size));
+                                tableEnd, size, version));
   checkUniqueNames(displayName, entries);
   checkNoOverlap(displayName, entries);
+  checkMappedTail(displayName, entries);
+  checkMappedHashes(displayName, data, entries);
   auto manifestEntry = std::find_if(entries.begin(), entries.end(), [](const Entry &entry) {
     return entry.kind == uint32_t(SectionKind::Manifest);
   });
@@ -522,7 +709,7 @@ std::unique_ptr<Artifact> Artifact::parse(const std::string &displayName, const 
   artifact->displayName_ = displayName;
   artifact->image_ = data;
   artifact->imageSize_ = size;
-  artifact->formatVersion_ = kArtifactFormatVersion;
+  artifact->formatVersion_ = version;
   artifact->manifest_ =
       parseManifest(displayName, data + manifestEntry->offset, size_t(manifestEntry->size));
   for (const Entry &entry : entries)
@@ -531,35 +718,81 @@ std::unique_ptr<Artifact> Artifact::parse(const std::string &displayName, const 
   return artifact;
 }
 
-std::unique_ptr<Artifact> Artifact::open(const std::string &path) {
-  const OpenedFile opened = openRegularFile(path);
-  const FileDescriptor &file = opened.file;
-  const size_t size = opened.size;
-  // Page-aligned like a mapping, so every section stays 64-byte aligned.
-  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
-  std::unique_ptr<uint8_t, void (*)(void *)> image(
-      static_cast<uint8_t *>(std::aligned_alloc(page, std::max(page, (size + page - 1) / page * page))),
-      std::free);
-  if (!image)
-    throw LoadError(fmt::format("{}: cannot read: {} bytes do not fit in memory", printable(path),
-                                size));
-  size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::read(file.fd, image.get() + done, size - done);
+namespace {
+
+// Reads [begin, end) of `file` into `into`; returns the bytes read (fewer if
+// the file shrank since it was measured).
+size_t readRange(const std::string &path, int fd, uint8_t *into, size_t begin, size_t end) {
+  size_t done = begin;
+  while (done < end) {
+    ssize_t n = ::pread(fd, into + done, end - done, off_t(done));
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0)
       throw LoadError(systemError(path, "read", errno));
-    if (n == 0) // shrank since fstat: the header check reports the size
+    if (n == 0)
       break;
     done += size_t(n);
   }
-  std::unique_ptr<Artifact> parsed = parse(path, image.get(), done);
+  return done;
+}
+
+// The whole file in page-aligned memory of its own.
+std::shared_ptr<void> readWholeFile(const std::string &path, int fd, size_t size, size_t page,
+                                    size_t &read) {
+  uint8_t *image = static_cast<uint8_t *>(
+      std::aligned_alloc(page, std::max(page, (size + page - 1) / page * page)));
+  if (!image)
+    throw LoadError(fmt::format("{}: cannot read: {} bytes do not fit in memory", printable(path),
+                                size));
+  std::shared_ptr<void> owned(image, std::free);
+  read = readRange(path, fd, image, 0, size);
+  return owned;
+}
+
+// The file mapped read-only, its checksummed prefix [0, prefix) replaced by a
+// private copy read from the file: one contiguous image whose validated part
+// cannot change, and whose mapped sections stay in the page cache.
+std::shared_ptr<void> mapWithReadPrefix(const std::string &path, int fd, size_t size,
+                                        size_t prefix) {
+  void *base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  if (base == MAP_FAILED)
+    throw LoadError(systemError(path, "map", errno));
+  std::shared_ptr<void> owned(base, [size](void *p) { ::munmap(p, size); });
+  uint8_t *image = static_cast<uint8_t *>(base);
+  if (::mmap(image, prefix, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+             0) == MAP_FAILED)
+    throw LoadError(systemError(path, "map", errno));
+  if (readRange(path, fd, image, 0, prefix) != prefix)
+    throw fileError(path, fmt::format("truncated while read: expected at least {} bytes", prefix));
+  ::mprotect(image, prefix, PROT_READ);
+  return owned;
+}
+
+} // namespace
+
+std::unique_ptr<Artifact> Artifact::open(const std::string &path) {
+  const OpenedFile opened = openRegularFile(path);
+  const int fd = opened.file.fd;
+  const size_t size = opened.size;
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  // The header and table say where the checksummed part ends; a file with
+  // mapped sections at page offsets is mapped, anything else read whole (a
+  // malformed one then fails validation with its own message).
+  std::vector<uint8_t> head(std::min<size_t>(
+      size, kArtifactHeaderSize + kArtifactMaxSections * kArtifactSectionEntrySize));
+  head.resize(readRange(path, fd, head.data(), 0, head.size()));
+  const uint64_t prefix = checksummedEnd(head.data(), head.size(), size);
+  const bool mapped = prefix < size && prefix % page == 0;
+  size_t read = size;
+  std::shared_ptr<void> image = mapped ? mapWithReadPrefix(path, fd, size, size_t(prefix))
+                                       : readWholeFile(path, fd, size, page, read);
+  std::unique_ptr<Artifact> parsed = parse(path, static_cast<const uint8_t *>(image.get()), read);
   return adopt(std::move(parsed), std::move(image));
 }
 
 std::unique_ptr<Artifact> Artifact::adopt(std::unique_ptr<Artifact> artifact,
-                                          std::unique_ptr<uint8_t, void (*)(void *)> image) {
+                                          std::shared_ptr<void> image) {
   artifact->owned_ = std::move(image);
   return artifact;
 }

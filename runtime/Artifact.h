@@ -24,15 +24,31 @@
 namespace q3::runtime {
 
 // Spirv: one SPIR-V module (a whole number of little-endian 32-bit words).
-enum class SectionKind : uint32_t { Manifest = 1, Executable = 2, Data = 3, Spirv = 4 };
+// Mapped: raw bytes the reader maps in place instead of reading (weights an
+// artifact embeds): page-aligned, after every other payload, outside the
+// header checksum and covered instead by XXH3 hashes of their 4 MiB chunks in
+// a companion data section "<name>.xxh3" that the writer adds.
+enum class SectionKind : uint32_t { Manifest = 1, Executable = 2, Data = 3, Spirv = 4, Mapped = 5 };
 
 struct ArtifactSection {
   std::string name; // 1..39 bytes of UTF-8 without control characters, unique
-  SectionKind kind; // Executable or Data; the writer adds the one Manifest section
+  SectionKind kind; // Executable, Data, Spirv or Mapped; the writer adds the Manifest
   std::vector<uint8_t> bytes;
+  // A payload held elsewhere (a large Mapped section), used instead of
+  // `bytes` when set; it must stay valid until the writer returns.
+  const uint8_t *external = nullptr;
+  size_t externalSize = 0;
+  const uint8_t *data() const { return external ? external : bytes.data(); }
+  size_t size() const { return external ? externalSize : bytes.size(); }
 };
 
-constexpr uint32_t kArtifactFormatVersion = 2; // 2: SPIR-V sections (kind 4)
+constexpr uint32_t kArtifactFormatVersion = 3; // 3: mapped sections (kind 5)
+// Files without mapped sections are written as version 2 (SPIR-V sections,
+// kind 4), which q3run of before version 3 reads too; both are read.
+constexpr uint32_t kArtifactOldestVersion = 2;
+constexpr uint64_t kArtifactMappedAlignment = 4096; // of a mapped section's offset
+constexpr uint64_t kArtifactHashChunk = uint64_t(4) << 20; // bytes per XXH3 hash
+constexpr const char *kArtifactHashSuffix = ".xxh3";
 constexpr char kArtifactMagic[8] = {'Q', '3', 'C', 'A', 'R', 'T', '\r', '\n'};
 constexpr uint64_t kArtifactHeaderSize = 64;
 constexpr uint64_t kArtifactSectionEntrySize = 64;
@@ -50,11 +66,19 @@ constexpr char kArtifactSignatureMagic[8] = {'Q', '3', 'C', 'S', 'I', 'G', 'v', 
 constexpr size_t kArtifactSignaturePayload = 8 + kPublicKeyBytes + kSignatureBytes;
 
 // 64-bit FNV-1a of `image` with the 8 checksum bytes [40, 48) taken as zero
-// (whatever `size` is): the value the header's checksum field must hold.
+// (whatever `size` is): the value the header's checksum field must hold when
+// `size` is where the checksummed part ends (the first mapped payload, else
+// the end of the file).
 uint64_t artifactChecksum(const uint8_t *image, size_t size);
 
+// Where the checksummed part of `image` ends: the first mapped payload its
+// section table names, else `size` (read leniently: for a malformed table
+// it is `size`, and validation reports what is wrong).
+uint64_t artifactChecksummedEnd(const uint8_t *image, size_t size);
+
 // Writes `manifest` (a JSON object, serialized with dump()) as the section
-// "manifest", followed by `sections` in the given order. Throws LoadError
+// "manifest", followed by `sections` in the given order, except that mapped
+// sections go last, each after its hash section. Throws LoadError
 // naming `path` on bad names or kinds, too many sections, a manifest that is
 // not an object or not valid UTF-8; OutputError on I/O errors. The file is
 // written atomically (runtime/AtomicFile.h): a failure leaves what was at
@@ -82,7 +106,9 @@ public:
 
   // Reads `path` into memory and validates it. Read, not mapped: what is
   // validated (and signature-checked) is what runs, even if the file changes
-  // afterwards, and a truncated file cannot fault later.
+  // afterwards, and a truncated file cannot fault later. Mapped sections are
+  // the exception: they are mapped read-only from the file (and their hashes
+  // checked on all CPUs), so a file changed while it runs changes them.
   static std::unique_ptr<Artifact> open(const std::string &path);
   // Validates an in-memory image, which must outlive the result (nothing big is
   // copied). `displayName` starts every error message.
@@ -109,7 +135,7 @@ public:
 private:
   Artifact() = default;
   static std::unique_ptr<Artifact> adopt(std::unique_ptr<Artifact> artifact,
-                                         std::unique_ptr<uint8_t, void (*)(void *)> image);
+                                         std::shared_ptr<void> image);
 
   std::string displayName_;
   uint32_t formatVersion_ = 0;
@@ -117,7 +143,7 @@ private:
   std::vector<Section> sections_;
   const uint8_t *image_ = nullptr;
   size_t imageSize_ = 0;
-  std::unique_ptr<uint8_t, void (*)(void *)> owned_{nullptr, std::free}; // set only by open()
+  std::shared_ptr<void> owned_; // the image; set only by open()
 };
 
 } // namespace q3::runtime

@@ -22,8 +22,9 @@ PACKAGES=(
   llvm-16-dev llvm-16-tools libmlir-16-dev mlir-16-tools clang-16 libclang-rt-16-dev lld-16
   # libraries
   nlohmann-json3-dev libfmt-dev libgtest-dev libgmock-dev
-  # ed25519 artifact signatures (q3c compile --sign, q3run --require-signature)
-  libsodium-dev
+  # ed25519 artifact signatures (q3c compile --sign, q3run --require-signature);
+  # XXH3 checksums of the weights an artifact embeds (q3c compile --embed-weights)
+  libsodium-dev libxxhash-dev
   # Vulkan: headers, loader, the lavapipe CPU device (the Vulkan tests run on
   # it), the Khronos validation layer (a test runs a generation under it),
   # GLSL/SPIR-V tools (spirv-val checks every generated module)

@@ -4,7 +4,7 @@
 //
 // Random bytes almost never carry a matching checksum, so each input is parsed
 // twice: as is (the header checks), and with file_size and the checksum fixed
-// up (re-sealed, as an attacker would), which lets the fuzzer reach the
+// up (re-sealed, as an attacker would, up to the first mapped payload), which lets the fuzzer reach the
 // section table, the manifest, the signature section and what the runtime
 // reads from the manifest before allocating (the memory estimate) and the
 // typed manifest's reader and validation (manifest_fuzzer.cpp goes deeper).
@@ -73,7 +73,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     std::vector<uint8_t> sealed(data, data + size);
     setU64(sealed, 16, size);
     setU64(sealed, q3::runtime::kArtifactChecksumOffset,
-           q3::runtime::artifactChecksum(sealed.data(), sealed.size()));
+           q3::runtime::artifactChecksum(
+               sealed.data(),
+               size_t(q3::runtime::artifactChecksummedEnd(sealed.data(), sealed.size()))));
     check(sealed.data(), sealed.size());
   }
   return 0;

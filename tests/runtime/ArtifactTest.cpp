@@ -136,7 +136,7 @@ TEST(ArtifactRoundTrip, WriteThenOpen) {
   writeArtifact(path, kManifest, sections);
 
   std::unique_ptr<Artifact> artifact = Artifact::open(path);
-  EXPECT_EQ(artifact->formatVersion(), kArtifactFormatVersion);
+  EXPECT_EQ(artifact->formatVersion(), kArtifactOldestVersion);
   EXPECT_EQ(artifact->displayName(), path);
   EXPECT_EQ(artifact->manifest(), kManifest);
   ASSERT_EQ(artifact->sections().size(), 3u);
@@ -169,7 +169,7 @@ TEST(ArtifactRoundTrip, FileEqualsSerializedImage) {
 TEST(ArtifactRoundTrip, HeaderAndTableLayout) {
   std::vector<uint8_t> image = validImage();
   EXPECT_EQ(std::memcmp(image.data(), "Q3CART\r\n", 8), 0);
-  EXPECT_EQ(getU32(image, 8), kArtifactFormatVersion);
+  EXPECT_EQ(getU32(image, 8), kArtifactOldestVersion);
   EXPECT_EQ(getU32(image, 12), 64u);
   EXPECT_EQ(getU64(image, 16), image.size());
   EXPECT_EQ(getU64(image, 24), 3u);
@@ -254,12 +254,12 @@ TEST(ArtifactValidation, OtherFormatVersion) {
   std::vector<uint8_t> image = validImage();
   setU32(image, 8, 7);
   EXPECT_CONTAINS(parseError(image), "model.q3c: artifact format version 7, this q3run reads "
-                                     "version 2: recompile the model with a matching q3c");
+                                     "versions 2 to 3: recompile the model with a matching q3c");
   setU32(image, 8, 0);
-  EXPECT_CONTAINS(parseError(image), "artifact format version 0, this q3run reads version 2");
+  EXPECT_CONTAINS(parseError(image), "artifact format version 0, this q3run reads versions 2 to 3");
   // Version 1, before SPIR-V sections: refused the same way.
   setU32(image, 8, 1);
-  EXPECT_CONTAINS(parseError(image), "artifact format version 1, this q3run reads version 2");
+  EXPECT_CONTAINS(parseError(image), "artifact format version 1, this q3run reads versions 2 to 3");
 }
 
 TEST(ArtifactValidation, HeaderSize) {
@@ -332,7 +332,7 @@ TEST(ArtifactValidation, UnknownKindAndFlags) {
   std::vector<uint8_t> image = validImage();
   setU32(image, kindAt(1), 9);
   EXPECT_CONTAINS(sealedError(image), "section 1 'kernels': kind: expected 1 (manifest), 2 "
-                                      "(executable), 3 (data) or 4 (spirv), found 9");
+                                      "(executable), 3 (data), 4 (spirv) or 5 (mapped), found 9");
   image = validImage();
   setU32(image, kindAt(2), 0);
   EXPECT_CONTAINS(sealedError(image), "section 2 'constants': kind: expected");
@@ -523,8 +523,8 @@ TEST(ArtifactWriter, RejectsBadInput) {
       writeError(kManifest, {{"a", SectionKind::Data, {}}, {"a", SectionKind::Data, {}}}),
       "section 'a': name: expected a unique name, found it twice");
   EXPECT_CONTAINS(writeError(kManifest, {{"m", SectionKind::Manifest, {}}}),
-                  "section 'm': kind: expected 2 (executable), 3 (data) or 4 (spirv), found 1 "
-                  "(manifest)");
+                  "section 'm': kind: expected 2 (executable), 3 (data), 4 (spirv) or 5 "
+                  "(mapped), found 1 (manifest)");
   EXPECT_CONTAINS(writeError(kManifest, {{"s", SectionKind::Spirv, pattern(6, 1)}}),
                   "section 's': size: expected whole 32-bit SPIR-V words, found 6 bytes");
   EXPECT_CONTAINS(writeError(kManifest, {{"m", SectionKind(7), {}}}), "found 7");
