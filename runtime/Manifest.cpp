@@ -316,6 +316,51 @@ void validateSchedule(const Manifest &m) {
                                out.id));
 }
 
+// Embedded weights: known ids, each once, the bytes of its shape and dtype,
+// 64-byte aligned, not overlapping; and every weight a step reads among them.
+void validateEmbedded(const Manifest &m) {
+  const EmbeddedWeights &e = m.embedded;
+  if (e.section.empty()) {
+    if (!e.entries.empty())
+      fail("embedded_weights.section", "expected the section of the entries, found \"\"");
+    return;
+  }
+  std::vector<const EmbeddedWeight *> byOffset;
+  std::set<int64_t> ids;
+  for (size_t i = 0; i < e.entries.size(); ++i) {
+    const EmbeddedWeight &w = e.entries[i];
+    const std::string where = fmt::format("embedded_weights.entries[{}]", i);
+    if (w.id >= int64_t(m.weights.size()))
+      fail(where + ".id", fmt::format("expected a weight id below {}, found {}", m.weights.size(),
+                                      w.id));
+    if (!ids.insert(w.id).second)
+      fail(where + ".id", fmt::format("expected each weight once, found {} again", w.id));
+    const Weight &weight = m.weights[size_t(w.id)];
+    int64_t bytes = elementBytes(weight.dtype);
+    for (int64_t extent : weight.shape)
+      bytes = checkedProduct(bytes, extent, where + ".bytes");
+    if (w.bytes != bytes)
+      fail(where + ".bytes", fmt::format("expected {} (weight {}: shape and dtype), found {}",
+                                         bytes, w.id, w.bytes));
+    if (w.offset % 64 != 0)
+      fail(where + ".offset", fmt::format("expected a multiple of 64, found {}", w.offset));
+    byOffset.push_back(&w);
+  }
+  std::sort(byOffset.begin(), byOffset.end(),
+            [](const EmbeddedWeight *a, const EmbeddedWeight *b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < byOffset.size(); ++i)
+    if (byOffset[i]->offset - byOffset[i - 1]->offset < byOffset[i - 1]->bytes)
+      fail("embedded_weights.entries",
+           fmt::format("expected no overlap, found weight {} at {} inside weight {} at {}",
+                       byOffset[i]->id, byOffset[i]->offset, byOffset[i - 1]->id,
+                       byOffset[i - 1]->offset));
+  for (size_t s = 0; s < m.steps.size(); ++s)
+    for (const Binding &b : m.steps[s].operands)
+      if (b.kind == BindingKind::Weight && !ids.count(b.id))
+        fail(fmt::format("schedule[{}]", s),
+             fmt::format("reads weight {}, which embedded_weights does not hold", b.id));
+}
+
 } // namespace
 
 void validateManifest(const Manifest &m) {
@@ -326,6 +371,7 @@ void validateManifest(const Manifest &m) {
     checkedProduct(rowBytes, m.prefillRows, "buffers.row_bytes");
   validateKernels(m);
   validateSchedule(m);
+  validateEmbedded(m);
 }
 
 } // namespace q3::manifest

@@ -123,6 +123,19 @@ struct Step {
   std::vector<Binding> operands, results;
 };
 
+/// A weight the artifact carries in the kernels' dtype and layout
+/// (q3c compile --embed-weights): `bytes` at `offset` of the mapped section.
+struct EmbeddedWeight {
+  int64_t id = 0; // of the weight plan entry whose value these bytes are
+  int64_t offset = 0;
+  int64_t bytes = 0;
+};
+
+struct EmbeddedWeights {
+  std::string section; // the artifact's mapped section; "" when nothing is embedded
+  std::vector<EmbeddedWeight> entries;
+};
+
 struct Manifest {
   std::string format = kCpuFormat;
   int64_t version = kManifestVersion;
@@ -139,6 +152,7 @@ struct Manifest {
   Binding output; // the logits
   int64_t decodeBytesPerToken = 0;
   nlohmann::json tuning = nlohmann::json::object(); // what the compiler measured, for people
+  EmbeddedWeights embedded; // empty: the weights come from a checkpoint at load
 };
 
 //===----------------------------------------------------------------------===//
@@ -481,7 +495,7 @@ inline nlohmann::json toJson(const Manifest &m) {
       results.push_back(toJson(b));
     steps.push_back({{"kernel", s.kernel}, {"operands", operands}, {"results", results}});
   }
-  return {{"format", m.format},
+  nlohmann::json j = {{"format", m.format},
           {"format_version", m.version},
           {"target",
            {{"backend", m.target.backend},
@@ -498,6 +512,13 @@ inline nlohmann::json toJson(const Manifest &m) {
           {"output", toJson(m.output)},
           {"decode_bytes_per_token", m.decodeBytesPerToken},
           {"tuning", m.tuning}};
+  if (!m.embedded.section.empty()) {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const EmbeddedWeight &w : m.embedded.entries)
+      entries.push_back({{"id", w.id}, {"offset", w.offset}, {"bytes", w.bytes}});
+    j["embedded_weights"] = {{"section", m.embedded.section}, {"entries", entries}};
+  }
+  return j;
 }
 
 //===----------------------------------------------------------------------===//
@@ -617,6 +638,14 @@ inline Manifest manifestFromJson(const nlohmann::json &json) {
     if (!json.at("tuning").is_object())
       r.fail("tuning", "a JSON object", json.at("tuning"));
     m.tuning = json.at("tuning");
+  }
+  if (r.has("embedded_weights")) {
+    Reader e = r.object("embedded_weights");
+    m.embedded.section = e.string("section");
+    e.each("entries", [&](const Reader &w) {
+      m.embedded.entries.push_back({w.integer("id", 0, kMaxCount), w.integer("offset", 0, INT64_MAX),
+                                    w.integer("bytes", 1, INT64_MAX)});
+    });
   }
   return m;
 }

@@ -217,10 +217,18 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   // Before anything of the artifact runs: it carries native code.
   if (options.requiredSigner)
     s.artifact->verifySignature(*options.requiredSigner);
+  const bool embedded = s.artifact->manifest().contains("embedded_weights");
+  if (embedded && !weightsPath.empty())
+    throw LoadError(artifactPath + ": embeds its weights (q3c compile --embed-weights): run it "
+                                   "without --weights");
+  if (!embedded && weightsPath.empty())
+    throw LoadError(artifactPath + ": does not embed its weights: pass --weights MODEL_DIR (the "
+                                   "checkpoint folder), or compile with --embed-weights");
   // Weights of a model with another config bind without a shape error when
   // only a constant differs (rms_norm_eps, rope_theta): refuse them first.
-  checkCheckpointConfig(weightsPath, s.artifact->manifest().value("config", nlohmann::json()),
-                        artifactPath);
+  if (!embedded)
+    checkCheckpointConfig(weightsPath, s.artifact->manifest().value("config", nlohmann::json()),
+                          artifactPath);
   try {
     s.manifest = manifest::manifestFromJson(s.artifact->manifest());
     manifest::validateManifest(s.manifest);
@@ -239,9 +247,19 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
                 estimateModelMemory(s.artifact->manifest(), s.context,
                                     uint64_t(manifest::elementBytes(s.manifest.kvCache))),
                 availableMemory(), "; use a shorter context (q3run --ctx)");
-  s.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(weightsPath));
-  std::vector<std::string> warnings;
-  s.weights = evaluateWeightPlan(s.manifest, *s.checkpoint, *s.pool, &warnings, options.progress);
+  if (embedded) {
+    const Artifact::Section *section = s.artifact->find(s.manifest.embedded.section);
+    if (!section || section->kind != SectionKind::Mapped)
+      throw LoadError(fmt::format("{}: embedded_weights: expected a mapped section '{}', found "
+                                  "none",
+                                  artifactPath, s.manifest.embedded.section));
+    s.weights = bindEmbeddedWeights(s.manifest, section->data, section->size, artifactPath);
+  } else {
+    s.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(weightsPath));
+    std::vector<std::string> warnings;
+    s.weights =
+        evaluateWeightPlan(s.manifest, *s.checkpoint, *s.pool, &warnings, options.progress);
+  }
   s.allocate();
   return model;
 }

@@ -279,4 +279,21 @@ std::vector<WeightData> evaluateWeightPlan(const manifest::Manifest &m,
   return PlanEvaluator(m, checkpoint, pool).evaluate(warnings, progress);
 }
 
+std::vector<WeightData> bindEmbeddedWeights(const manifest::Manifest &m, const uint8_t *section,
+                                            uint64_t sectionBytes, const std::string &file) {
+  std::vector<WeightData> weights(m.weights.size());
+  for (const manifest::EmbeddedWeight &e : m.embedded.entries) {
+    if (uint64_t(e.offset) > sectionBytes || uint64_t(e.bytes) > sectionBytes - uint64_t(e.offset))
+      throw LoadError(fmt::format("{}: embedded weight {} at bytes {}..{}: expected it within the "
+                                  "{}-byte section '{}'",
+                                  file, e.id, e.offset, e.offset + e.bytes, sectionBytes,
+                                  m.embedded.section));
+    WeightData &w = weights[size_t(e.id)];
+    w.dtype = runtimeDType(m.weights[size_t(e.id)].dtype);
+    w.elements = e.bytes / int64_t(dtypeSize(w.dtype));
+    w.data = section + e.offset;
+  }
+  return weights;
+}
+
 } // namespace q3::runtime

@@ -42,6 +42,12 @@ std::vector<WeightData> evaluateWeightPlan(const manifest::Manifest &m,
                                            std::vector<std::string> *warnings,
                                            const WeightPlanProgress &progress = {});
 
+/// The weights an artifact embeds (`m.embedded`), bound in place in its
+/// mapped section `section` (`sectionBytes` long): nothing is copied. Throws
+/// LoadError naming `file` when an entry lies outside the section.
+std::vector<WeightData> bindEmbeddedWeights(const manifest::Manifest &m, const uint8_t *section,
+                                            uint64_t sectionBytes, const std::string &file);
+
 DType runtimeDType(manifest::ElementType type);
 
 } // namespace q3::runtime

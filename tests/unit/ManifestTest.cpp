@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <set>
 
 namespace q3::testing {
 namespace {
@@ -92,6 +93,66 @@ TEST(Manifest, EachDamagedFieldIsNamed) {
         << "expected an error naming '" << c.expected << "', got '" << error << "'";
   }
   EXPECT_EQ(errorAfter(good, [](nlohmann::json &) {}), "");
+}
+
+/// `good` with every weight its schedule reads listed as embedded, each at
+/// its own 4 KiB page.
+nlohmann::json withEmbeddedWeights(const nlohmann::json &good) {
+  manifest::Manifest m = manifest::manifestFromJson(good);
+  std::set<int64_t> read;
+  for (const manifest::Step &step : m.steps)
+    for (const manifest::Binding &b : step.operands)
+      if (b.kind == manifest::BindingKind::Weight)
+        read.insert(b.id);
+  m.embedded.section = "weights";
+  int64_t offset = 0;
+  for (int64_t id : read) {
+    int64_t bytes = manifest::elementBytes(m.weights[size_t(id)].dtype);
+    for (int64_t extent : m.weights[size_t(id)].shape)
+      bytes *= extent;
+    m.embedded.entries.push_back({id, offset, bytes});
+    offset += (bytes + 4095) / 4096 * 4096;
+  }
+  return manifest::toJson(m);
+}
+
+TEST(Manifest, EmbeddedWeightsRoundTripAndEachDamageIsNamed) {
+  const nlohmann::json good = withEmbeddedWeights(compiledManifestJson("gqa4_tied_bf16", "f32"));
+  ASSERT_TRUE(good.contains("embedded_weights"));
+  manifest::Manifest read = manifest::manifestFromJson(good);
+  EXPECT_NO_THROW(manifest::validateManifest(read));
+  EXPECT_EQ(manifest::toJson(read), good);
+  EXPECT_EQ(read.embedded.section, "weights");
+  EXPECT_EQ(errorAfter(good, [](nlohmann::json &) {}), "");
+  struct Case {
+    const char *expected;
+    std::function<void(nlohmann::json &)> damage;
+  };
+  const std::vector<Case> cases = {
+      {"embedded_weights.entries[0].bytes: expected",
+       [](nlohmann::json &m) { m["embedded_weights"]["entries"][0]["bytes"] = 6; }},
+      {"embedded_weights.entries[1].offset: expected a multiple of 64",
+       [](nlohmann::json &m) { m["embedded_weights"]["entries"][1]["offset"] = 4100; }},
+      {"embedded_weights.entries: expected no overlap",
+       [](nlohmann::json &m) {
+         m["embedded_weights"]["entries"][1]["offset"] =
+             m["embedded_weights"]["entries"][0]["offset"];
+       }},
+      {"embedded_weights.entries[1].id: expected each weight once",
+       [](nlohmann::json &m) {
+         m["embedded_weights"]["entries"][1]["id"] = m["embedded_weights"]["entries"][0]["id"];
+       }},
+      {"embedded_weights.entries[0].id: expected a weight id below",
+       [](nlohmann::json &m) { m["embedded_weights"]["entries"][0]["id"] = 100000; }},
+      {"which embedded_weights does not hold",
+       [](nlohmann::json &m) { m["embedded_weights"]["entries"].erase(0); }},
+      {"embedded_weights.section", [](nlohmann::json &m) { m["embedded_weights"]["section"] = 5; }},
+  };
+  for (const Case &c : cases) {
+    const std::string error = errorAfter(good, c.damage);
+    EXPECT_NE(error.find(c.expected), std::string::npos)
+        << "expected an error naming '" << c.expected << "', got '" << error << "'";
+  }
 }
 
 } // namespace

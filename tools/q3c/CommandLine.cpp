@@ -124,6 +124,12 @@ cl::opt<std::string> compileSign(
     cl::desc("Sign the artifact with this secret key (q3c keygen); q3run --require-signature "
              "checks it"),
     cl::value_desc("keyfile"), cl::cat(q3Category));
+cl::opt<bool> compileEmbedWeights(
+    "embed-weights", cl::sub(compileCommand),
+    cl::desc("Write the model folder's weights into the artifact, already in the kernels' dtype "
+             "and layout (gains, concatenations and column blocks applied): q3run maps them and "
+             "needs no --weights, and the artifact alone is what to deploy"),
+    cl::cat(q3Category));
 cl::opt<bool> compileNoTokenizer(
     "no-tokenizer", cl::sub(compileCommand),
     cl::desc("Do not embed the model folder's tokenizer.json, tokenizer_config.json, "

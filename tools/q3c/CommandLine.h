@@ -41,6 +41,7 @@ extern llvm::cl::opt<bool> compileVerbose;
 extern llvm::cl::opt<std::string> compileSign;
 extern llvm::cl::opt<std::string> keygenOutput;
 extern llvm::cl::opt<bool> compileNoTokenizer;
+extern llvm::cl::opt<bool> compileEmbedWeights;
 
 // Pipeline flags shared by dump, eval and compile.
 extern llvm::cl::opt<std::string> emitStage;

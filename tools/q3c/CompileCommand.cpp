@@ -2,11 +2,13 @@
 //
 // Config -> graph -> default pipeline -> the CPU target stage (every
 // decision recorded in the IR) -> CPU kernels -> one artifact. No weights
-// are needed: the runtime binds them at load time.
+// are needed: the runtime binds them at load time, unless --embed-weights
+// puts them into the artifact.
 //
 //===----------------------------------------------------------------------===//
 #include "tools/q3c/CommandLine.h"
 #include "tools/q3c/Commands.h"
+#include "tools/q3c/EmbedWeights.h"
 #include "tools/q3c/MemoryEstimate.h"
 
 #include "backends/cpu/CompileModel.h"
@@ -71,17 +73,42 @@ void printEmbedded(const std::vector<runtime::ArtifactSection> &textSections,
   llvm::outs() << " (from " << modelFolder << ")\n";
 }
 
+/// With --embed-weights: how many weights, how many bytes, from where.
+void printEmbeddedWeights(const manifest::EmbeddedWeights &embedded,
+                          const std::string &modelFolder) {
+  if (embedded.section.empty())
+    return;
+  int64_t bytes = 0;
+  for (const manifest::EmbeddedWeight &w : embedded.entries)
+    bytes += w.bytes;
+  llvm::outs() << fmt::format("embedded {} weights, {:.2f} GB in the kernels' layout (from {})\n",
+                              embedded.entries.size(), double(bytes) / 1e9, modelFolder);
+}
+
 } // namespace
+
+/// With --embed-weights: the weights of `modelFolder` into `m` and `sections`.
+static void embedIfAsked(manifest::Manifest &m, const std::string &modelFolder,
+                         std::vector<runtime::ArtifactSection> &sections,
+                         EmbeddedWeightsPayload &storage) {
+  if (!compileEmbedWeights)
+    return;
+  std::vector<std::string> warnings;
+  addEmbeddedWeights(m, modelFolder, sections, storage, &warnings);
+  printWarnings(warnings);
+}
 
 /// q3c compile --target vulkan, after the pipeline: SPIR-V kernels.
 static void compileVulkan(mlir::ModuleOp module, text::StageProgress &progress,
-                          const std::vector<runtime::ArtifactSection> &textSections,
-                          const runtime::SecretKey *signer,
+                          std::vector<runtime::ArtifactSection> sections,
+                          const std::string &modelFolder, const runtime::SecretKey *signer,
                           std::chrono::steady_clock::time_point start) {
   progress.stage(3, "kernels (SPIR-V)");
   vulkan::CompiledVulkanModel compiled = vulkan::compileForVulkan(module);
   progress.stage(4, "writing");
-  vulkan::writeVulkanArtifact(compileOutput, compiled, textSections, signer);
+  EmbeddedWeightsPayload weights;
+  embedIfAsked(compiled.manifest, modelFolder, sections, weights);
+  vulkan::writeVulkanArtifact(compileOutput, compiled, sections, signer);
   progress.finish();
   size_t modules = 0;
   for (const auto &kernel : compiled.kernels)
@@ -95,6 +122,7 @@ static void compileVulkan(mlir::ModuleOp module, text::StageProgress &progress,
   if (signer)
     llvm::outs() << ", signed by key " << runtime::keyId(signer->publicKey());
   llvm::outs() << "\n";
+  printEmbeddedWeights(compiled.manifest.embedded, modelFolder);
 }
 
 int runCompile() {
@@ -114,6 +142,10 @@ int runCompile() {
   // The tokenizer, chat template and generation defaults, checked first so a
   // broken tokenizer.json fails before the long part.
   const std::string modelFolder = text::modelFolderOf(compileModel);
+  if (compileEmbedWeights && modelFolder.empty())
+    throw std::invalid_argument("--embed-weights: expected a model folder with the weights "
+                                "(config.json and *.safetensors), got '" +
+                                std::string(compileModel) + "'");
   const std::vector<runtime::ArtifactSection> textSections =
       compileNoTokenizer || modelFolder.empty()
           ? std::vector<runtime::ArtifactSection>()
@@ -125,7 +157,8 @@ int runCompile() {
   if (compileTarget == "vulkan") {
     progress.stage(2, "passes");
     runPipelineFromFlags(*module, compileTarget);
-    compileVulkan(*module, progress, textSections, signer ? &*signer : nullptr, start);
+    compileVulkan(*module, progress, textSections, modelFolder, signer ? &*signer : nullptr,
+                  start);
     printEmbedded(textSections, modelFolder);
     return 0;
   }
@@ -136,7 +169,10 @@ int runCompile() {
   progress.stage(3, "kernels (LLVM)");
   cpu::CompiledModel compiled = cpu::compileForCpu(*module);
   progress.stage(4, "writing");
-  cpu::writeCpuArtifact(compileOutput, compiled, textSections, signer ? &*signer : nullptr);
+  std::vector<runtime::ArtifactSection> sections = textSections;
+  EmbeddedWeightsPayload weights;
+  embedIfAsked(compiled.manifest, modelFolder, sections, weights);
+  cpu::writeCpuArtifact(compileOutput, compiled, sections, signer ? &*signer : nullptr);
   progress.finish();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -150,6 +186,7 @@ int runCompile() {
     llvm::outs() << ", signed by key " << runtime::keyId(signer->publicKey());
   llvm::outs() << "\n";
   printEmbedded(textSections, modelFolder);
+  printEmbeddedWeights(m.embedded, modelFolder);
   return 0;
 }
 

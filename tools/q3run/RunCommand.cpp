@@ -27,8 +27,8 @@ namespace q3::q3run {
 void addCommonOptions(ArgParser &parser, CommonOptions &options) {
   parser.addPositional("MODEL.q3", &options.artifact, "the artifact `q3c compile` wrote");
   parser.addString({"--weights"}, &options.weights, "MODEL_DIR",
-                   "the Hugging Face checkpoint folder (config.json, *.safetensors)",
-                   /*required=*/true);
+                   "the Hugging Face checkpoint folder (config.json, *.safetensors); not for an "
+                   "artifact compiled with --embed-weights, which carries its own");
   parser.addInt({"--threads"}, &options.threads, "N",
                 "threads, the caller included (default and most: the CPUs this process may use)",
                 0, 1 << 16);
