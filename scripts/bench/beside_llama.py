@@ -8,7 +8,7 @@ script is root, at autogroup nice -20, so background work on the machine takes
 less from the measured process. Prints every round and the medians.
 
   beside_llama.py --llama-bench BIN --gguf MODEL.gguf --q3run BIN \
-      --artifact MODEL.q3 --weights MODEL_DIR [-p 128] [-g 64] [--rounds 3] \
+      --artifact MODEL.q3 [--weights MODEL_DIR] [-p 128] [-g 64] [--rounds 3] \
       [--depth 0] [--threads 2] [--q3run-arg=--kv-cache ...]
 """
 import argparse
@@ -44,8 +44,10 @@ def llama_rate(args, prompt, generated):
 
 
 def q3run_round(args):
-    command = [args.q3run, "bench", args.artifact, "--weights", args.weights, "-p", str(args.prompt),
+    command = [args.q3run, "bench", args.artifact, "-p", str(args.prompt),
                "-g", str(args.generated), "-r", "1", "--threads", str(args.threads), "--json"]
+    if args.weights:  # an artifact compiled with --embed-weights carries its own
+        command += ["--weights", args.weights]
     if args.context:
         command += ["--ctx", str(args.context)]
     command += args.q3run_arg
@@ -58,7 +60,7 @@ def main():
     parser.add_argument("--gguf", required=True)
     parser.add_argument("--q3run", required=True)
     parser.add_argument("--artifact", required=True)
-    parser.add_argument("--weights", required=True)
+    parser.add_argument("--weights", default="", help="the checkpoint folder (not for --embed-weights artifacts)")
     parser.add_argument("-p", "--prompt", type=int, default=128)
     parser.add_argument("-g", "--generated", type=int, default=64)
     parser.add_argument("--depth", type=int, default=0,
