@@ -463,3 +463,19 @@ void q3::ir::setLowering(func::FuncOp kernel, LoweringConfigAttr lowering) {
 
 #define GET_OP_CLASSES
 #include "ir/Q3Ops.cpp.inc"
+
+llvm::SmallVector<LoweringConfigAttr> q3::ir::variantsOf(func::FuncOp kernel) {
+  llvm::SmallVector<LoweringConfigAttr> variants;
+  if (auto list = kernel->getAttrOfType<ArrayAttr>(kVariantsAttrName))
+    for (Attribute variant : list)
+      if (auto lowering = variant.dyn_cast<LoweringConfigAttr>())
+        variants.push_back(lowering);
+  return variants;
+}
+
+std::string q3::ir::variantName(LoweringConfigAttr variant) {
+  std::string name = variant.getMatmul().str();
+  if (!variant.getTile().empty())
+    name += "_" + std::to_string(variant.getTile()[0]);
+  return name;
+}

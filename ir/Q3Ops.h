@@ -3,6 +3,8 @@
 
 #include "ir/Q3Dialect.h"
 
+#include <string>
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
@@ -31,5 +33,12 @@ mlir::Operation *kernelComputeOp(mlir::func::FuncOp kernel);
 /// A kernel's lowering config, or an empty one when no pass has set it yet.
 LoweringConfigAttr loweringOf(mlir::func::FuncOp kernel);
 void setLowering(mlir::func::FuncOp kernel, LoweringConfigAttr lowering);
+
+/// A kernel's alternative lowerings (`q3.variants`, set by a target pass for
+/// the runtime to choose from), in order; empty when it has none.
+inline constexpr const char *kVariantsAttrName = "q3.variants";
+llvm::SmallVector<LoweringConfigAttr> variantsOf(mlir::func::FuncOp kernel);
+/// A variant's name: "<matmul>_<first tile extent>" ("avx512bf16_8").
+std::string variantName(LoweringConfigAttr variant);
 
 } // namespace q3::ir

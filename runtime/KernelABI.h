@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace q3::runtime {
 
@@ -25,6 +26,12 @@ using KernelEntry = void (*)(void *const *buffers, const int64_t *bufferBytes,
                              int64_t workgroupEnd);
 
 inline constexpr const char *kKernelSymbolPrefix = "q3_kernel_";
+
+/// A kernel variant's own kernel name (its symbol: the prefix, then this):
+/// "<kernel>__<variant>".
+inline std::string variantKernelName(const std::string &kernel, const std::string &variant) {
+  return kernel + "__" + variant;
+}
 inline constexpr int kFixedKernelScalars = 3;  // rows, visible, capacity
 
 } // namespace q3::runtime

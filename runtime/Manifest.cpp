@@ -153,25 +153,52 @@ void validateSlot(const Manifest &m, const Slot &slot, const std::string &where)
   }
 }
 
+bool isIdentifier(const std::string &name) {
+  return !name.empty() && name.size() <= 200 &&
+         std::all_of(name.begin(), name.end(), [](char ch) {
+           return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                  ch == '_';
+         });
+}
+
+void validateMatmul(const std::string &matmul, const std::string &where) {
+  if (!matmul.empty() && matmul != "f32" && matmul != "avx512bf16" && matmul != "amx")
+    fail(where, "expected \"f32\", \"avx512bf16\" or \"amx\", found \"" + matmul.substr(0, 40) +
+                    "\"");
+}
+
+// A kernel's variants: products only, distinct names, known instructions,
+// and the CPU features those instructions need (the runtime checks these).
+void validateVariants(const Kernel &k, const std::string &where) {
+  std::set<std::string> names;
+  for (size_t v = 0; v < k.variants.size(); ++v) {
+    const KernelVariant &variant = k.variants[v];
+    const std::string at = fmt::format("{}.variants[{}]", where, v);
+    if (k.matmul.empty())
+      fail(at, "expected variants only on a product kernel (one with a matmul)");
+    if (!isIdentifier(variant.name) || !names.insert(variant.name).second)
+      fail(at + ".name", "expected a unique name of letters, digits and '_', found \"" +
+                             variant.name.substr(0, 40) + "\"");
+    validateMatmul(variant.matmul, at + ".matmul");
+    if (variant.requires != matmulRequiredFeatures(variant.matmul))
+      fail(at + ".requires", fmt::format("expected [{}] for matmul \"{}\"",
+                                         fmt::join(matmulRequiredFeatures(variant.matmul), ", "),
+                                         variant.matmul));
+  }
+}
+
 void validateKernels(const Manifest &m) {
   std::set<std::string> names;
   for (size_t i = 0; i < m.kernels.size(); ++i) {
     const Kernel &k = m.kernels[i];
     const std::string where = fmt::format("kernels[{}]", i);
-    const bool identifier =
-        !k.name.empty() && k.name.size() <= 200 &&
-        std::all_of(k.name.begin(), k.name.end(), [](char ch) {
-          return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                 ch == '_';
-        });
-    if (!identifier)
+    if (!isIdentifier(k.name))
       fail(where + ".name", "expected letters, digits and '_', found \"" + k.name.substr(0, 40) +
                                 "\"");
     if (!names.insert(k.name).second)
       fail(where + ".name", "expected a unique kernel name, found '" + k.name + "' twice");
-    if (!k.matmul.empty() && k.matmul != "f32" && k.matmul != "avx512bf16" && k.matmul != "amx")
-      fail(where + ".matmul", "expected \"f32\", \"avx512bf16\" or \"amx\", found \"" +
-                                  k.matmul.substr(0, 40) + "\"");
+    validateMatmul(k.matmul, where + ".matmul");
+    validateVariants(k, where);
     for (size_t s = 0; s < k.operands.size(); ++s)
       validateSlot(m, k.operands[s], fmt::format("{}.operands[{}]", where, s));
     for (size_t s = 0; s < k.results.size(); ++s) {

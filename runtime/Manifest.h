@@ -90,6 +90,25 @@ struct Slot {
   Layout layout = Layout::RowMajor;     // Weight
 };
 
+/// Another build of a kernel the runtime may run instead (a portable
+/// target's `q3.variants`): its entry is q3_kernel_<kernel>__<name>.
+struct KernelVariant {
+  std::string name;   // "<matmul>_<tile rows>"
+  std::string matmul; // prefill product instructions
+  std::vector<int64_t> tile;
+  std::vector<std::string> requires; // CPU features (LLVM spelling) it needs
+};
+
+/// The CPU features (LLVM spelling) the prefill instructions `matmul` need
+/// beyond the x86-64 levels; none for f32.
+inline std::vector<std::string> matmulRequiredFeatures(const std::string &matmul) {
+  if (matmul == "avx512bf16")
+    return {"avx512bf16"};
+  if (matmul == "amx")
+    return {"amx-tile", "amx-bf16", "avx512bf16"};
+  return {};
+}
+
 struct Kernel {
   std::string name; // the entry is q3_kernel_<name> (runtime/KernelABI.h)
   GridKind gridKind = GridKind::Fixed;
@@ -98,6 +117,7 @@ struct Kernel {
   std::vector<int64_t> tile; // register tile of the prefill product
   int64_t prefillChunks = 1, decodeChunks = 1; // per thread, 1..64
   std::vector<Slot> operands, results;
+  std::vector<KernelVariant> variants; // alternatives the runtime may pick at load
 };
 
 struct Weight {
@@ -464,6 +484,9 @@ inline nlohmann::json toJson(const Kernel &k) {
     j["operands"].push_back(detail::slotJson(slot));
   for (const Slot &slot : k.results)
     j["results"].push_back(detail::slotJson(slot));
+  for (const KernelVariant &v : k.variants)
+    j["variants"].push_back(
+        {{"name", v.name}, {"matmul", v.matmul}, {"tile", v.tile}, {"requires", v.requires}});
   return j;
 }
 
@@ -583,6 +606,11 @@ inline Kernel kernelFromJson(const detail::Reader &r) {
   k.decodeChunks = r.integerOr("decode_chunks", 1, 1, kMaxChunksPerThread);
   r.each("operands", [&](const Reader &slot) { k.operands.push_back(readSlot(slot)); });
   r.each("results", [&](const Reader &slot) { k.results.push_back(readSlot(slot)); });
+  if (r.has("variants"))
+    r.each("variants", [&](const Reader &v) {
+      k.variants.push_back({v.string("name"), v.string("matmul"), v.integers("tile", 1, 64, 4),
+                            v.strings("requires")});
+    });
   return k;
 }
 

@@ -202,6 +202,10 @@ private:
     k.tile.assign(lowering.getTile().begin(), lowering.getTile().end());
     k.prefillChunks = lowering.getPrefillChunks() ? lowering.getPrefillChunks() : 1;
     k.decodeChunks = lowering.getDecodeChunks() ? lowering.getDecodeChunks() : 1;
+    for (LoweringConfigAttr variant : variantsOf(kernel))
+      k.variants.push_back({variantName(variant), variant.getMatmul().str(),
+                            std::vector<int64_t>(variant.getTile().begin(), variant.getTile().end()),
+                            manifest::matmulRequiredFeatures(variant.getMatmul().str())});
     FunctionType type = kernel.getFunctionType();
     for (auto [b, t] : llvm::zip(step.operands, type.getInputs()))
       k.operands.push_back(slotFor(b, t));

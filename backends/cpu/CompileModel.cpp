@@ -18,8 +18,11 @@ namespace q3::cpu {
 
 std::string cpuKernelsSource(mlir::ModuleOp module) {
   std::string source;
-  for (mlir::func::FuncOp kernel : kernelsOf(module))
+  for (mlir::func::FuncOp kernel : kernelsOf(module)) {
     source += cpuKernelSource(module, kernel);
+    for (q3::ir::LoweringConfigAttr variant : q3::ir::variantsOf(kernel))
+      source += cpuKernelVariantSource(module, kernel, variant);
+  }
   return source;
 }
 

@@ -12,7 +12,8 @@ passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
   passes::TargetPipeline pipeline;
   pipeline.backend = "cpu";
   pipeline.passes = {"cpu-set-target",   "cpu-pack-column-blocks", "cpu-select-matmul",
-                     "cpu-select-tiles", "cpu-assign-grids",       "cpu-set-chunking"};
+                     "cpu-select-tiles", "cpu-assign-grids",       "cpu-set-chunking",
+                     "cpu-add-variants"};
   pipeline.addPass = [options](mlir::OpPassManager &pm, const std::string &name) {
     if (name == "cpu-set-target") {
       CpuSetTargetOptions o;
@@ -35,6 +36,10 @@ passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
       o.decodeChunks = options.decodeChunks;
       o.attentionChunks = options.attentionChunks;
       pm.addPass(createCpuSetChunkingPass(o));
+    } else if (name == "cpu-add-variants") {
+      CpuAddVariantsOptions o;
+      o.enabled = options.matmul == "auto"; // a chosen --prefill-matmul is kept
+      pm.addPass(createCpuAddVariantsPass(o));
     } else {
       throw std::logic_error("no CPU pass named " + name);
     }

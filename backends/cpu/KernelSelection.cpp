@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/KernelSelection.h"
+#include "backends/cpu/passes/CpuPasses.h"
+#include "runtime/KernelABI.h"
 #include "ir/BuildGraph.h"
 #include "ir/Q3Ops.h"
 
@@ -56,11 +58,11 @@ std::optional<PrefillMatmul> matmulOf(StringRef name) {
   return std::nullopt;
 }
 
-std::string productSource(func::FuncOp kernel, LoweringConfigAttr lowering, Value weight,
-                          Value gain, Value residual, std::optional<double> eps, bool swiglu,
-                          Value result) {
+std::string productSource(func::FuncOp kernel, const std::string &name,
+                          LoweringConfigAttr lowering, Value weight, Value gain, Value residual,
+                          std::optional<double> eps, bool swiglu, Value result) {
   FusedLinearKernel cpu;
-  cpu.name = kernel.getSymName().str();
+  cpu.name = name;
   cpu.inFeatures = dimOf(weight, 1);
   cpu.outFeatures = dimOf(result, 1);
   cpu.weight = storageOf(weight.getType());
@@ -91,30 +93,29 @@ std::string productSource(func::FuncOp kernel, LoweringConfigAttr lowering, Valu
   return fusedLinearSource(cpu);
 }
 
-std::string sourceFor(ModuleOp module, func::FuncOp kernel) {
+std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr lowering,
+                      const std::string &name) {
   Operation *compute = kernelComputeOp(kernel);
   if (!compute)
     refuse(kernel, "computes nothing");
-  LoweringConfigAttr lowering = loweringOf(kernel);
   if (!lowering.hasGrid())
     refuse(kernel, "has no grid in its q3.lowering: run the CPU target passes");
   auto forward = module.lookupSymbol<func::FuncOp>(kEntryPoint);
   const WeightStorage cacheStorage =
       storageOf(forward.getArgument(2).getType().cast<KVCacheType>().getElement());
-  const std::string name = kernel.getSymName().str();
   return llvm::TypeSwitch<Operation *, std::string>(compute)
       .Case<FusedLinearOp>([&](FusedLinearOp op) {
         std::optional<double> eps;
         if (auto attr = op.getRmsNormEps())
           eps = attr->convertToDouble();
-        return productSource(kernel, lowering, op.getWeight(), op.getGain(), op.getResidual(), eps,
-                             op.getSwiglu(), op.getResult());
+        return productSource(kernel, name, lowering, op.getWeight(), op.getGain(),
+                             op.getResidual(), eps, op.getSwiglu(), op.getResult());
       })
       .Case<LinearOp>([&](LinearOp op) {
         if (op.getBias())
           refuse(kernel, "the CPU kernels have no product with a bias");
-        return productSource(kernel, lowering, op.getWeight(), Value(), Value(), std::nullopt,
-                             false, op.getResult());
+        return productSource(kernel, name, lowering, op.getWeight(), Value(), Value(),
+                             std::nullopt, false, op.getResult());
       })
       .Case<EmbeddingOp>([&](EmbeddingOp op) {
         expectGrid(kernel, lowering, "per_row", 1);
@@ -161,7 +162,13 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel) {
 } // namespace
 
 std::string cpuKernelSource(ModuleOp module, func::FuncOp kernel) {
-  return sourceFor(module, kernel);
+  return sourceFor(module, kernel, loweringOf(kernel), kernel.getSymName().str());
+}
+
+std::string cpuKernelVariantSource(ModuleOp module, func::FuncOp kernel,
+                                   LoweringConfigAttr variant) {
+  return sourceFor(module, kernel, variant,
+                   runtime::variantKernelName(kernel.getSymName().str(), variantName(variant)));
 }
 
 } // namespace q3::cpu

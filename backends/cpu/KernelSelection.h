@@ -2,6 +2,7 @@
 #pragma once
 
 #include "backends/cpu/KernelSource.h"
+#include "ir/Q3Ops.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -17,5 +18,10 @@ namespace q3::cpu {
 /// std::runtime_error naming the kernel when the IR asks for something the
 /// templates cannot do, or when the lowering disagrees with the template.
 std::string cpuKernelSource(mlir::ModuleOp module, mlir::func::FuncOp kernel);
+
+/// The same kernel built with one of its `q3.variants` lowerings instead,
+/// named runtime::variantKernelName(kernel, variantName(variant)).
+std::string cpuKernelVariantSource(mlir::ModuleOp module, mlir::func::FuncOp kernel,
+                                   q3::ir::LoweringConfigAttr variant);
 
 } // namespace q3::cpu

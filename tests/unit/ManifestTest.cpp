@@ -155,5 +155,39 @@ TEST(Manifest, EmbeddedWeightsRoundTripAndEachDamageIsNamed) {
   }
 }
 
+TEST(Manifest, KernelVariantsRoundTripAndEachDamageIsNamed) {
+  nlohmann::json good = compiledManifestJson("gqa4_tied_bf16", "f32");
+  ASSERT_EQ(good["kernels"][1]["matmul"], "f32");
+  good["kernels"][1]["variants"] = {
+      {{"name", "avx512bf16_8"}, {"matmul", "avx512bf16"}, {"tile", {8, 2}},
+       {"requires", {"avx512bf16"}}},
+      {{"name", "amx_6"}, {"matmul", "amx"}, {"tile", {6, 2}},
+       {"requires", {"amx-tile", "amx-bf16", "avx512bf16"}}}};
+  manifest::Manifest read = manifest::manifestFromJson(good);
+  EXPECT_NO_THROW(manifest::validateManifest(read));
+  EXPECT_EQ(manifest::toJson(read), good);
+  ASSERT_EQ(read.kernels[1].variants.size(), 2u);
+  EXPECT_EQ(read.kernels[1].variants[1].requires, manifest::matmulRequiredFeatures("amx"));
+  struct Case {
+    const char *expected;
+    std::function<void(nlohmann::json &)> damage;
+  };
+  const std::vector<Case> cases = {
+      {"kernels[1].variants[0].requires: expected [avx512bf16] for matmul \"avx512bf16\"",
+       [](nlohmann::json &m) { m["kernels"][1]["variants"][0]["requires"] = {"avx2"}; }},
+      {"kernels[1].variants[1].name: expected a unique name",
+       [](nlohmann::json &m) { m["kernels"][1]["variants"][1]["name"] = "avx512bf16_8"; }},
+      {"kernels[1].variants[0].matmul",
+       [](nlohmann::json &m) { m["kernels"][1]["variants"][0]["matmul"] = "avx10"; }},
+      {"kernels[0].variants[0]: expected variants only on a product kernel",
+       [](nlohmann::json &m) { m["kernels"][0]["variants"] = m["kernels"][1]["variants"]; }},
+  };
+  for (const Case &c : cases) {
+    const std::string error = errorAfter(good, c.damage);
+    EXPECT_NE(error.find(c.expected), std::string::npos)
+        << "expected an error naming '" << c.expected << "', got '" << error << "'";
+  }
+}
+
 } // namespace
 } // namespace q3::testing

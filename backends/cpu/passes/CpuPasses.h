@@ -21,6 +21,8 @@ std::unique_ptr<mlir::Pass> createCpuSelectMatmulPass(const CpuSelectMatmulOptio
 std::unique_ptr<mlir::Pass> createCpuSelectTilesPass();
 std::unique_ptr<mlir::Pass> createCpuSelectTilesPass(const CpuSelectTilesOptions &options);
 std::unique_ptr<mlir::Pass> createCpuAssignGridsPass();
+std::unique_ptr<mlir::Pass> createCpuAddVariantsPass();
+std::unique_ptr<mlir::Pass> createCpuAddVariantsPass(const CpuAddVariantsOptions &options);
 std::unique_ptr<mlir::Pass> createCpuSetChunkingPass();
 std::unique_ptr<mlir::Pass> createCpuSetChunkingPass(const CpuSetChunkingOptions &options);
 

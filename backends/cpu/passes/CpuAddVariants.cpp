@@ -1,0 +1,77 @@
+//===- CpuAddVariants.cpp - the products' alternatives for a portable CPU -===//
+//
+// After (cpu = x86-64-v4, a bf16 product with K % 32 == 0):
+//   func.func private @fused_linear_rms_norm_0(...) attributes {q3.kernel,
+//       q3.lowering = #q3.lowering<grid = fixed 64, matmul = f32, tile = [6, 2], ...>,
+//       q3.variants = [#q3.lowering<grid = fixed 64, matmul = avx512bf16, tile = [6, 2], ...>,
+//                      #q3.lowering<..., matmul = avx512bf16, tile = [8, 2], ...>,
+//                      #q3.lowering<..., matmul = amx, tile = [6, 2], ...>]}
+//
+// A portable artifact cannot know whether the CPU it meets has AVX512-BF16
+// or AMX, nor which tile is fastest there (vdpbf16ps won by 40% on an AMD
+// family 26 and lost on a Sapphire Rapids): it carries them all, and the
+// runtime picks by CPUID and a timed dispatch at load.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/CpuTarget.h"
+#include "backends/cpu/passes/CpuPasses.h"
+
+namespace q3::cpu {
+#define GEN_PASS_DEF_CPUADDVARIANTS
+#include "backends/cpu/passes/CpuPasses.h.inc"
+} // namespace q3::cpu
+
+using namespace mlir;
+using namespace q3::ir;
+
+namespace q3::cpu {
+namespace {
+
+/// The portable level whose CPUs differ in the prefill instructions.
+constexpr const char *kPortableAvx512 = "x86-64-v4";
+
+struct CpuAddVariantsPass : impl::CpuAddVariantsBase<CpuAddVariantsPass> {
+  using CpuAddVariantsBase::CpuAddVariantsBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!enabled)
+      return;
+    CpuTarget target;
+    try {
+      target = targetOf(module);
+    } catch (const std::runtime_error &error) {
+      module.emitError() << "cpu-add-variants: " << error.what();
+      return signalPassFailure();
+    }
+    if (target.name != kPortableAvx512)
+      return;
+    for (func::FuncOp kernel : kernelsOf(module)) {
+      Operation *compute = kernelComputeOp(kernel);
+      LoweringConfigAttr lowering = loweringOf(kernel);
+      if (!isa_and_nonnull<FusedLinearOp, LinearOp>(compute) || lowering.getMatmul() != "f32")
+        continue;
+      Type weight = compute->getOperand(1).getType();
+      if (!hasColumnBlocks(weight))
+        continue;
+      SmallVector<Attribute> variants;
+      for (int64_t rows : {6, 8})
+        variants.push_back(lowering.withMatmul("avx512bf16").withTile({rows, 2}));
+      // The tile unit takes 32 k per step.
+      if (weight.cast<RankedTensorType>().getDimSize(1) % 32 == 0)
+        variants.push_back(lowering.withMatmul("amx").withTile({6, 2}));
+      kernel->setAttr(kVariantsAttrName, ArrayAttr::get(&getContext(), variants));
+    }
+  }
+};
+
+} // namespace
+
+std::unique_ptr<mlir::Pass> createCpuAddVariantsPass() {
+  return std::make_unique<CpuAddVariantsPass>();
+}
+
+std::unique_ptr<mlir::Pass> createCpuAddVariantsPass(const CpuAddVariantsOptions &options) {
+  return std::make_unique<CpuAddVariantsPass>(options);
+}
+
+} // namespace q3::cpu
