@@ -27,22 +27,54 @@ CpuDriver::CpuDriver(const Artifact &artifact, const manifest::Manifest &m,
     if (std::string refused = requestAmxState(); !refused.empty())
       throw LoadError(path + ": compiled for AMX, but " + refused);
   }
-  for (const manifest::Kernel &kernel : m.kernels)
+  for (const manifest::Kernel &kernel : m.kernels) {
     chunking_[kernel.name] = {int(kernel.prefillChunks), int(kernel.decodeChunks)};
+    variantInfo_[kernel.name] = kernel.variants;
+  }
   const Artifact::Section *library = artifact.find("kernels.so");
   if (!library)
     throw LoadError(path + ": no kernels.so section");
   library_ = SharedLibrary::loadFromMemory(path + ":kernels.so", library->data, library->size);
 }
 
+CpuDriver::Builds CpuDriver::buildsOf(const std::string &name) {
+  Builds builds;
+  builds.base = reinterpret_cast<KernelEntry>(library_->symbol(kKernelSymbolPrefix + name));
+  auto info = variantInfo_.find(name);
+  if (info == variantInfo_.end())
+    return builds;
+  for (const manifest::KernelVariant &variant : info->second) {
+    if (!missingCpuFeatures(variant.requires).empty())
+      continue;
+    const bool amx = std::find(variant.requires.begin(), variant.requires.end(), "amx-tile") !=
+                     variant.requires.end();
+    if (amx && !requestAmxState().empty()) // Linux refused the tile state
+      continue;
+    builds.variantNames.push_back(variant.name);
+    builds.variants.push_back(reinterpret_cast<KernelEntry>(
+        library_->symbol(kKernelSymbolPrefix + variantKernelName(name, variant.name))));
+  }
+  return builds;
+}
+
 int64_t CpuDriver::kernel(const std::string &name) {
   auto [it, inserted] = kernelIds_.try_emplace(name, int64_t(kernels_.size()));
   if (inserted) {
-    kernels_.push_back(reinterpret_cast<KernelEntry>(library_->symbol(kKernelSymbolPrefix + name)));
+    builds_.push_back(buildsOf(name));
+    kernels_.push_back(builds_.back().base);
     auto chunking = chunking_.find(name);
     kernelChunks_.push_back(chunking == chunking_.end() ? Chunking{} : chunking->second);
   }
   return it->second;
+}
+
+std::vector<std::string> CpuDriver::kernelVariants(int64_t kernel) {
+  return builds_.at(size_t(kernel)).variantNames;
+}
+
+void CpuDriver::useKernelVariant(int64_t kernel, int variant) {
+  const Builds &builds = builds_.at(size_t(kernel));
+  kernels_.at(size_t(kernel)) = variant < 0 ? builds.base : builds.variants.at(size_t(variant));
 }
 
 int64_t CpuDriver::allocate(int64_t bytes) {

@@ -3,6 +3,7 @@
 
 #include "runtime/Driver.h"
 #include "runtime/HostBuffer.h"
+#include "runtime/Manifest.h"
 #include "runtime/KernelABI.h"
 #include "runtime/SharedLibrary.h"
 #include "runtime/ThreadPool.h"
@@ -32,6 +33,8 @@ public:
                 const std::vector<int64_t> &scalars, int64_t workgroups) override;
   void finish() override {} // dispatches run to completion when issued
   std::string deviceName() const override { return "cpu"; }
+  std::vector<std::string> kernelVariants(int64_t kernel) override;
+  void useKernelVariant(int64_t kernel, int variant) override;
 
 private:
   struct Memory {
@@ -47,9 +50,19 @@ private:
     int prefill = 1, decode = 1;
   };
 
+  /// A kernel's builds: the default and the variants this CPU can run.
+  struct Builds {
+    KernelEntry base = nullptr;
+    std::vector<std::string> variantNames;
+    std::vector<KernelEntry> variants;
+  };
+  Builds buildsOf(const std::string &name);
+
   ThreadPool &pool_;
   std::unique_ptr<SharedLibrary> library_;
-  std::vector<KernelEntry> kernels_;
+  std::map<std::string, std::vector<manifest::KernelVariant>> variantInfo_;
+  std::vector<KernelEntry> kernels_; // the build each kernel id runs
+  std::vector<Builds> builds_;       // by kernel id
   std::map<std::string, int64_t> kernelIds_;
   std::map<std::string, Chunking> chunking_;
   std::vector<Chunking> kernelChunks_; // by kernel id

@@ -97,6 +97,13 @@ public:
     int64_t bytes = 0;
   };
   virtual std::optional<Bandwidth> measureReadBandwidth(int reads) { return std::nullopt; }
+
+  /// The other builds of `kernel` this machine can run (a portable
+  /// artifact's variants whose CPU features it has), by name; none here.
+  virtual std::vector<std::string> kernelVariants(int64_t kernel) { return {}; }
+  /// Runs build `variant` of `kernel` (an index into kernelVariants(), or -1
+  /// for the default build) in every later dispatch.
+  virtual void useKernelVariant(int64_t kernel, int variant) {}
 };
 
 /// How q3run asked for the driver to be set up.

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <set>
 #include <chrono>
+#include <limits>
 #include <memory>
 
 namespace q3::runtime {
@@ -49,8 +50,13 @@ struct Model::State {
   int64_t layers = 0, kvRowBytes = 0, vocab = 0, context = 0, position = 0, chunkRows = 0;
   bool profiling = false;
   std::vector<KernelProfile> stepProfiles; // parallel to the steps while profiling
+  std::map<std::string, std::string> variantChoices; // kernel -> the build it runs
 
   void allocate();
+  /// For each kernel with variants this machine can run: times one dispatch
+  /// of its first step on `kVariantProbeRows` rows with each build (the
+  /// buffers hold no request yet) and keeps the fastest.
+  void chooseKernelVariants(const std::string &asked);
   /// Runs the chunk of `rows` tokens at `startPos`: every step, or all but
   /// the logits product (`logitsRows` 0), which otherwise runs on its last
   /// `logitsRows` rows.
@@ -206,6 +212,61 @@ void Model::State::runChunk(int64_t rows, int64_t startPos, int64_t logitsRows) 
   }
 }
 
+// Rows of the dispatch that times each variant: enough for the prefill tiles
+// (and AMX's 16-row minimum) to show their rate; the logits product of a
+// 152K vocabulary stays a few milliseconds per build.
+constexpr int64_t kVariantProbeRows = 32;
+
+void Model::State::chooseKernelVariants(const std::string &asked) {
+  const int64_t rows = std::min(chunkRows, kVariantProbeRows);
+  std::set<int64_t> chosen;
+  bool askedFound = asked.empty() || asked == "default";
+  for (size_t i = 0; i < stepKernels.size(); ++i) {
+    const int64_t kernel = stepKernels[i];
+    if (!chosen.insert(kernel).second)
+      continue;
+    const std::vector<std::string> names = driver->kernelVariants(kernel);
+    const std::string &kernelName = stepKernelInfo[i]->name;
+    if (!asked.empty()) { // the user's choice, not a measurement
+      auto named = std::find(names.begin(), names.end(), asked);
+      const bool has = named != names.end();
+      askedFound = askedFound || has;
+      driver->useKernelVariant(kernel, has ? int(named - names.begin()) : -1);
+      if (!stepKernelInfo[i]->variants.empty())
+        variantChoices[kernelName] = has ? asked : "default";
+      continue;
+    }
+    if (names.empty())
+      continue;
+    int best = -1;
+    double bestSeconds = std::numeric_limits<double>::infinity();
+    for (int variant = -1; variant < int(names.size()); ++variant) {
+      driver->useKernelVariant(kernel, variant);
+      for (int repetition = 0; repetition < 2; ++repetition) { // the first warms up
+        const auto start = std::chrono::steady_clock::now();
+        runStep(i, rows, 0);
+        driver->finish();
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (repetition == 1 && seconds < bestSeconds) {
+          bestSeconds = seconds;
+          best = variant;
+        }
+      }
+    }
+    driver->useKernelVariant(kernel, best);
+    variantChoices[kernelName] = best < 0 ? "default" : names[size_t(best)];
+  }
+  if (!askedFound)
+    throw LoadError(fmt::format("{}: --kernel-build {}: no kernel has a variant of that name that "
+                                "this CPU can run",
+                                artifact->displayName(), asked));
+}
+
+const std::map<std::string, std::string> &Model::kernelVariantChoices() const {
+  return state->variantChoices;
+}
+
 Model::Model() : state(std::make_unique<State>()) {}
 Model::~Model() = default;
 
@@ -261,6 +322,7 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
         evaluateWeightPlan(s.manifest, *s.checkpoint, *s.pool, &warnings, options.progress);
   }
   s.allocate();
+  s.chooseKernelVariants(options.kernelBuild);
   return model;
 }
 

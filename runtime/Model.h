@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -37,6 +38,11 @@ struct ModelOptions {
   int threads = 0;           // 0: all cores
   int64_t contextLength = 0; // KV cache positions; 0: min(max_position_embeddings, 4096)
   int device = -1;           // Vulkan artifacts: the device index; -1: the default device
+  /// Kernels with variants (portable artifacts): "" times them at load and
+  /// runs the fastest; "default" runs every kernel's own build; a variant's
+  /// name runs that variant wherever a kernel has it (LoadError when this
+  /// CPU cannot run it).
+  std::string kernelBuild;
   /// When set, the artifact must carry a signature that verifies with this
   /// key, checked before any of its code is loaded (runtime/Signature.h).
   std::optional<PublicKey> requiredSigner;
@@ -84,6 +90,11 @@ public:
   ThreadPool &pool();
   /// What the kernels run on: "cpu", or the Vulkan device's name.
   std::string deviceName() const;
+  /// The build a portable artifact's kernel runs, picked at load among the
+  /// variants this CPU can run by timing one prefill dispatch of each:
+  /// kernel name -> variant name ("default" for the kernel's own build).
+  /// Empty when no kernel has variants.
+  const std::map<std::string, std::string> &kernelVariantChoices() const;
   /// The Vulkan device's read bandwidth, measured by the artifact's read
   /// kernel (the best of `reads`); nullopt for the CPU, whose memory the
   /// caller probes itself (runtime/MemoryBandwidth.h).

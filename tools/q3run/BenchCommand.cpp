@@ -364,6 +364,7 @@ int benchCommand(const std::vector<std::string> &args) {
         {"fraction_of_bandwidth", orNull(fraction)},
         {"fraction_of_best_bandwidth", orNull(fractionOfBest)},
         {"peak_rss_bytes", peakRss},
+        {"kernel_variants", model->kernelVariantChoices()},
     };
     if (profile) {
       out["profile"] = json::array();
@@ -400,6 +401,12 @@ int benchCommand(const std::vector<std::string> &args) {
                *fractionOfBest * 100);
   fmt::print("load {:.2f} s; peak RSS {}\n", loadSeconds,
              peakRss >= 0 ? formatBytes(double(peakRss)) : std::string("unknown"));
+  if (!model->kernelVariantChoices().empty()) {
+    std::vector<std::string> choices;
+    for (const auto &[kernel, variant] : model->kernelVariantChoices())
+      choices.push_back(kernel + " " + variant);
+    fmt::print("kernel builds timed and picked at load: {}\n", fmt::join(choices, ", "));
+  }
   fmt::print("medians of {} repetitions after one warm-up; decode GB/s = bytes/token x t/s\n",
              repetitions);
   for (const PhaseProfile &phase : phases)

@@ -21,6 +21,7 @@ struct CommonOptions {
   int64_t context = 0; // 0: min(max_position_embeddings, 4096)
   int64_t device = -1; // Vulkan artifacts: the device index; -1: the default
   std::string requireSignature; // a public key file, or empty
+  std::string kernelBuild;      // --kernel-build: "" (time the variants), "default" or a variant
 };
 
 /// Adds MODEL.q3, --weights, --threads, --ctx and --device to `parser`.

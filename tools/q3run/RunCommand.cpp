@@ -37,6 +37,10 @@ void addCommonOptions(ArgParser &parser, CommonOptions &options) {
   parser.addInt({"--ctx"}, &options.context, "N",
                 "KV cache positions (default: min(max_position_embeddings, 4096))", 1,
                 std::numeric_limits<int32_t>::max());
+  parser.addString({"--kernel-build"}, &options.kernelBuild, "NAME",
+                   "portable artifacts (q3c compile --cpu=x86-64-v4): run this build of each "
+                   "product (default, or a variant such as avx512bf16_8) instead of timing them at "
+                   "load and taking the fastest");
   parser.addInt({"--device"}, &options.device, "N",
                 "Vulkan artifacts: the device to run on (q3run --list-devices; default: the "
                 "first discrete GPU, else integrated, else a CPU device)",
@@ -60,6 +64,7 @@ std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options,
   }
   modelOptions.contextLength = options.context;
   modelOptions.device = int(options.device);
+  modelOptions.kernelBuild = options.kernelBuild;
   if (!options.requireSignature.empty())
     modelOptions.requiredSigner = runtime::readPublicKey(options.requireSignature);
   modelOptions.progress = progress;
