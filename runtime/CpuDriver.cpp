@@ -44,10 +44,10 @@ CpuDriver::Builds CpuDriver::buildsOf(const std::string &name) {
   if (info == variantInfo_.end())
     return builds;
   for (const manifest::KernelVariant &variant : info->second) {
-    if (!missingCpuFeatures(variant.requires).empty())
+    if (!missingCpuFeatures(variant.requiredFeatures).empty())
       continue;
-    const bool amx = std::find(variant.requires.begin(), variant.requires.end(), "amx-tile") !=
-                     variant.requires.end();
+    const bool amx = std::find(variant.requiredFeatures.begin(), variant.requiredFeatures.end(), "amx-tile") !=
+                     variant.requiredFeatures.end();
     if (amx && !requestAmxState().empty()) // Linux refused the tile state
       continue;
     builds.variantNames.push_back(variant.name);

@@ -180,7 +180,7 @@ void validateVariants(const Kernel &k, const std::string &where) {
       fail(at + ".name", "expected a unique name of letters, digits and '_', found \"" +
                              variant.name.substr(0, 40) + "\"");
     validateMatmul(variant.matmul, at + ".matmul");
-    if (variant.requires != matmulRequiredFeatures(variant.matmul))
+    if (variant.requiredFeatures != matmulRequiredFeatures(variant.matmul))
       fail(at + ".requires", fmt::format("expected [{}] for matmul \"{}\"",
                                          fmt::join(matmulRequiredFeatures(variant.matmul), ", "),
                                          variant.matmul));

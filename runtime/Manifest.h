@@ -96,7 +96,7 @@ struct KernelVariant {
   std::string name;   // "<matmul>_<tile rows>"
   std::string matmul; // prefill product instructions
   std::vector<int64_t> tile;
-  std::vector<std::string> requires; // CPU features (LLVM spelling) it needs
+  std::vector<std::string> requiredFeatures; // CPU features (LLVM spelling) it needs
 };
 
 /// The CPU features (LLVM spelling) the prefill instructions `matmul` need
@@ -486,7 +486,7 @@ inline nlohmann::json toJson(const Kernel &k) {
     j["results"].push_back(detail::slotJson(slot));
   for (const KernelVariant &v : k.variants)
     j["variants"].push_back(
-        {{"name", v.name}, {"matmul", v.matmul}, {"tile", v.tile}, {"requires", v.requires}});
+        {{"name", v.name}, {"matmul", v.matmul}, {"tile", v.tile}, {"requires", v.requiredFeatures}});
   return j;
 }
 

@@ -8,7 +8,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/KernelSelection.h"
-#include "backends/cpu/passes/CpuPasses.h"
 #include "runtime/KernelABI.h"
 #include "ir/BuildGraph.h"
 #include "ir/Q3Ops.h"

@@ -167,7 +167,7 @@ TEST(Manifest, KernelVariantsRoundTripAndEachDamageIsNamed) {
   EXPECT_NO_THROW(manifest::validateManifest(read));
   EXPECT_EQ(manifest::toJson(read), good);
   ASSERT_EQ(read.kernels[1].variants.size(), 2u);
-  EXPECT_EQ(read.kernels[1].variants[1].requires, manifest::matmulRequiredFeatures("amx"));
+  EXPECT_EQ(read.kernels[1].variants[1].requiredFeatures, manifest::matmulRequiredFeatures("amx"));
   struct Case {
     const char *expected;
     std::function<void(nlohmann::json &)> damage;
