@@ -1,6 +1,7 @@
 //===- CpuAddVariants.cpp - the products' alternatives for a portable CPU -===//
 //
-// After (cpu = x86-64-v4, a bf16 product with K % 32 == 0):
+// After (cpu = x86-64-v4, a bf16 product with K % 32 == 0; x86-64-v3 gets the
+// f32 tiles of 1, 3 and 4 rows beside its default 2 instead):
 //   func.func private @fused_linear_rms_norm_0(...) attributes {q3.kernel,
 //       q3.lowering = #q3.lowering<grid = fixed 64, matmul = f32, tile = [6, 2], ...>,
 //       q3.variants = [#q3.lowering<grid = fixed 64, matmul = avx512bf16, tile = [6, 2], ...>,
@@ -9,8 +10,9 @@
 //
 // A portable artifact cannot know whether the CPU it meets has AVX512-BF16
 // or AMX, nor which tile is fastest there (vdpbf16ps won by 40% on an AMD
-// family 26 and lost on a Sapphire Rapids): it carries them all, and the
-// runtime picks by CPUID and a timed dispatch at load.
+// family 26 and lost on a Sapphire Rapids; among AVX2's 16 registers the
+// best f32 tile height is a matter of measurement too): it carries them all,
+// and the runtime picks by CPUID and a timed dispatch at load.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/CpuTarget.h"
@@ -27,8 +29,28 @@ using namespace q3::ir;
 namespace q3::cpu {
 namespace {
 
-/// The portable level whose CPUs differ in the prefill instructions.
+/// The portable levels: AVX-512 CPUs differ in the prefill instructions,
+/// AVX2 ones only in the tile height that runs best.
 constexpr const char *kPortableAvx512 = "x86-64-v4";
+constexpr const char *kPortableAvx2 = "x86-64-v3";
+
+/// The alternatives to `lowering` (an f32 column-block product's) that a
+/// `level` artifact carries; K is the product's depth.
+SmallVector<Attribute> variantsFor(StringRef level, LoweringConfigAttr lowering, int64_t depth) {
+  SmallVector<Attribute> variants;
+  if (level == kPortableAvx2) {
+    for (int64_t rows : {1, 2, 3, 4})
+      if (lowering.getTile().empty() || lowering.getTile()[0] != rows)
+        variants.push_back(lowering.withTile({rows, 2}));
+    return variants;
+  }
+  for (int64_t rows : {6, 8})
+    variants.push_back(lowering.withMatmul("avx512bf16").withTile({rows, 2}));
+  // The tile unit takes 32 k per step.
+  if (depth % 32 == 0)
+    variants.push_back(lowering.withMatmul("amx").withTile({6, 2}));
+  return variants;
+}
 
 struct CpuAddVariantsPass : impl::CpuAddVariantsBase<CpuAddVariantsPass> {
   using CpuAddVariantsBase::CpuAddVariantsBase;
@@ -43,7 +65,7 @@ struct CpuAddVariantsPass : impl::CpuAddVariantsBase<CpuAddVariantsPass> {
       module.emitError() << "cpu-add-variants: " << error.what();
       return signalPassFailure();
     }
-    if (target.name != kPortableAvx512)
+    if (target.name != kPortableAvx512 && target.name != kPortableAvx2)
       return;
     for (func::FuncOp kernel : kernelsOf(module)) {
       Operation *compute = kernelComputeOp(kernel);
@@ -53,13 +75,10 @@ struct CpuAddVariantsPass : impl::CpuAddVariantsBase<CpuAddVariantsPass> {
       Type weight = compute->getOperand(1).getType();
       if (!hasColumnBlocks(weight))
         continue;
-      SmallVector<Attribute> variants;
-      for (int64_t rows : {6, 8})
-        variants.push_back(lowering.withMatmul("avx512bf16").withTile({rows, 2}));
-      // The tile unit takes 32 k per step.
-      if (weight.cast<RankedTensorType>().getDimSize(1) % 32 == 0)
-        variants.push_back(lowering.withMatmul("amx").withTile({6, 2}));
-      kernel->setAttr(kVariantsAttrName, ArrayAttr::get(&getContext(), variants));
+      kernel->setAttr(kVariantsAttrName,
+                      ArrayAttr::get(&getContext(),
+                                     variantsFor(target.name, lowering,
+                                                 weight.cast<RankedTensorType>().getDimSize(1))));
     }
   }
 };

@@ -95,15 +95,16 @@ def CpuAssignGrids : Pass<"cpu-assign-grids", "mlir::ModuleOp"> {
 def CpuAddVariants : Pass<"cpu-add-variants", "mlir::ModuleOp"> {
   let summary = "Give the products of a portable target the variants the runtime picks from";
   let description = [{
-    For a portable AVX-512 target (`cpu = x86-64-v4`), whose artifacts run on
-    CPUs with and without AVX512-BF16 and AMX, sets `q3.variants` on every
-    column-block product whose prefill is f32: complete alternative
-    `#q3.lowering`s (vdpbf16ps with 6- and 8-row tiles, and AMX when
-    K % 32 == 0). Each is compiled as its own kernel; at load the runtime
-    drops those whose instructions the CPU lacks and times one prefill
-    dispatch of each remaining one, the default included, and runs the
-    fastest. `--cpu=host` measures at compile time instead (q3.tuning), and
-    x86-64-v2/v3 have no choice of instructions, so they get none.
+    For a portable target, whose artifacts run on CPUs the compiler cannot
+    measure, sets `q3.variants` on every column-block product whose prefill
+    is f32: complete alternative `#q3.lowering`s. `cpu = x86-64-v4` (CPUs
+    with and without AVX512-BF16 and AMX): vdpbf16ps with 6- and 8-row
+    tiles, and AMX when K % 32 == 0; `cpu = x86-64-v3`: the f32 tiles of 1
+    to 4 rows other than its own. Each is compiled as its own kernel; at load
+    the runtime drops those whose instructions the CPU lacks and times one
+    prefill dispatch of each remaining one, the default included, and runs
+    the fastest. `--cpu=host` measures at compile time instead (q3.tuning);
+    x86-64-v2 (SSE only) gets none.
   }];
   let constructor = "q3::cpu::createCpuAddVariantsPass()";
   let options = [
