@@ -426,6 +426,16 @@ std::unique_ptr<Tokenizer> Tokenizer::fromJson(std::string_view text,
   for (const AddedToken &token : t.added_) {
     if (findInvalidUtf8(token.content) != std::string_view::npos)
       check.fail("added_tokens", "content is not valid UTF-8");
+    // An id another token already has would decode as this one: garbage
+    // text from a file that looks fine. The same content is the same token.
+    if (t.tokenKind_[size_t(token.id)] != kNone &&
+        t.tokenBytes_[size_t(token.id)] != token.content)
+      check.fail("added_tokens",
+                 fmt::format("'{}' has id {}, which {} gives to '{}'", printable(token.content),
+                             token.id,
+                             t.tokenKind_[size_t(token.id)] == kVocabulary ? "the vocabulary"
+                                                                            : "another added token",
+                             printable(t.tokenBytes_[size_t(token.id)])));
     t.tokenBytes_[size_t(token.id)] = token.content;
     t.tokenKind_[size_t(token.id)] = token.special ? kSpecial : kAdded;
     AddedMatcher::Entry entry{token.content, token.id, token.lstrip, token.rstrip};

@@ -159,6 +159,16 @@ TEST(TokenizerErrors, NameTheField) {
   broken["added_tokens"] = {addedToken(5000000, "<x>", true)};
   EXPECT_EQ(loadError(broken),
             "mini.json: added_tokens[0].id: expected an integer in [0, 4194303], found 5000000");
+  // An added token on an id the vocabulary already has (the tokenizer
+  // fuzzer's find): it would decode as the added token.
+  broken = json;
+  broken["added_tokens"] = {addedToken(0, "<x>", true)};
+  EXPECT_EQ(loadError(broken),
+            "mini.json: added_tokens: '<x>' has id 0, which the vocabulary gives to '\\x00'");
+  broken = json;
+  broken["added_tokens"] = {addedToken(900, "<x>", true), addedToken(900, "<y>", true)};
+  EXPECT_EQ(loadError(broken),
+            "mini.json: added_tokens: '<y>' has id 900, which another added token gives to '<x>'");
   broken = json;
   broken.erase("decoder");
   EXPECT_EQ(loadError(broken), "mini.json: decoder: expected an object, found null");
