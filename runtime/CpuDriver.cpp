@@ -37,6 +37,12 @@ CpuDriver::CpuDriver(const Artifact &artifact, const manifest::Manifest &m,
   library_ = SharedLibrary::loadFromMemory(path + ":kernels.so", library->data, library->size);
 }
 
+bool CpuDriver::amxGranted() {
+  if (!amxGranted_) // asked once: Linux's answer does not change
+    amxGranted_ = requestAmxState().empty();
+  return *amxGranted_;
+}
+
 CpuDriver::Builds CpuDriver::buildsOf(const std::string &name) {
   Builds builds;
   builds.base = reinterpret_cast<KernelEntry>(library_->symbol(kKernelSymbolPrefix + name));
@@ -46,9 +52,9 @@ CpuDriver::Builds CpuDriver::buildsOf(const std::string &name) {
   for (const manifest::KernelVariant &variant : info->second) {
     if (!missingCpuFeatures(variant.requiredFeatures).empty())
       continue;
-    const bool amx = std::find(variant.requiredFeatures.begin(), variant.requiredFeatures.end(), "amx-tile") !=
-                     variant.requiredFeatures.end();
-    if (amx && !requestAmxState().empty()) // Linux refused the tile state
+    const bool amx = std::find(variant.requiredFeatures.begin(), variant.requiredFeatures.end(),
+                               "amx-tile") != variant.requiredFeatures.end();
+    if (amx && !amxGranted())
       continue;
     builds.variantNames.push_back(variant.name);
     builds.variants.push_back(reinterpret_cast<KernelEntry>(

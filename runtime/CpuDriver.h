@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <optional>
 
 namespace q3::runtime {
 
@@ -57,12 +58,15 @@ private:
     std::vector<KernelEntry> variants;
   };
   Builds buildsOf(const std::string &name);
+  /// Whether Linux gives this process the AMX tile state.
+  bool amxGranted();
 
   ThreadPool &pool_;
   std::unique_ptr<SharedLibrary> library_;
   std::map<std::string, std::vector<manifest::KernelVariant>> variantInfo_;
   std::vector<KernelEntry> kernels_; // the build each kernel id runs
   std::vector<Builds> builds_;       // by kernel id
+  std::optional<bool> amxGranted_;
   std::map<std::string, int64_t> kernelIds_;
   std::map<std::string, Chunking> chunking_;
   std::vector<Chunking> kernelChunks_; // by kernel id

@@ -363,9 +363,8 @@ void validateEmbedded(const Manifest &m) {
     if (!ids.insert(w.id).second)
       fail(where + ".id", fmt::format("expected each weight once, found {} again", w.id));
     const Weight &weight = m.weights[size_t(w.id)];
-    int64_t bytes = elementBytes(weight.dtype);
-    for (int64_t extent : weight.shape)
-      bytes = checkedProduct(bytes, extent, where + ".bytes");
+    const int64_t bytes = checkedProduct(elementsOf(weight.shape, where + ".bytes"),
+                                         elementBytes(weight.dtype), where + ".bytes");
     if (w.bytes != bytes)
       fail(where + ".bytes", fmt::format("expected {} (weight {}: shape and dtype), found {}",
                                          bytes, w.id, w.bytes));

@@ -57,6 +57,9 @@ struct Model::State {
   /// of its first step on `kVariantProbeRows` rows with each build (the
   /// buffers hold no request yet) and keeps the fastest.
   void chooseKernelVariants(const std::string &asked);
+  /// The build of step `index`'s kernel (-1: its default, else one of its
+  /// `variants` usable builds) whose dispatch on `rows` rows is fastest.
+  int fastestBuild(size_t index, size_t variants, int64_t rows);
   /// Runs the chunk of `rows` tokens at `startPos`: every step, or all but
   /// the logits product (`logitsRows` 0), which otherwise runs on its last
   /// `logitsRows` rows.
@@ -238,22 +241,7 @@ void Model::State::chooseKernelVariants(const std::string &asked) {
     }
     if (names.empty())
       continue;
-    int best = -1;
-    double bestSeconds = std::numeric_limits<double>::infinity();
-    for (int variant = -1; variant < int(names.size()); ++variant) {
-      driver->useKernelVariant(kernel, variant);
-      for (int repetition = 0; repetition < 2; ++repetition) { // the first warms up
-        const auto start = std::chrono::steady_clock::now();
-        runStep(i, rows, 0);
-        driver->finish();
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (repetition == 1 && seconds < bestSeconds) {
-          bestSeconds = seconds;
-          best = variant;
-        }
-      }
-    }
+    const int best = fastestBuild(i, names.size(), rows);
     driver->useKernelVariant(kernel, best);
     variantChoices[kernelName] = best < 0 ? "default" : names[size_t(best)];
   }
@@ -261,6 +249,25 @@ void Model::State::chooseKernelVariants(const std::string &asked) {
     throw LoadError(fmt::format("{}: --kernel-build {}: no kernel has a variant of that name that "
                                 "this CPU can run",
                                 artifact->displayName(), asked));
+}
+
+int Model::State::fastestBuild(size_t index, size_t variants, int64_t rows) {
+  int best = -1;
+  double bestSeconds = std::numeric_limits<double>::infinity();
+  for (int build = -1; build < int(variants); ++build) {
+    driver->useKernelVariant(stepKernels[index], build);
+    runStep(index, rows, 0); // warms up
+    const auto start = std::chrono::steady_clock::now();
+    runStep(index, rows, 0);
+    driver->finish();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (seconds < bestSeconds) {
+      bestSeconds = seconds;
+      best = build;
+    }
+  }
+  return best;
 }
 
 const std::map<std::string, std::string> &Model::kernelVariantChoices() const {

@@ -86,7 +86,7 @@ std::string rowMultiplyAdds(const Layout &l, int r, bool bf16) {
   return text;
 }
 
-/// @<name>_tile<R>[_bf16](x, w, wflat, t0, b0, b1) -> 2R accumulators,
+/// @<name>_tile<R>[_bf16](x, w, t0, b0, b1) -> 2R accumulators,
 /// row-major (row r: block b0, then block b1). With `bf16`, x is the
 /// [rows][K/2] i32 pairs of bf16-rounded activations.
 std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int rows, bool bf16) {
@@ -125,7 +125,7 @@ std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int r
     results += fmt::format("{}%acc#{}", i ? ", " : "", i);
   return fmt::format(
       R"mlir(
-func.func private @{name}_tile{rows}{suffix}(%x: {xType}, %w: {weightType}, %wflat: {flatType}, %t0: index, %b0: index, %b1: index) -> ({types}) {{
+func.func private @{name}_tile{rows}{suffix}(%x: {xType}, %w: {weightType}, %t0: index, %b0: index, %b1: index) -> ({types}) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %cPairs = arith.constant {pairs} : index
@@ -232,18 +232,21 @@ std::string decodeAndStore(const FusedLinearKernel &kernel, const Layout &l, con
       kernel.swiglu
           ? "        %nextB_ = arith.addi %bA, %c1 : index\n"
           : "        %nextB_ = arith.addi %bA, %cTwo : index\n";
+  const std::string secondBlock = fmt::format(
+      "%vB = func.call @{}_block({}, %w, %wflat, %t, %bB, %nextB) : {}", kernel.name, x, types);
   text += fmt::format(
       "        %cLastBlock = arith.constant {0} : index\n"
       "        %nextB = arith.minui %nextB_, %cLastBlock : index\n"
       "        %vA = func.call @{1}_block({2}, %w, %wflat, %t, %bA, %bB) : {3}\n"
-      "        %vB = func.call @{1}_block({2}, %w, %wflat, %t, %bB, %nextB) : {3}\n"
       "        %st = memref.load %scale[%t] : memref<?xf32>\n",
       l.blocks - 1, kernel.name, x, types);
   if (kernel.swiglu)
-    return text + "        " + storeCall(kernel, l, "%vA", "%vB", "%st", "%t", "%colA", residual) +
-           "\n";
+    return text + "        " + secondBlock + "\n        " +
+           storeCall(kernel, l, "%vA", "%vB", "%st", "%t", "%colA", residual) + "\n";
+  // A plain kernel's last pair may hold one block only (%pairFull false).
   return text + "        " + storeCall(kernel, l, "%vA", "%vA", "%st", "%t", "%colA", residual) +
-         fmt::format("\n        scf.if %pairFull {{\n          {}\n        }}\n",
+         fmt::format("\n        scf.if %pairFull {{\n          {}\n          {}\n        }}\n",
+                     secondBlock,
                      storeCall(kernel, l, "%vB", "%vB", "%st", "%t", "%colB", residual));
 }
 
@@ -256,10 +259,10 @@ std::string tileAndStore(const FusedLinearKernel &kernel, const Layout &l, int r
   for (int i = 0; i < 2 * rows; ++i)
     types += i ? ", vector<16xf32>" : "vector<16xf32>";
   std::string text =
-      fmt::format("        %r{0}:{1} = func.call @{2}_tile{0}{3}({4}, %w, %wflat, %t, %bA, %bB) : "
-                  "({5}, {6}, {7}, index, index, index) -> ({8})\n",
+      fmt::format("        %r{0}:{1} = func.call @{2}_tile{0}{3}({4}, %w, %t, %bA, %bB) : "
+                  "({5}, {6}, index, index, index) -> ({7})\n",
                   rows, 2 * rows, kernel.name, bf16 ? "_bf16" : "", x, bf16 ? l.pairType : l.xType,
-                  l.weightType, l.flatType, types);
+                  l.weightType, types);
   auto store = [&](const std::string &v, const std::string &up, const std::string &row,
                    const std::string &column) {
     return storeCall(kernel, l, v, up, "%st" + row, "%t" + row, column, residual);
@@ -378,8 +381,8 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
   // vdpbf16ps tiles: the avx512bf16 prefill, and AMX's prompts too short for the tile unit.
   const bool bf16 = kernel.prefillMatmul == PrefillMatmul::Avx512Bf16 ||
                     kernel.prefillMatmul == PrefillMatmul::Amx;
-  // The prefill tile, the f32 decode row and (bf16) the leftover rows' tile,
-  // each defined once when they coincide.
+  // The decode block reads, the prefill tile and (bf16) the leftover rows'
+  // 1-row tile.
   std::string source = decodeBlockFunction(kernel, l) + storeFunction(kernel, l);
   source += tileFunction(kernel, l, int(tileRows), bf16);
   if (bf16 && tileRows != 1)

@@ -2,6 +2,7 @@
 // compile --embed-weights writes. They sit page-aligned after every other
 // payload, outside the header checksum, and each is covered by the XXH3
 // hashes of its 4 MiB chunks in a "<name>.xxh3" data section the writer adds.
+#include "ArtifactBytes.h"
 #include "TestFiles.h"
 
 #include "runtime/Artifact.h"
@@ -16,6 +17,11 @@ namespace q3::runtime {
 namespace {
 
 using Json = nlohmann::json;
+using testing::entry;
+using testing::getU64;
+using testing::pattern;
+using testing::setU32;
+using testing::setU64;
 using testing::TempDir;
 using testing::writeBytes;
 
@@ -23,15 +29,6 @@ const std::string kFile = "model.q3";
 const Json kManifest = {{"format", "test"}};
 // Two hash chunks: one full 4 MiB chunk and a short one.
 const size_t kMappedBytes = size_t(kArtifactHashChunk) + 1000;
-
-#define EXPECT_CONTAINS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
-
-std::vector<uint8_t> pattern(size_t size, uint8_t seed) {
-  std::vector<uint8_t> bytes(size);
-  for (size_t i = 0; i < size; ++i)
-    bytes[i] = uint8_t(seed + i * 13 + (i >> 12));
-  return bytes;
-}
 
 const std::vector<uint8_t> &mappedPayload() {
   static const std::vector<uint8_t> payload = pattern(kMappedBytes, 5);
@@ -50,22 +47,6 @@ std::vector<ArtifactSection> sectionsWithWeights() {
 std::vector<uint8_t> imageWithWeights(const SecretKey *signer = nullptr) {
   return serializeArtifact(kFile, kManifest, sectionsWithWeights(), signer);
 }
-
-uint64_t getU64(const std::vector<uint8_t> &image, size_t at) {
-  uint64_t value = 0;
-  for (int i = 7; i >= 0; --i)
-    value = (value << 8) | image[at + i];
-  return value;
-}
-void setU32(std::vector<uint8_t> &image, size_t at, uint32_t value) {
-  for (int i = 0; i < 4; ++i)
-    image[at + i] = uint8_t(value >> (8 * i));
-}
-void setU64(std::vector<uint8_t> &image, size_t at, uint64_t value) {
-  for (int i = 0; i < 8; ++i)
-    image[at + i] = uint8_t(value >> (8 * i));
-}
-size_t entry(size_t i) { return 64 + 64 * i; }
 
 // Table index of the section named `name`.
 size_t indexOf(const std::vector<uint8_t> &image, const std::string &name) {

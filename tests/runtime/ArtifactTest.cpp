@@ -1,6 +1,7 @@
 // The artifact container: write/read round trips, and one LoadError line for
 // every malformed input. Corruptions that target a check after the checksum
 // re-seal the checksum so that exactly that check is reached.
+#include "ArtifactBytes.h"
 #include "TestFiles.h"
 
 #include "runtime/Artifact.h"
@@ -18,21 +19,18 @@ namespace q3::runtime {
 namespace {
 
 using Json = nlohmann::json;
+using testing::entry;
+using testing::getU32;
+using testing::getU64;
+using testing::pattern;
+using testing::setU32;
+using testing::setU64;
 using testing::TempDir;
 using testing::writeBytes;
 
 const std::string kFile = "model.q3c";
 
-#define EXPECT_CONTAINS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
-
 std::vector<uint8_t> bytesOf(const std::string &text) { return {text.begin(), text.end()}; }
-
-std::vector<uint8_t> pattern(size_t size, uint8_t seed) {
-  std::vector<uint8_t> bytes(size);
-  for (size_t i = 0; i < size; ++i)
-    bytes[i] = uint8_t(seed + i * 7);
-  return bytes;
-}
 
 const Json kManifest = {{"model", "tiny"}, {"dispatches", {1, 2, 3}}};
 
@@ -48,29 +46,11 @@ std::vector<ArtifactSection> threeSections() {
 // Valid image: manifest, "kernels" (executable), "constants" (data).
 std::vector<uint8_t> validImage() { return serializeArtifact(kFile, kManifest, threeSections()); }
 
-uint64_t getU64(const std::vector<uint8_t> &image, size_t at) {
-  uint64_t value = 0;
-  for (int i = 7; i >= 0; --i)
-    value = (value << 8) | image[at + i];
-  return value;
-}
-uint32_t getU32(const std::vector<uint8_t> &image, size_t at) {
-  return uint32_t(getU64(image, at) & 0xffffffffu);
-}
-void setU32(std::vector<uint8_t> &image, size_t at, uint32_t value) {
-  for (int i = 0; i < 4; ++i)
-    image[at + i] = uint8_t(value >> (8 * i));
-}
-void setU64(std::vector<uint8_t> &image, size_t at, uint64_t value) {
-  for (int i = 0; i < 8; ++i)
-    image[at + i] = uint8_t(value >> (8 * i));
-}
 void reseal(std::vector<uint8_t> &image) {
   setU64(image, 40, artifactChecksum(image.data(), image.size()));
 }
 
 // Section table entry i and its fields.
-size_t entry(size_t i) { return 64 + 64 * i; }
 size_t kindAt(size_t i) { return entry(i); }
 size_t flagsAt(size_t i) { return entry(i) + 4; }
 size_t offsetAt(size_t i) { return entry(i) + 8; }

@@ -5,8 +5,6 @@
 #include "runtime/ThreadPool.h"
 #include "runtime/WeightPlan.h"
 
-#include <cstring>
-
 namespace q3::tools {
 
 namespace {
@@ -32,9 +30,13 @@ EmbeddedWeightsPayload embedWeights(const manifest::Manifest &m, const std::stri
     payload.index.entries.push_back({int64_t(id), offset, weights[id].bytes()});
     cursor = offset + weights[id].bytes();
   }
-  payload.bytes.assign(size_t(cursor), 0);
-  for (const manifest::EmbeddedWeight &e : payload.index.entries)
-    std::memcpy(payload.bytes.data() + e.offset, weights[size_t(e.id)].data, size_t(e.bytes));
+  // Each weight after zero padding to its offset: every byte written once.
+  payload.bytes.reserve(size_t(cursor));
+  for (const manifest::EmbeddedWeight &e : payload.index.entries) {
+    payload.bytes.resize(size_t(e.offset), 0);
+    const uint8_t *data = weights[size_t(e.id)].data;
+    payload.bytes.insert(payload.bytes.end(), data, data + e.bytes);
+  }
   return payload;
 }
 
