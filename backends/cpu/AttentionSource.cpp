@@ -3,20 +3,21 @@
 // Causal attention of rows over the cached positions of their KV head.
 //
 // With head_dim a multiple of 16 (every real Qwen3) a workgroup takes P query
-// heads that share a KV head (P = 2 for Qwen3's GQA), and a prefill takes the
-// rows in pairs (the even row's workgroup runs both): every key and value row
-// is loaded once for all 2P query vectors. The scores run two positions at a
-// time, so 4P dot products are independent FMA chains instead of one chain
-// per position waiting on FMA latency; the softmax exponentials run 16
-// positions at a time; the value sums run in column groups of at most 16
-// accumulators. A last odd row and decode run alone (@<name>_rows1); decode
-// also prefetches each value row while it scores the key. Other head sizes
-// take a scalar template, one query head and one row per workgroup. A bf16
-// cache (--kv-cache=bf16) is widened exactly as it is loaded.
+// heads that share a KV head (P = 2 for Qwen3's GQA). A prefill runs
+// flash-attention style on blocks of 16 / P rows: the block's 16 query
+// vectors are the lanes of every vector, keys go by 16 positions at a time
+// as outer products (a key scalar broadcast times the lanes' feature: no
+// horizontal sums), and the softmax runs online, so each key and value row
+// is read once per block and the scratch is fixed (~33 KiB per thread).
+// Decode (one row) scores two positions at a time for its P heads, then a
+// softmax over the stored scores and the value sums; it prefetches each
+// value row while it scores the key. Other head sizes take a scalar
+// template, one query head and one row per workgroup. A bf16 or f16 cache
+// is widened exactly as it is loaded.
 //
 // Workgroup g is row g % rows of head group g / rows: head-major, so the
 // consecutive workgroups a thread runs share their keys and values, which
-// stay in L2 from one row to the next (prefill attention -40% at 512 rows).
+// stay in L2 from one row block to the next.
 //
 #include "backends/cpu/KernelSource.h"
 #include "backends/cpu/KernelSourceUtil.h"
@@ -270,78 +271,53 @@ int64_t resultIndex(const std::vector<Slot> &slots, const std::vector<int64_t> &
   return -1;
 }
 
-/// @<name>_rows<R>[_decode]: attention of rows %t0 .. %t0 + R - 1 for the
-/// workgroup's heads %h0 .. (one KV head, %kv). Every key and value row is
-/// loaded once for all R x heads query vectors; row r sees %count0 + r
-/// positions. The value sums run in column groups small enough for the
+/// @<name>_decode: attention of the one row %t0 for the workgroup's heads
+/// %h0 .. (one KV head, %kv), over %count0 positions. Every key and value row
+/// is loaded once for all the heads; each value row is prefetched while its
+/// key is scored. The value sums run in column groups small enough for the
 /// registers (16 accumulators).
-std::string blockFunction(const AttentionKernel &kernel, const AttentionTypes &types, int rows,
-                          bool decode) {
+std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &types) {
   const int heads = int(kernel.headsPerWorkgroup());
   const int64_t columns = kernel.headDim / kLanes;
-  const std::vector<Slot> all = slotsOf(rows, heads);
-  const std::vector<Slot> laterRows = slotsOf(rows, heads, 1);
-  const int n = int(all.size());
+  const std::vector<Slot> slots = slotsOf(1, heads);
   std::string setup, text;
-  for (int r = 1; r < rows; ++r)
-    setup += fmt::format("  %cRow{0} = arith.constant {0} : index\n"
-                         "  %t{0} = arith.addi %t0, %cRow{0} : index\n"
-                         "  %count{0} = arith.addi %count0, %cRow{0} : index\n",
-                         r);
   for (int p = 1; p < heads; ++p)
     setup += fmt::format("  %cHead{0} = arith.constant {0} : index\n"
                          "  %h{0} = arith.addi %h0, %cHead{0} : index\n",
                          p);
-  // Scores: every slot over the positions all rows see, pairs then one; then
-  // the positions only the later rows see.
+  // Scores: positions in pairs, then a last one.
   text += "    %steps = arith.divui %count0, %c2 : index\n"
           "    %stepEnd = arith.muli %steps, %c2 : index\n";
   text += scoreLoop(
-      all, kPositionsPerStep, types, "pairMax", "s", "%c0", "%stepEnd",
-      [](int) { return std::string("%lowest"); }, decode);
-  text += scoreLoop(all, 1, types, "oneMax", "s1", "%stepEnd", "%count0",
+      slots, kPositionsPerStep, types, "pairMax", "s", "%c0", "%stepEnd",
+      [](int) { return std::string("%lowest"); }, /*prefetchValues=*/true);
+  text += scoreLoop(slots, 1, types, "oneMax", "s1", "%stepEnd", "%count0",
                     [](int k) { return fmt::format("%pairMax#{}", k); });
-  auto finalMax = [&](const Slot &slot) { return fmt::format("%oneMax#{}", slot.k); };
-  if (rows == 2) {
-    text += scoreLoop(laterRows, 1, types, "laterMax", "s2", "%count0", "%count1",
-                      [&](int k) { return fmt::format("%oneMax#{}", k); });
-  }
-  for (const Slot &slot : all)
-    text += slotSoftmax(
-        slot.k, slot.row == 0 ? finalMax(slot) : fmt::format("%laterMax#{}", slot.k - heads),
-        fmt::format("%count{}", slot.row));
-  // Value sums, a column group at a time.
-  const int64_t groupSize = std::max<int64_t>(1, std::min<int64_t>(columns, 16 / n));
+  for (const Slot &slot : slots)
+    text += slotSoftmax(slot.k, fmt::format("%oneMax#{}", slot.k), "%count0");
+  const int64_t groupSize = std::max<int64_t>(1, std::min<int64_t>(columns, 16 / heads));
   for (int64_t first = 0, group = 0; first < columns; first += groupSize, ++group) {
     std::vector<int64_t> cols;
     for (int64_t c = first; c < std::min(columns, first + groupSize); ++c)
       cols.push_back(c);
-    const std::string sums = fmt::format("sums{}", group), later = fmt::format("later{}", group);
-    text += valueLoop(all, cols, types, sums, fmt::format("v{}", group), "%c0", "%count0",
+    const std::string sums = fmt::format("sums{}", group);
+    text += valueLoop(slots, cols, types, sums, fmt::format("v{}", group), "%c0", "%count0",
                       [](int, int64_t) { return std::string("%zeroV"); });
-    if (rows == 2)
-      text += valueLoop(laterRows, cols, types, later, fmt::format("w{}", group), "%count0",
-                        "%count1", [&](int k, int64_t c) {
-                          return fmt::format("%{}#{}", sums, resultIndex(all, cols, k, c));
-                        });
-    for (const Slot &slot : all)
-      for (int64_t c : cols) {
-        const std::string sum =
-            slot.row == 0 ? fmt::format("%{}#{}", sums, resultIndex(all, cols, slot.k, c))
-                          : fmt::format("%{}#{}", later, resultIndex(laterRows, cols, slot.k, c));
-        text += fmt::format("    %o{0}_{1} = arith.mulf {2}, %inverseV{0} : vector<16xf32>\n"
-                            "    %oOff{0}_{1} = arith.constant {3} : index\n"
-                            "    vector.store %o{0}_{1}, %out[%t{4}, %h{5}, %oOff{0}_{1}] : {6}, "
+    for (const Slot &slot : slots)
+      for (int64_t c : cols)
+        text += fmt::format("    %o{0}_{1} = arith.mulf %{2}#{3}, %inverseV{0} : vector<16xf32>\n"
+                            "    %oOff{0}_{1} = arith.constant {4} : index\n"
+                            "    vector.store %o{0}_{1}, %out[%t0, %h{5}, %oOff{0}_{1}] : {6}, "
                             "vector<16xf32>\n",
-                            slot.k, c, sum, c * kLanes, slot.row, slot.head, types.query);
-      }
+                            slot.k, c, sums, resultIndex(slots, cols, slot.k, c), c * kLanes,
+                            slot.head, types.query);
   }
   std::string scoreParams;
-  for (int k = 0; k < n; ++k)
+  for (int k = 0; k < heads; ++k)
     scoreParams += fmt::format(", %scores{}: memref<?xf32>", k);
   return fmt::format(
       R"mlir(
-func.func private @{name}_rows{rows}{variant}(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}{scoreParams}, %t0: index, %h0: index, %kv: index, %count0: index) {{
+func.func private @{name}_decode(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}{scoreParams}, %t0: index, %h0: index, %kv: index, %count0: index) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
@@ -354,63 +330,333 @@ func.func private @{name}_rows{rows}{variant}(%q: {queryType}, %keys: {kvType}, 
 {setup}{text}  return
 }}
 )mlir",
-      fmt::arg("name", kernel.name), fmt::arg("rows", rows),
-      fmt::arg("variant", decode ? "_decode" : ""), fmt::arg("queryType", types.query),
+      fmt::arg("name", kernel.name), fmt::arg("queryType", types.query),
       fmt::arg("kvType", types.kv), fmt::arg("scoreParams", scoreParams),
       fmt::arg("d", kernel.headDim), fmt::arg("scale", kernel.scale), fmt::arg("setup", setup),
       fmt::arg("text", text));
 }
 
-/// Causal prefill takes the rows of a head group in pairs (the even row's
-/// workgroup does both, the odd one's nothing): each key and value row then
-/// serves twice the query vectors, halving the cache traffic. A last odd row,
-/// and decode, run alone; decode prefetches the value rows.
-std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes &types) {
-  const int heads = int(kernel.headsPerWorkgroup());
-  const int maxSlots = 2 * heads;
-  std::string buffers, argTypes;
-  auto call = [&](int rows, bool decode) {
-    std::string scores, scoreTypes;
-    for (int k = 0; k < rows * heads; ++k) {
-      scores += fmt::format(", %scores{}", k);
-      scoreTypes += ", memref<?xf32>";
-    }
-    return fmt::format("func.call @{0}_rows{1}{2}(%q, %keys, %values, %out{3}, %t, %h0, %kv, "
-                       "%count0) : ({4}, {5}, {5}, {4}{6}, index, index, index, index) -> ()",
-                       kernel.name, rows, decode ? "_decode" : "", scores, types.query, types.kv,
-                       scoreTypes);
+/// The flash kernel's scratch, one set per thread (every buffer L1-sized):
+/// the block's query vectors transposed and scaled, [D][lane]; the output
+/// sums, [D][lane]; one key block's probabilities, [position][lane]; and a
+/// key block's keys and values as f32 when they are not read in place.
+struct FlashScratch {
+  std::string queryT, outT, probabilities, inverse, block;
+};
+
+FlashScratch flashScratchTypes(const AttentionKernel &kernel) {
+  return {fmt::format("memref<{}x{}xf32>", kernel.headDim, kLanes),
+          fmt::format("memref<{}x{}xf32>", kernel.headDim, kLanes),
+          fmt::format("memref<{0}x{0}xf32>", kLanes), fmt::format("memref<{}xf32>", kLanes),
+          fmt::format("memref<{}x{}xf32>", kLanes, kernel.headDim)};
+}
+
+/// The type of a key block's view, [16][D] f32: the cache in place or the copy.
+std::string blockViewType(const AttentionKernel &kernel) {
+  return fmt::format("memref<{}x{}xf32, strided<[{}, 1], offset: ?>>", kLanes, kernel.headDim,
+                     kernel.headDim);
+}
+
+/// The copy of a key block: rows %blockStart .. + 15 of `cache` widened to
+/// f32 into `copy`, rows past the last visible position reading that one
+/// (their scores are masked and their probabilities 0, and no read passes
+/// the written rows).
+std::string copyKeyBlock(const AttentionKernel &kernel, const AttentionTypes &types,
+                         const std::string &cache, const std::string &copy) {
+  const FlashScratch scratch = flashScratchTypes(kernel);
+  std::string text;
+  for (int p = 0; p < kLanes; ++p)
+    text += fmt::format("        %{0}Row{1} = arith.addi %blockStart, %cP{1} : index\n"
+                        "        %{0}Read{1} = arith.minui %{0}Row{1}, %lastPosition : index\n",
+                        cache, p);
+  text += "        scf.for %wc = %c0 to %cD step %c16 {\n";
+  for (int p = 0; p < kLanes; ++p) {
+    const std::string value = fmt::format("%w{}{}", cache, p);
+    text += "        " +
+            vectorWidenedLoad(kernel.cache, value, "%" + cache,
+                              fmt::format("%kv, %{}Read{}, %wc", cache, p), types.kv) +
+            fmt::format("\n          vector.store {0}, %{1}[%cP{2}, %wc] : {3}, vector<16xf32>\n",
+                        value, copy, p, scratch.block);
+  }
+  return text + "        }\n";
+}
+
+/// `%<cache>Block`: the key block's view of `cache` (keys or values). An f32
+/// cache is read in place when all 16 positions are visible to some row of
+/// the block; other blocks, and every block of a bf16 or f16 cache, are read
+/// from a widened copy.
+std::string keyBlockView(const AttentionKernel &kernel, const AttentionTypes &types,
+                         const std::string &cache, const std::string &copy) {
+  const FlashScratch scratch = flashScratchTypes(kernel);
+  const std::string view = blockViewType(kernel);
+  const std::string copied = copyKeyBlock(kernel, types, cache, copy);
+  auto copyView = [&](const std::string &result) {
+    return fmt::format("%{}{} = memref.cast %{} : {} to {}", cache, result, copy, scratch.block,
+                       view);
   };
-  for (int k = 0; k < maxSlots; ++k)
-    buffers += fmt::format("  %scores{} = memref.alloca(%visible) : memref<?xf32>\n", k);
-  return blockFunction(kernel, types, 1, false) + blockFunction(kernel, types, 1, true) +
-         blockFunction(kernel, types, 2, false) + attentionOpening(kernel, types) +
-         fmt::format(
-             R"mlir(  %c2 = arith.constant 2 : index
-  %oneRow = arith.cmpi eq, %rows, %c1 : index
-{buffers}  scf.for %g = %wgBegin to %wgEnd step %c1 {{
-{prologue}    %parity = arith.remui %t, %c2 : index
-    %even = arith.cmpi eq, %parity, %c0 : index
-    %next = arith.addi %t, %c1 : index
-    %hasNext = arith.cmpi ult, %next, %rows : index
-    scf.if %even {{
-      scf.if %hasNext {{
-        {pair}
+  if (kernel.cache != WeightStorage::F32)
+    return copied + "    " + copyView("Block") + "\n";
+  return fmt::format(
+      "    %{0}Block = scf.if %wholeBlock -> ({1}) {{\n"
+      "      %{0}InPlace = memref.subview %{0}[%kv, %blockStart, 0] [1, {2}, {3}] [1, 1, 1] : "
+      "{4} to {1}\n"
+      "      scf.yield %{0}InPlace : {1}\n    }} else {{\n{5}        {6}\n"
+      "        scf.yield %{0}Copy : {1}\n    }}\n",
+      cache, view, kLanes, kernel.headDim, types.kv, copied, copyView("Copy"));
+}
+
+/// One key block of the flash kernel: scores of the 16 lanes (query vectors)
+/// for positions %blockStart .. + 15 as outer products (a key scalar broadcast times
+/// the lanes' query feature), the causal mask, the online softmax update of
+/// the running maxima %m and sums %l, and the probability-weighted values
+/// added to the output sums, 16 features at a time.
+std::string flashKeyBlock(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const FlashScratch scratch = flashScratchTypes(kernel);
+  std::string text;
+  text += "    %blockEnd = arith.addi %blockStart, %c16 : index\n"
+          "    %wholeBlock = arith.cmpi ule, %blockEnd, %maxCount : index\n";
+  text += keyBlockView(kernel, types, "keys", "keysF");
+  text += keyBlockView(kernel, types, "values", "valuesF");
+  for (int p = 0; p < kLanes; ++p)
+    text += fmt::format("    %j{0} = arith.addi %blockStart, %cP{0} : index\n", p);
+  std::string scoreBody, accArgs, accYields;
+  for (int p = 0; p < kLanes; ++p) {
+    scoreBody += fmt::format("      %k{0} = memref.load %keysBlock[%cP{0}, %i] : {1}\n", p,
+                             blockViewType(kernel));
+    scoreBody += fmt::format("      %kb{0} = vector.broadcast %k{0} : f32 to vector<16xf32>\n"
+                             "      %r{0} = vector.fma %kb{0}, %qi, %a{0} : vector<16xf32>\n",
+                             p);
+    accArgs += fmt::format("{}%a{} = %zeroV", p ? ", " : "", p);
+    accYields += fmt::format("{}%r{}", p ? ", " : "", p);
+  }
+  // While the keys are scored, the block's value rows are prefetched, a
+  // 64-byte line per feature step (16 rows x D / 16 lines = D lines).
+  text += fmt::format(R"mlir(    %lineVectors = arith.constant {5} : index
+    %s:16 = scf.for %i = %c0 to %cD step %c1 iter_args({0}) -> ({1}) {{
+      %lineRow = arith.divui %i, %lineVectors : index
+      %lineVector = arith.remui %i, %lineVectors : index
+      %lineColumn = arith.muli %lineVector, %c16 : index
+      %linePosition = arith.addi %blockStart, %lineRow : index
+      memref.prefetch %values[%kv, %linePosition, %lineColumn], read, locality<3>, data : {6}
+      %qi = vector.load %queryT[%i, %c0] : {2}, vector<16xf32>
+{3}      scf.yield {4} : {1}
+    }}
+)mlir",
+                      accArgs, vectorTypes(kLanes), scratch.queryT, scoreBody, accYields,
+                      kernel.headDim / kLanes, types.kv);
+  // Mask, block maximum, rescale, probabilities and their sum.
+  for (int p = 0; p < kLanes; ++p)
+    text += fmt::format(
+        "    %pos{0} = arith.index_cast %j{0} : index to i32\n"
+        "    %posV{0} = vector.broadcast %pos{0} : i32 to vector<16xi32>\n"
+        "    %sees{0} = arith.cmpi slt, %posV{0}, %countV : vector<16xi32>\n"
+        "    %sm{0} = arith.select %sees{0}, %s#{0}, %lowestV : vector<16xi1>, vector<16xf32>\n",
+        p);
+  std::string last = "%sm0";
+  for (int p = 1; p < kLanes; ++p) {
+    text += fmt::format("    %bm{0} = arith.maxf {1}, %sm{0} : vector<16xf32>\n", p, last);
+    last = fmt::format("%bm{}", p);
+  }
+  text += fmt::format("    %mNew = arith.maxf %m, {} : vector<16xf32>\n"
+                      "    %mDrop = arith.subf %m, %mNew : vector<16xf32>\n"
+                      "    %alpha = math.exp %mDrop : vector<16xf32>\n",
+                      last);
+  std::string sum = "%lScaled";
+  text += "    %lScaled = arith.mulf %l, %alpha : vector<16xf32>\n";
+  for (int p = 0; p < kLanes; ++p) {
+    text += fmt::format("    %d{0} = arith.subf %sm{0}, %mNew : vector<16xf32>\n"
+                        "    %e{0} = math.exp %d{0} : vector<16xf32>\n"
+                        "    vector.store %e{0}, %probabilities[%cP{0}, %c0] : {1}, vector<16xf32>\n"
+                        "    %ls{0} = arith.addf {2}, %e{0} : vector<16xf32>\n",
+                        p, scratch.probabilities, sum);
+    sum = fmt::format("%ls{}", p);
+  }
+  text += fmt::format("    %lNew = arith.addf {}, %zeroV : vector<16xf32>\n", sum);
+  // Values: 16 features (one output vector each) at a time, through views
+  // of those columns, so every load's address is a constant offset.
+  const std::string columnsType =
+      fmt::format("memref<{0}x{0}xf32, strided<[{1}, 1], offset: ?>>", kLanes, kernel.headDim);
+  const std::string outColumnsType =
+      fmt::format("memref<{0}x{0}xf32, strided<[{0}, 1], offset: ?>>", kLanes);
+  // While the values are summed, the next block's key rows are prefetched:
+  // 16 lines (a line of each row) per 16 features.
+  std::string nextKeyPrefetch;
+  for (int p = 0; p < kLanes; ++p)
+    nextKeyPrefetch += fmt::format(
+        "      %nextKey{0} = arith.addi %blockEnd, %cP{0} : index\n"
+        "      memref.prefetch %keys[%kv, %nextKey{0}, %vc], read, locality<3>, data : {1}\n",
+        p, types.kv);
+  std::string valueBody = fmt::format(
+      "      %vcols = memref.subview %valuesBlock[0, %vc] [{0}, {0}] [1, 1] : {1} to {2}\n"
+      "{5}"
+      "      %ocols = memref.subview %outT[%vc, 0] [{0}, {0}] [1, 1] : {3} to {4}\n",
+      kLanes, blockViewType(kernel), columnsType, scratch.outT, outColumnsType, nextKeyPrefetch);
+  for (int e = 0; e < kLanes; ++e)
+    valueBody += fmt::format("      %o{0} = vector.load %ocols[%cP{0}, %c0] : {1}, vector<16xf32>\n"
+                             "      %u{0}_0 = arith.mulf %o{0}, %alpha : vector<16xf32>\n",
+                             e, outColumnsType);
+  for (int p = 0; p < kLanes; ++p) {
+    valueBody += fmt::format(
+        "      %pv{0} = vector.load %probabilities[%cP{0}, %c0] : {1}, vector<16xf32>\n", p,
+        scratch.probabilities);
+    for (int e = 0; e < kLanes; ++e)
+      valueBody += fmt::format(
+          "      %v{0}_{1} = memref.load %vcols[%cP{0}, %cP{1}] : {3}\n"
+          "      %vb{0}_{1} = vector.broadcast %v{0}_{1} : f32 to vector<16xf32>\n"
+          "      %u{1}_{2} = vector.fma %vb{0}_{1}, %pv{0}, %u{1}_{0} : vector<16xf32>\n",
+          p, e, p + 1, columnsType);
+  }
+  for (int e = 0; e < kLanes; ++e)
+    valueBody += fmt::format("      vector.store %u{0}_{1}, %ocols[%cP{0}, %c0] : {2}, "
+                             "vector<16xf32>\n",
+                             e, kLanes, outColumnsType);
+  text += fmt::format("    scf.for %vc = %c0 to %cD step %c16 {{\n{}    }}\n", valueBody);
+  return text;
+}
+
+/// @<name>_flash: causal attention of rows %t0 .. %t0 + %blockRows - 1 for
+/// the workgroup's heads (one KV head, %kv), flash-attention style: the
+/// block's (row, head) query vectors are the 16 lanes of every vector (lane
+/// = row x heads + head), the keys go by in blocks of 16 positions, and the
+/// softmax runs online (a running maximum and sum per lane, the output sums
+/// rescaled when the maximum rises), so each key and value row is read once
+/// for all 16 query vectors, no horizontal sums are needed, and the scratch
+/// does not grow with the context. Row r sees %count0 + r positions.
+std::string flashFunction(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const int64_t heads = kernel.headsPerWorkgroup();
+  const FlashScratch scratch = flashScratchTypes(kernel);
+  std::string laneRows, positions;
+  for (int lane = 0; lane < kLanes; ++lane)
+    laneRows += fmt::format("{}{}", lane ? ", " : "", lane / heads);
+  for (int p = 0; p < kLanes; ++p)
+    positions += fmt::format("  %cP{0} = arith.constant {0} : index\n", p);
+  const std::string copyParams = fmt::format(", %keysF: {0}, %valuesF: {0}", scratch.block);
+  return fmt::format(
+      R"mlir(
+func.func private @{name}_flash(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}, %queryT: {queryTType}, %outT: {outTType}, %probabilities: {pType}, %inverse: {inverseType}{copyParams}, %t0: index, %h0: index, %kv: index, %count0: index, %blockRows: index) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %cD = arith.constant {d} : index
+  %cHeads = arith.constant {heads} : index
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant {scale:e} : f32
+  %zeroV = arith.constant dense<0.0> : vector<16xf32>
+  %oneV = arith.constant dense<1.0> : vector<16xf32>
+  %lowestV = arith.constant dense<0xFF800000> : vector<16xf32>
+  %laneRows = arith.constant dense<[{laneRows}]> : vector<16xi32>
+{positions}  %lastRow = arith.subi %blockRows, %c1 : index
+  %maxCount = arith.addi %count0, %lastRow : index
+  %lastPosition = arith.subi %maxCount, %c1 : index
+  %count0i = arith.index_cast %count0 : index to i32
+  %count0V = vector.broadcast %count0i : i32 to vector<16xi32>
+  %countV = arith.addi %count0V, %laneRows : vector<16xi32>
+  scf.for %lane = %c0 to %c16 step %c1 {{
+    %r = arith.divui %lane, %cHeads : index
+    %p = arith.remui %lane, %cHeads : index
+    %inBlock = arith.cmpi ult, %r, %blockRows : index
+    %row = arith.addi %t0, %r : index
+    %head = arith.addi %h0, %p : index
+    scf.for %i = %c0 to %cD step %c1 {{
+      %x = scf.if %inBlock -> (f32) {{
+        %qx = memref.load %q[%row, %head, %i] : {queryType}
+        %qs = arith.mulf %qx, %scale : f32
+        scf.yield %qs : f32
       }} else {{
-        scf.if %oneRow {{
-          {decode}
-        }} else {{
-          {single}
-        }}
+        scf.yield %zero : f32
+      }}
+      memref.store %x, %queryT[%i, %lane] : {queryTType}
+    }}
+  }}
+  scf.for %i = %c0 to %cD step %c1 {{
+    vector.store %zeroV, %outT[%i, %c0] : {outTType}, vector<16xf32>
+  }}
+  %final:2 = scf.for %blockStart = %c0 to %maxCount step %c16 iter_args(%m = %lowestV, %l = %zeroV) -> (vector<16xf32>, vector<16xf32>) {{
+{keyBlock}    scf.yield %mNew, %lNew : vector<16xf32>, vector<16xf32>
+  }}
+  %inverseV = arith.divf %oneV, %final#1 : vector<16xf32>
+  vector.store %inverseV, %inverse[%c0] : {inverseType}, vector<16xf32>
+  scf.for %lane = %c0 to %c16 step %c1 {{
+    %r = arith.divui %lane, %cHeads : index
+    %p = arith.remui %lane, %cHeads : index
+    %inBlock = arith.cmpi ult, %r, %blockRows : index
+    scf.if %inBlock {{
+      %row = arith.addi %t0, %r : index
+      %head = arith.addi %h0, %p : index
+      %laneInverse = memref.load %inverse[%lane] : {inverseType}
+      scf.for %i = %c0 to %cD step %c1 {{
+        %sum = memref.load %outT[%i, %lane] : {outTType}
+        %y = arith.mulf %sum, %laneInverse : f32
+        memref.store %y, %out[%row, %head, %i] : {queryType}
       }}
     }}
   }}
   return
 }}
 )mlir",
-             fmt::arg("buffers", buffers),
+      fmt::arg("name", kernel.name), fmt::arg("queryType", types.query),
+      fmt::arg("kvType", types.kv), fmt::arg("queryTType", scratch.queryT),
+      fmt::arg("outTType", scratch.outT), fmt::arg("pType", scratch.probabilities),
+      fmt::arg("inverseType", scratch.inverse), fmt::arg("copyParams", copyParams),
+      fmt::arg("d", kernel.headDim), fmt::arg("heads", heads), fmt::arg("scale", kernel.scale),
+      fmt::arg("laneRows", laneRows), fmt::arg("positions", positions),
+      fmt::arg("keyBlock", flashKeyBlock(kernel, types)));
+}
+
+/// A prefill runs @<name>_flash on blocks of 16 / heads rows (the workgroup
+/// of a block's first row does the block, the others nothing); decode runs
+/// @<name>_decode.
+std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const int64_t heads = kernel.headsPerWorkgroup();
+  const FlashScratch scratch = flashScratchTypes(kernel);
+  std::string buffers, decodeScores, decodeScoreTypes;
+  for (int64_t k = 0; k < heads; ++k) {
+    buffers += fmt::format("  %scores{} = memref.alloca(%visible) : memref<?xf32>\n", k);
+    decodeScores += fmt::format(", %scores{}", k);
+    decodeScoreTypes += ", memref<?xf32>";
+  }
+  buffers += fmt::format("  %queryT = memref.alloca() : {0}\n"
+                         "  %outT = memref.alloca() : {1}\n"
+                         "  %probabilities = memref.alloca() : {2}\n"
+                         "  %inverse = memref.alloca() : {3}\n",
+                         scratch.queryT, scratch.outT, scratch.probabilities, scratch.inverse);
+  buffers += fmt::format("  %keysF = memref.alloca() : {0}\n"
+                         "  %valuesF = memref.alloca() : {0}\n",
+                         scratch.block);
+  const std::string decode = fmt::format(
+      "func.call @{0}_decode(%q, %keys, %values, %out{1}, %t, %h0, %kv, %count0) : "
+      "({2}, {3}, {3}, {2}{4}, index, index, index, index) -> ()",
+      kernel.name, decodeScores, types.query, types.kv, decodeScoreTypes);
+  const std::string flash = fmt::format(
+      "func.call @{0}_flash(%q, %keys, %values, %out, %queryT, %outT, %probabilities, "
+      "%inverse, %keysF, %valuesF, %t, %h0, %kv, %count0, %blockRows) : ({1}, {2}, {2}, {1}, "
+      "{3}, {4}, {5}, {6}, {7}, {7}, index, index, index, index, index) -> ()",
+      kernel.name, types.query, types.kv, scratch.queryT, scratch.outT, scratch.probabilities,
+      scratch.inverse, scratch.block);
+  return decodeFunction(kernel, types) + flashFunction(kernel, types) +
+         attentionOpening(kernel, types) +
+         fmt::format(
+             R"mlir(  %cBlock = arith.constant {blockRows} : index
+  %oneRow = arith.cmpi eq, %rows, %c1 : index
+{buffers}  scf.for %g = %wgBegin to %wgEnd step %c1 {{
+{prologue}    scf.if %oneRow {{
+      {decode}
+    }} else {{
+      %blockOffset = arith.remui %t, %cBlock : index
+      %leads = arith.cmpi eq, %blockOffset, %c0 : index
+      scf.if %leads {{
+        %rowsLeft = arith.subi %rows, %t : index
+        %blockRows = arith.minui %rowsLeft, %cBlock : index
+        {flash}
+      }}
+    }}
+  }}
+  return
+}}
+)mlir",
+             fmt::arg("blockRows", kernel.prefillBlockRows()), fmt::arg("buffers", buffers),
              fmt::arg("prologue", workgroupPrologue(heads, kernel.queryHeads)),
-             fmt::arg("pair", call(2, false)), fmt::arg("decode", call(1, true)),
-             fmt::arg("single", call(1, false)));
+             fmt::arg("decode", decode), fmt::arg("flash", flash));
 }
 
 /// One query head per workgroup, one feature at a time: head sizes that are

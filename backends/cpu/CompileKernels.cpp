@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -79,10 +80,13 @@ void approximateMath(mlir::ModuleOp module) {
     throw std::runtime_error("approximating math functions in the CPU kernels failed");
 }
 
-void lowerToLLVMDialect(mlir::ModuleOp module) {
+void lowerToLLVMDialect(mlir::ModuleOp module, const std::string &diagnostics) {
   approximateMath(module);
   mlir::PassManager pm(module.getContext());
   pm.addPass(mlir::createConvertSCFToCFPass());
+  // Subviews (the attention's key blocks read in place) as plain offsets.
+  pm.addPass(mlir::memref::createExpandStridedMetadataPass());
+  pm.addPass(mlir::createLowerAffinePass());
   // Horizontal sums as a tree, not 16 dependent adds: they end every dot product.
   pm.addPass(mlir::createConvertVectorToLLVMPass(
       mlir::LowerVectorToLLVMOptions().enableReassociateFPReductions()));
@@ -93,7 +97,8 @@ void lowerToLLVMDialect(mlir::ModuleOp module) {
   pm.addPass(mlir::createConvertFuncToLLVMPass());
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
   if (mlir::failed(pm.run(module)))
-    throw std::runtime_error("lowering the CPU kernels to the LLVM dialect failed");
+    throw std::runtime_error("lowering the CPU kernels to the LLVM dialect failed: " +
+                             diagnostics);
 }
 
 /// void q3_kernel_<name>(void *const *buffers, const int64_t *bytes,
@@ -182,7 +187,7 @@ std::vector<uint8_t> compileKernelsToObject(const std::string &mlirSource,
   if (!module)
     throw std::runtime_error("generated kernel source does not parse: " + diagnostics);
   std::vector<KernelSignature> kernels = kernelSignatures(*module);
-  lowerToLLVMDialect(*module);
+  lowerToLLVMDialect(*module, diagnostics);
 
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule = mlir::translateModuleToLLVMIR(*module, llvmContext);

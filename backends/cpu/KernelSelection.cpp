@@ -145,10 +145,12 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
         for (int64_t h = 0; h < cpu.queryHeads; ++h)
           cpu.kvHeadMap.push_back(op.kvHeadFor(h));
         ArrayRef<int64_t> tile = lowering.getTile();
-        if (tile.size() != 1 || tile[0] != cpu.headsPerWorkgroup())
+        if (tile.size() != 2 || tile[0] != cpu.headsPerWorkgroup() ||
+            tile[1] != cpu.prefillBlockRows())
           refuse(kernel, "attention's q3.lowering tile must be [" +
-                             std::to_string(cpu.headsPerWorkgroup()) +
-                             "] (query heads per workgroup)");
+                             std::to_string(cpu.headsPerWorkgroup()) + ", " +
+                             std::to_string(cpu.prefillBlockRows()) +
+                             "] (query heads per workgroup, rows per prefill block)");
         expectGrid(kernel, lowering, "per_row", cpu.workgroupsPerRow());
         return attentionSource(cpu);
       })

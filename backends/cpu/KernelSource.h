@@ -96,7 +96,9 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel);
 /// each KV head's positions are contiguous, so the scores stream them).
 /// Grid: rows x workgroupsPerRow(), head-major (workgroup g is row g % rows of
 /// head group g / rows); a workgroup handles headsPerWorkgroup() query heads
-/// that share one KV head, so each key and value load serves them all.
+/// that share one KV head, so each key and value load serves them all, and a
+/// prefill's rows go in blocks of prefillBlockRows() (the workgroup of a
+/// block's first row runs the block).
 struct AttentionKernel {
   std::string name;
   int64_t queryHeads = 0, kvHeads = 0, headDim = 0;
@@ -107,6 +109,10 @@ struct AttentionKernel {
   /// always share their KV head (Qwen3's GQA with an even ratio), else 1.
   int64_t headsPerWorkgroup() const;
   int64_t workgroupsPerRow() const { return queryHeads / headsPerWorkgroup(); }
+  /// The rows of one prefill block: with head_dim a multiple of 16, 16 /
+  /// headsPerWorkgroup() (its query vectors are the 16 lanes of the flash
+  /// kernel's vectors); other head sizes run a row at a time.
+  int64_t prefillBlockRows() const { return headDim % 16 == 0 ? 16 / headsPerWorkgroup() : 1; }
 };
 /// `@q3k_<name>(query, keys, values, out, rows, visible, capacity, wgBegin, wgEnd)`.
 std::string attentionSource(const AttentionKernel &kernel);

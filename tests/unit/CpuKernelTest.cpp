@@ -488,13 +488,14 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
 }
 
 /// Runs an attention kernel of head_dim `d` (12: scalar path, 32 and 128:
-/// vector path) over `visible` positions (past 16: the softmax's vector
-/// loop; odd: the score loop's single position) with `map` from query heads
-/// to KV heads, for the last `rows` positions (1: a decode step, whose score
-/// loop also prefetches the value rows).
+/// vector path) over `visible` positions with `map` from query heads to KV
+/// heads, for the last `rows` positions: 1 is a decode step (past 16
+/// positions its softmax's vector loop, odd ones its score loop's single
+/// position; it prefetches the value rows), more a prefill (the flash kernel's
+/// blocks). Past the visible positions the cache holds NaNs.
 void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {0, 0, 0, 1, 1, 1},
                     int64_t rows = 3, WeightStorage cache = WeightStorage::F32) {
-  const int64_t qHeads = int64_t(map.size()), capacity = 48;
+  const int64_t qHeads = int64_t(map.size()), capacity = std::max<int64_t>(48, visible + 5);
   const int64_t kvHeads = *std::max_element(map.begin(), map.end()) + 1;
   cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(double(d)), cache};
   LoadedKernel loaded = compileForHost(cpu::attentionSource(kernel), "attn");
@@ -563,6 +564,20 @@ TEST(AttentionKernel, ReadsAnF16Cache) {
       checkAttention(d, 33, {0, 0, 1, 1}, rows, WeightStorage::F16);
 }
 
+// A prefill runs in blocks of 16 query vectors (8 rows of a head pair, 16
+// rows of one head) over keys 16 positions at a time: full and partial row
+// blocks, several key blocks, cached positions before the rows (a chunked
+// prefill), and workgroup ranges that split a block (checkAttention's two calls).
+TEST(AttentionKernel, PrefillsInBlocksOfRowsAndKeys) {
+  const std::vector<int64_t> gqa2 = {0, 0, 1, 1}, mha = {0, 1, 2};
+  for (const auto &map : {gqa2, mha})
+    for (int64_t rows : {2, 8, 9, 16, 17, 40})
+      for (int64_t cached : {0, 5, 21})
+        checkAttention(32, rows + cached, map, rows);
+  for (WeightStorage cache : {WeightStorage::F32, WeightStorage::BF16, WeightStorage::F16})
+    checkAttention(128, 70, gqa2, 37, cache);
+}
+
 // Query heads 2i and 2i + 1 on one KV head run in one workgroup; other maps
 // (MHA, odd groups, or pairs split across KV heads) one head per workgroup.
 TEST(AttentionKernel, PairsQueryHeadsThatShareAKvHead) {
@@ -576,6 +591,9 @@ TEST(AttentionKernel, PairsQueryHeadsThatShareAKvHead) {
   EXPECT_EQ((cpu::AttentionKernel{"a", 3, 3, 128, mha, 1.0}.headsPerWorkgroup()), 1);
   EXPECT_EQ((cpu::AttentionKernel{"a", 6, 2, 128, oddGroups, 1.0}.headsPerWorkgroup()), 1);
   EXPECT_EQ((cpu::AttentionKernel{"a", 4, 2, 24, gqa2, 1.0}.headsPerWorkgroup()), 1);
+  EXPECT_EQ((cpu::AttentionKernel{"a", 4, 2, 128, gqa2, 1.0}.prefillBlockRows()), 8);
+  EXPECT_EQ((cpu::AttentionKernel{"a", 3, 3, 128, mha, 1.0}.prefillBlockRows()), 16);
+  EXPECT_EQ((cpu::AttentionKernel{"a", 4, 2, 24, gqa2, 1.0}.prefillBlockRows()), 1);
 }
 
 } // namespace

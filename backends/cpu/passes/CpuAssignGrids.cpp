@@ -4,7 +4,7 @@
 //   func.func private @fused_linear_rms_norm_0(...) -> tensor<?x4096xf32>
 //       attributes {q3.kernel, q3.lowering = #q3.lowering<grid = fixed 64>}
 //   func.func private @attention_0(...)
-//       attributes {q3.kernel, q3.lowering = #q3.lowering<grid = per_row 8, tile = [2]>}
+//       attributes {q3.kernel, q3.lowering = #q3.lowering<grid = per_row 8, tile = [2, 8]>}
 //
 // The grid is what the CPU kernels were written for (backends/cpu/
 // KernelSource.h): code generation reads it from here and checks it.
@@ -30,16 +30,16 @@ int64_t dimOf(Value value, unsigned dim) {
   return value.getType().cast<RankedTensorType>().getDimSize(dim);
 }
 
-/// The attention kernel's query heads per workgroup (1 or 2, see
-/// AttentionKernel::headsPerWorkgroup).
-int64_t attentionHeadsPerWorkgroup(AttentionOp attention) {
+/// The attention kernel's shape as the CPU kernels see it (query heads per
+/// workgroup, rows per prefill block).
+AttentionKernel attentionShape(AttentionOp attention) {
   AttentionKernel shape;
   shape.queryHeads = dimOf(attention.getQuery(), 1);
   shape.kvHeads = dimOf(attention.getKeys(), 1);
   shape.headDim = dimOf(attention.getQuery(), 2);
   for (int64_t h = 0; h < shape.queryHeads; ++h)
     shape.kvHeadMap.push_back(attention.kvHeadFor(h));
-  return shape.headsPerWorkgroup();
+  return shape;
 }
 
 LogicalResult assignGrid(func::FuncOp kernel) {
@@ -64,8 +64,9 @@ LogicalResult assignGrid(func::FuncOp kernel) {
             return lowering.withGrid("per_row", dimOf(op.getQuery(), 1));
           })
           .Case<AttentionOp>([&](AttentionOp op) {
-            const int64_t heads = attentionHeadsPerWorkgroup(op);
-            return lowering.withGrid("per_row", dimOf(op.getQuery(), 1) / heads).withTile({heads});
+            const AttentionKernel shape = attentionShape(op);
+            return lowering.withGrid("per_row", shape.workgroupsPerRow())
+                .withTile({shape.headsPerWorkgroup(), shape.prefillBlockRows()});
           })
           .Default([](Operation *) { return std::nullopt; });
   if (!assigned)
