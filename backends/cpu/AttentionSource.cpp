@@ -9,9 +9,10 @@
 // as outer products (a key scalar broadcast times the lanes' feature: no
 // horizontal sums), and the softmax runs online, so each key and value row
 // is read once per block and the scratch is fixed (~33 KiB per thread).
-// Decode (one row) scores two positions at a time for its P heads, then a
-// softmax over the stored scores and the value sums; it prefetches each
-// value row while it scores the key. Other head sizes take a scalar
+// Decode (one row) makes one pass over the keys and values, 16 positions at
+// a time with an online softmax: it scores two positions per step for its P
+// heads, prefetching each value row while it scores the key, then adds the
+// block's values. Other head sizes take a scalar
 // template, one query head and one row per workgroup. A bf16 or f16 cache
 // is widened exactly as it is loaded.
 //
@@ -129,8 +130,8 @@ std::vector<Slot> slotsOf(int rows, int heads, int firstRow = 0) {
 /// `slots` over those positions, `positions` at a time (2 x slots independent
 /// FMA chains), stored to %scores<k>; yields the running maxima, starting
 /// from `initial(k)`. With `prefetchValues` each position's value row is
-/// prefetched while its key is read (decode: the value sum reads it after the
-/// softmax, from L2 by then).
+/// prefetched while its key is read (decode: the block's value sum reads it
+/// after the block's softmax).
 template <typename Initial>
 std::string scoreLoop(const std::vector<Slot> &slots, int positions, const AttentionTypes &types,
                       const std::string &out, const std::string &iv, const std::string &from,
@@ -150,8 +151,7 @@ std::string scoreLoop(const std::vector<Slot> &slots, int positions, const Atten
     if (prefetchValues)
       body += fmt::format(
           "        memref.prefetch %values[%kv, {}, %i], read, locality<2>, data : {}\n",
-          position(j), types.kv);
-  }
+          position(j), types.kv);  }
   for (int s = 0; s < n; ++s) {
     const Slot &slot = slots[size_t(s)];
     body +=
@@ -272,49 +272,109 @@ int64_t resultIndex(const std::vector<Slot> &slots, const std::vector<int64_t> &
 }
 
 /// @<name>_decode: attention of the one row %t0 for the workgroup's heads
-/// %h0 .. (one KV head, %kv), over %count0 positions. Every key and value row
-/// is loaded once for all the heads; each value row is prefetched while its
-/// key is scored. The value sums run in column groups small enough for the
-/// registers (16 accumulators).
+/// %h0 .. (one KV head, %kv), over %count0 positions in one pass, 16
+/// positions at a time with an online softmax: a block's keys are scored
+/// (two positions per step, each value row prefetched while its key is
+/// read), the running maximum, sum and value sums are rescaled when the
+/// maximum rises, and the block's values are added while they are in L1.
+/// Every key and value row is read once for all the heads; the value sums
+/// stay in registers across the blocks (16 accumulators per column group).
 std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &types) {
   const int heads = int(kernel.headsPerWorkgroup());
   const int64_t columns = kernel.headDim / kLanes;
   const std::vector<Slot> slots = slotsOf(1, heads);
-  std::string setup, text;
+  const int64_t groupSize = std::max<int64_t>(1, std::min<int64_t>(columns, 16 / heads));
+  std::vector<std::vector<int64_t>> groups;
+  for (int64_t first = 0; first < columns; first += groupSize) {
+    groups.emplace_back();
+    for (int64_t c = first; c < std::min(columns, first + groupSize); ++c)
+      groups.back().push_back(c);
+  }
+  auto sumName = [](int k, int64_t c) { return fmt::format("%acc{}_{}", k, c); };
+  std::string setup, iterArgs, iterTypes, yields, body, finish;
   for (int p = 1; p < heads; ++p)
     setup += fmt::format("  %cHead{0} = arith.constant {0} : index\n"
                          "  %h{0} = arith.addi %h0, %cHead{0} : index\n",
                          p);
-  // Scores: positions in pairs, then a last one.
-  text += "    %steps = arith.divui %count0, %c2 : index\n"
-          "    %stepEnd = arith.muli %steps, %c2 : index\n";
-  text += scoreLoop(
-      slots, kPositionsPerStep, types, "pairMax", "s", "%c0", "%stepEnd",
-      [](int) { return std::string("%lowest"); }, /*prefetchValues=*/true);
-  text += scoreLoop(slots, 1, types, "oneMax", "s1", "%stepEnd", "%count0",
-                    [](int k) { return fmt::format("%pairMax#{}", k); });
+  // Loop-carried: each head's running maximum and sum, then its value sums.
+  int carried = 0;
+  auto carry = [&](const std::string &name, const std::string &initial, const std::string &type,
+                   const std::string &next) {
+    iterArgs += fmt::format("{}{} = {}", carried ? ", " : "", name, initial);
+    iterTypes += fmt::format("{}{}", carried ? ", " : "", type);
+    yields += fmt::format("{}{}", carried ? ", " : "", next);
+    ++carried;
+  };
   for (const Slot &slot : slots)
-    text += slotSoftmax(slot.k, fmt::format("%oneMax#{}", slot.k), "%count0");
-  const int64_t groupSize = std::max<int64_t>(1, std::min<int64_t>(columns, 16 / heads));
-  for (int64_t first = 0, group = 0; first < columns; first += groupSize, ++group) {
-    std::vector<int64_t> cols;
-    for (int64_t c = first; c < std::min(columns, first + groupSize); ++c)
-      cols.push_back(c);
-    const std::string sums = fmt::format("sums{}", group);
-    text += valueLoop(slots, cols, types, sums, fmt::format("v{}", group), "%c0", "%count0",
-                      [](int, int64_t) { return std::string("%zeroV"); });
+    carry(fmt::format("%m{}", slot.k), "%lowest", "f32", fmt::format("%oneMax#{}", slot.k));
+  for (const Slot &slot : slots)
+    carry(fmt::format("%l{}", slot.k), "%zero", "f32", fmt::format("%lNew{}", slot.k));
+  for (size_t g = 0; g < groups.size(); ++g)
     for (const Slot &slot : slots)
-      for (int64_t c : cols)
-        text += fmt::format("    %o{0}_{1} = arith.mulf %{2}#{3}, %inverseV{0} : vector<16xf32>\n"
-                            "    %oOff{0}_{1} = arith.constant {4} : index\n"
-                            "    vector.store %o{0}_{1}, %out[%t0, %h{5}, %oOff{0}_{1}] : {6}, "
-                            "vector<16xf32>\n",
-                            slot.k, c, sums, resultIndex(slots, cols, slot.k, c), c * kLanes,
-                            slot.head, types.query);
+      for (int64_t c : groups[g])
+        carry(sumName(slot.k, c), "%zeroV", "vector<16xf32>",
+              fmt::format("%sums{}#{}", g, resultIndex(slots, groups[g], slot.k, c)));
+  // The block's scores (positions in pairs, then a last one), from the
+  // running maxima, so the loops yield the new maxima.
+  body += "    %blockFull = arith.addi %blockStart, %c16 : index\n"
+          "    %blockEnd = arith.minui %blockFull, %count0 : index\n"
+          "    %blockSize = arith.subi %blockEnd, %blockStart : index\n"
+          "    %pairs = arith.divui %blockSize, %c2 : index\n"
+          "    %pairSpan = arith.muli %pairs, %c2 : index\n"
+          "    %pairEnd = arith.addi %blockStart, %pairSpan : index\n";
+  body += scoreLoop(
+      slots, kPositionsPerStep, types, "pairMax", "s", "%blockStart", "%pairEnd",
+      [](int k) { return fmt::format("%m{}", k); }, /*prefetchValues=*/true);
+  body += scoreLoop(slots, 1, types, "oneMax", "s1", "%pairEnd", "%blockEnd",
+                    [](int k) { return fmt::format("%pairMax#{}", k); });
+  // Probabilities of the block (its lanes past the end 0), the rescaled sums.
+  body += "    %blockSize32 = arith.index_cast %blockSize : index to i32\n"
+          "    %blockSizeV = vector.broadcast %blockSize32 : i32 to vector<16xi32>\n"
+          "    %inBlock = arith.cmpi slt, %laneIndex, %blockSizeV : vector<16xi32>\n";
+  for (const Slot &slot : slots)
+    body += fmt::format(
+        "    %maxV{0} = vector.broadcast %oneMax#{0} : f32 to vector<16xf32>\n"
+        "    %scoreV{0} = vector.load %scores{0}[%blockStart] : memref<?xf32>, vector<16xf32>\n"
+        "    %shiftedV{0} = arith.subf %scoreV{0}, %maxV{0} : vector<16xf32>\n"
+        "    %expV{0} = math.exp %shiftedV{0} : vector<16xf32>\n"
+        "    %probV{0} = arith.select %inBlock, %expV{0}, %zeroV : vector<16xi1>, vector<16xf32>\n"
+        "    vector.store %probV{0}, %scores{0}[%blockStart] : memref<?xf32>, vector<16xf32>\n"
+        "    %blockSum{0} = vector.reduction <add>, %probV{0} : vector<16xf32> into f32\n"
+        "    %maxDrop{0} = arith.subf %m{0}, %oneMax#{0} : f32\n"
+        "    %alpha{0} = math.exp %maxDrop{0} : f32\n"
+        "    %alphaV{0} = vector.broadcast %alpha{0} : f32 to vector<16xf32>\n"
+        "    %lKept{0} = arith.mulf %l{0}, %alpha{0} : f32\n"
+        "    %lNew{0} = arith.addf %lKept{0}, %blockSum{0} : f32\n",
+        slot.k);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (const Slot &slot : slots)
+      for (int64_t c : groups[g])
+        body += fmt::format("    %kept{0}_{1} = arith.mulf {2}, %alphaV{0} : vector<16xf32>\n",
+                            slot.k, c, sumName(slot.k, c));
+    body += valueLoop(slots, groups[g], types, fmt::format("sums{}", g),
+                      fmt::format("v{}", g), "%blockStart", "%blockEnd", [](int k, int64_t c) {
+                        return fmt::format("%kept{}_{}", k, c);
+                      });
   }
-  std::string scoreParams;
+  // The output: the value sums over the sums of the probabilities.
+  for (const Slot &slot : slots)
+    finish += fmt::format("  %inverse{0} = arith.divf %one, %final#{1} : f32\n"
+                          "  %inverseV{0} = vector.broadcast %inverse{0} : f32 to vector<16xf32>\n",
+                          slot.k, heads + slot.k);
+  int index = 2 * heads;
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (const Slot &slot : slots)
+      for (int64_t c : groups[g])
+        finish += fmt::format("  %o{0}_{1} = arith.mulf %final#{2}, %inverseV{0} : vector<16xf32>\n"
+                              "  %oOff{0}_{1} = arith.constant {3} : index\n"
+                              "  vector.store %o{0}_{1}, %out[%t0, %h{4}, %oOff{0}_{1}] : {5}, "
+                              "vector<16xf32>\n",
+                              slot.k, c, index++, c * kLanes, slot.head, types.query);
+  std::string scoreParams, lanes;
   for (int k = 0; k < heads; ++k)
     scoreParams += fmt::format(", %scores{}: memref<?xf32>", k);
+  for (int lane = 0; lane < kLanes; ++lane)
+    lanes += fmt::format("{}{}", lane ? ", " : "", lane);
   return fmt::format(
       R"mlir(
 func.func private @{name}_decode(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}{scoreParams}, %t0: index, %h0: index, %kv: index, %count0: index) {{
@@ -323,17 +383,24 @@ func.func private @{name}_decode(%q: {queryType}, %keys: {kvType}, %values: {kvT
   %c2 = arith.constant 2 : index
   %c16 = arith.constant 16 : index
   %cD = arith.constant {d} : index
+  %zero = arith.constant 0.0 : f32
   %one = arith.constant 1.0 : f32
   %lowest = arith.constant 0xFF800000 : f32
   %scale = arith.constant {scale:e} : f32
   %zeroV = arith.constant dense<0.0> : vector<16xf32>
-{setup}{text}  return
+  %laneIndex = arith.constant dense<[{lanes}]> : vector<16xi32>
+{setup}  %final:{carried} = scf.for %blockStart = %c0 to %count0 step %c16 iter_args({iterArgs}) -> ({iterTypes}) {{
+{body}    scf.yield {yields} : {iterTypes}
+  }}
+{finish}  return
 }}
 )mlir",
       fmt::arg("name", kernel.name), fmt::arg("queryType", types.query),
       fmt::arg("kvType", types.kv), fmt::arg("scoreParams", scoreParams),
       fmt::arg("d", kernel.headDim), fmt::arg("scale", kernel.scale), fmt::arg("setup", setup),
-      fmt::arg("text", text));
+      fmt::arg("lanes", lanes), fmt::arg("carried", carried), fmt::arg("iterArgs", iterArgs),
+      fmt::arg("iterTypes", iterTypes), fmt::arg("body", body), fmt::arg("yields", yields),
+      fmt::arg("finish", finish));
 }
 
 /// The flash kernel's scratch, one set per thread (every buffer L1-sized):
@@ -611,7 +678,7 @@ std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes 
   const FlashScratch scratch = flashScratchTypes(kernel);
   std::string buffers, decodeScores, decodeScoreTypes;
   for (int64_t k = 0; k < heads; ++k) {
-    buffers += fmt::format("  %scores{} = memref.alloca(%visible) : memref<?xf32>\n", k);
+    buffers += fmt::format("  %scores{} = memref.alloca(%scoreSlots) : memref<?xf32>\n", k);
     decodeScores += fmt::format(", %scores{}", k);
     decodeScoreTypes += ", memref<?xf32>";
   }
@@ -638,6 +705,8 @@ std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes 
          fmt::format(
              R"mlir(  %cBlock = arith.constant {blockRows} : index
   %oneRow = arith.cmpi eq, %rows, %c1 : index
+  %c16 = arith.constant 16 : index
+  %scoreSlots = arith.addi %visible, %c16 : index
 {buffers}  scf.for %g = %wgBegin to %wgEnd step %c1 {{
 {prologue}    scf.if %oneRow {{
       {decode}

@@ -545,9 +545,12 @@ TEST(AttentionKernel, MatchesReferenceWithGroupedHeads) {
 }
 
 TEST(AttentionKernel, DecodesOneRowOverTheCache) {
-  for (int64_t visible : {1, 2, 3, 17, 40})
+  // Decode goes through the positions 16 at a time: one block, whole blocks
+  // and a last partial one.
+  for (int64_t visible : {1, 2, 3, 16, 17, 32, 40})
     for (int64_t d : {12, 32, 128})
-      checkAttention(d, visible, {0, 0, 1, 1}, 1);
+      for (const std::vector<int64_t> &map : {std::vector<int64_t>{0, 0, 1, 1}, {0, 1}})
+        checkAttention(d, visible, map, 1);
 }
 
 // --kv-cache=bf16: keys and values are read as bf16 and widened exactly.
