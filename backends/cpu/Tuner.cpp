@@ -1,9 +1,9 @@
 //===- Tuner.cpp - measure the prefill kernel variants on this machine ----===//
 #include "backends/cpu/Tuner.h"
 #include "backends/cpu/CompileKernels.h"
+#include "backends/cpu/TuningCache.h"
 #include "backends/cpu/passes/CpuPasses.h"
 
-#include "runtime/AtomicFile.h"
 #include "runtime/DType.h"
 #include "runtime/KernelABI.h"
 #include "runtime/SharedLibrary.h"
@@ -18,9 +18,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <stdexcept>
 
@@ -99,14 +96,6 @@ double measure(const FusedLinearKernel &kernel, const CpuTarget &target) {
   return flops / best / 1e9;
 }
 
-std::string cacheDirectory() {
-  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    return std::string(xdg) + "/q3c";
-  if (const char *home = std::getenv("HOME"); home && *home)
-    return std::string(home) + "/.cache/q3c";
-  return "";
-}
-
 /// What makes a measurement reusable: the CPU as LLVM sees it, the shape,
 /// the level and the kernel sources measured (a new q3c with other kernels
 /// measures again).
@@ -121,21 +110,12 @@ std::string cacheKey(const CpuTarget &target, int64_t hidden, int64_t intermedia
                      llvm::xxHash64(sources));
 }
 
-nlohmann::json readCache(const std::string &path) {
-  std::ifstream in(path);
-  if (!in)
-    return nlohmann::json::object();
-  nlohmann::json cache = nlohmann::json::parse(in, nullptr, false);
-  return cache.is_object() ? cache : nlohmann::json::object(); // a damaged cache is rebuilt
-}
-
-std::optional<TuningResult> cachedResult(const nlohmann::json &cache, const std::string &key) {
-  auto it = cache.find(key);
-  if (it == cache.end() || !it->is_array() || it->empty())
+std::optional<TuningResult> cachedResult(const nlohmann::json &entries) {
+  if (!entries.is_array() || entries.empty())
     return std::nullopt;
   TuningResult result;
   result.cached = true;
-  for (const nlohmann::json &entry : *it) {
+  for (const nlohmann::json &entry : entries) {
     if (!entry.is_object() || !entry.contains("matmul") || !entry.contains("rows") ||
         !entry.contains("gflops") || !entry["matmul"].is_string() ||
         !entry["rows"].is_number_integer() || !entry["gflops"].is_number())
@@ -210,10 +190,8 @@ TuningResult tunePrefill(const CpuTarget &target, int64_t hidden, int64_t interm
     throw std::invalid_argument("--tune: the model's products have no column-block layout");
   const std::vector<PrefillVariant> candidates = prefillCandidates(target, hidden, level);
   const std::string key = cacheKey(target, hidden, intermediate, level, candidates);
-  const std::string directory = cacheDirectory();
-  const std::string path = directory.empty() ? "" : directory + "/tuning.json";
-  nlohmann::json cache = path.empty() ? nlohmann::json::object() : readCache(path);
-  if (std::optional<TuningResult> cached = cachedResult(cache, key)) {
+  const std::string path = tuningCachePath();
+  if (std::optional<TuningResult> cached = cachedResult(readTuningCache(path, key))) {
     cached->cachePath = path;
     pickBest(*cached);
     return *cached;
@@ -227,21 +205,12 @@ TuningResult tunePrefill(const CpuTarget &target, int64_t hidden, int64_t interm
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   pickBest(result);
-  if (!path.empty()) {
-    nlohmann::json entries = nlohmann::json::array();
-    for (const PrefillVariant &v : result.measured)
-      entries.push_back({{"matmul", prefillMatmulName(v.matmul)},
-                         {"rows", v.tileRows},
-                         {"gflops", v.gflops}});
-    cache[key] = entries;
-    // The cache is a convenience: a read-only home must not fail a compile.
-    try {
-      std::filesystem::create_directories(directory);
-      runtime::writeFileAtomically(path, cache.dump(1) + "\n");
-    } catch (const std::exception &) {
-      result.cachePath.clear();
-    }
-  }
+  nlohmann::json entries = nlohmann::json::array();
+  for (const PrefillVariant &v : result.measured)
+    entries.push_back(
+        {{"matmul", prefillMatmulName(v.matmul)}, {"rows", v.tileRows}, {"gflops", v.gflops}});
+  if (!writeTuningCache(path, key, entries))
+    result.cachePath.clear();
   return result;
 }
 

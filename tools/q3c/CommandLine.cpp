@@ -3,6 +3,7 @@
 
 #include "backends/cpu/CpuPipeline.h"
 #include "backends/cpu/CpuTarget.h"
+#include "runtime/ResourceLimits.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
@@ -228,37 +229,44 @@ int64_t configInt(mlir::DictionaryAttr config, const char *key) {
   return value ? value.getInt() : 0;
 }
 
-/// Measures the prefill variants for --cpu=host (unless the choices were
-/// given, or the weights are not bf16: only bf16 products have variants) and
-/// records the winner in the module for the CPU target passes.
-std::optional<cpu::TuningResult> tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
+/// Measures for --cpu=host, when the weights are bf16 (only bf16 products
+/// have variants and column blocks): the prefill variants (unless both were
+/// given) and the decode split; records them in the module for the CPU
+/// target passes.
+HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
   const cpu::TuneLevel level = cpu::parseTuneLevel(targetTune);
   if (target != "cpu" || level == cpu::TuneLevel::Off)
-    return std::nullopt;
+    return {};
   if (targetCpu != "host") {
     if (targetTune.getNumOccurrences())
       llvm::errs() << "q3c: warning: --tune measures only for --cpu=host; " << targetCpu
                    << " gets the default variants\n";
-    return std::nullopt;
+    return {};
   }
   auto config = module->getAttrOfType<mlir::DictionaryAttr>("q3.config");
   auto dtype = config ? config.getAs<mlir::StringAttr>("torch_dtype") : nullptr;
-  if (!dtype || dtype.getValue() != "bfloat16" ||
-      (targetPrefillMatmul != "auto" && targetPrefillRows != 0))
-    return std::nullopt;
-  cpu::TuningResult result =
-      cpu::tunePrefill(cpu::resolveCpuTarget("host"), configInt(config, "hidden_size"),
-                       configInt(config, "intermediate_size"), level);
-  cpu::recordTuning(module, result);
-  return result;
+  if (!dtype || dtype.getValue() != "bfloat16")
+    return {};
+  const cpu::CpuTarget host = cpu::resolveCpuTarget("host");
+  const int64_t hidden = configInt(config, "hidden_size");
+  const int64_t intermediate = configInt(config, "intermediate_size");
+  HostTuning tuning;
+  if (targetPrefillMatmul == "auto" || targetPrefillRows == 0) {
+    tuning.prefill = cpu::tunePrefill(host, hidden, intermediate, level);
+    cpu::recordTuning(module, *tuning.prefill);
+  }
+  // The runtime's default: every CPU this process may use.
+  tuning.decode =
+      cpu::tuneDecode(host, hidden, intermediate, level, runtime::availableCpus());
+  cpu::recordDecodeTuning(module, *tuning.decode);
+  return tuning;
 }
 
 } // namespace
 
-std::optional<cpu::TuningResult> runPipelineFromFlags(mlir::ModuleOp module,
-                                                      const std::string &target) {
+HostTuning runPipelineFromFlags(mlir::ModuleOp module, const std::string &target) {
   const passes::PipelineOptions options = pipelineOptionsFromFlags(target);
-  std::optional<cpu::TuningResult> tuning = tuneIfAsked(module, target);
+  HostTuning tuning = tuneIfAsked(module, target);
   // A pass that refuses the module says why in an error diagnostic: that is
   // the one line the user gets (the module's location would only say "tiny").
   std::string errors;

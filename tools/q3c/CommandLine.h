@@ -1,6 +1,7 @@
 //===- CommandLine.h - q3c's subcommands and shared option helpers --------===//
 #pragma once
 
+#include "backends/cpu/DecodeTuner.h"
 #include "backends/cpu/Tuner.h"
 #include "passes/Pipeline.h"
 
@@ -65,9 +66,16 @@ extern llvm::cl::opt<std::string> targetKvCache;
 /// none, "cpu").
 passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target);
 
-/// Runs that pipeline on `module`; throws if a pass fails.
-std::optional<cpu::TuningResult> runPipelineFromFlags(mlir::ModuleOp module,
-                                                      const std::string &target);
+/// What `--tune` measured on this machine (nothing for other targets or
+/// when the choices were given).
+struct HostTuning {
+  std::optional<cpu::TuningResult> prefill;
+  std::optional<cpu::DecodeTuning> decode;
+};
+
+/// Runs that pipeline on `module` (after --tune's measurements, which the
+/// target passes read); throws if a pass fails.
+HostTuning runPipelineFromFlags(mlir::ModuleOp module, const std::string &target);
 
 /// Prints warnings to stderr as "q3c: warning: ...".
 void printWarnings(const std::vector<std::string> &warnings);

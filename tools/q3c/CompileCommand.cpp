@@ -47,8 +47,8 @@ std::string matmulSummary(const manifest::Manifest &m) {
   return text.empty() ? "f32" : text;
 }
 
-/// -v: what the tuner measured and chose.
-void printTuning(const cpu::TuningResult &result) {
+/// -v: what the tuner measured and chose for the prefill.
+void printPrefillTuning(const cpu::TuningResult &result) {
   llvm::outs() << "tuned the prefill on " << cpu::resolveCpuTarget("host").llvmCpu << " ("
                << (result.cached ? "cached in " + result.cachePath
                                  : fmt::format("{:.1f} s", result.seconds))
@@ -60,6 +60,18 @@ void printTuning(const cpu::TuningResult &result) {
                                         v.tileRows == result.best.tileRows
                                     ? "  <- chosen"
                                     : "");
+}
+
+/// -v: what the tuner measured and chose for decode.
+void printDecodeTuning(const cpu::DecodeTuning &tuning) {
+  llvm::outs() << "tuned the decode split ("
+               << (tuning.cached ? "cached in " + tuning.cachePath
+                                 : fmt::format("{:.1f} s", tuning.seconds))
+               << "), GB/s of a one-row SwiGLU product on " << tuning.threads
+               << " threads, pieces per thread:\n";
+  for (const cpu::DecodeChunkRate &r : tuning.measured)
+    llvm::outs() << fmt::format("  {:>2} pieces  {:6.1f}{}\n", r.chunks, r.gbPerSecond,
+                                r.chunks == tuning.chunks ? "  <- chosen" : "");
 }
 
 /// The text sections compile embedded, and the folder they came from.
@@ -163,9 +175,11 @@ int runCompile() {
     return 0;
   }
   progress.stage(2, "tuning and passes");
-  if (std::optional<cpu::TuningResult> tuning = runPipelineFromFlags(*module, "cpu");
-      tuning && compileVerbose)
-    printTuning(*tuning);
+  const HostTuning tuning = runPipelineFromFlags(*module, "cpu");
+  if (compileVerbose && tuning.prefill)
+    printPrefillTuning(*tuning.prefill);
+  if (compileVerbose && tuning.decode)
+    printDecodeTuning(*tuning.decode);
   progress.stage(3, "kernels (LLVM)");
   cpu::CompiledModel compiled = cpu::compileForCpu(*module);
   progress.stage(4, "writing");

@@ -33,6 +33,10 @@ llvm::SmallVector<mlir::func::FuncOp> kernelsOf(mlir::ModuleOp module);
 mlir::DictionaryAttr tuningOf(mlir::ModuleOp module);
 inline constexpr const char *kTuningAttrName = "q3.tuning";
 
+/// Pieces per thread of a product's one-row dispatch when nothing was
+/// measured (cpu-set-chunking; the decode tuner's default candidate).
+inline constexpr int64_t kDefaultDecodeChunks = 4;
+
 #define GEN_PASS_REGISTRATION
 #include "backends/cpu/passes/CpuPasses.h.inc"
 

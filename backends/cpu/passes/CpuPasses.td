@@ -119,14 +119,16 @@ def CpuSetChunking : Pass<"cpu-set-chunking", "mlir::ModuleOp"> {
     Sets `prefill_chunks` and `decode_chunks` in each kernel's `q3.lowering`:
     how many pieces per thread the runtime cuts a dispatch of several rows /
     of one row into, so a thread that falls behind hands its last pieces to
-    the others. Products split decodes `decode-chunks` ways; attention splits
-    prefills `attention-chunks` ways (causal rows are unequal work); the rest
-    run one piece per thread.
+    the others. Products split decodes `decode-chunks` ways (by default what
+    `q3c compile --tune` measured, recorded as q3.tuning's `decode_chunks`,
+    else 4); attention splits prefills `attention-chunks` ways (causal rows
+    are unequal work); the rest run one piece per thread.
   }];
   let constructor = "q3::cpu::createCpuSetChunkingPass()";
   let options = [
-    Option<"decodeChunks", "decode-chunks", "int64_t", /*default=*/"4",
-           "Pieces per thread of a product's one-row dispatch">,
+    Option<"decodeChunks", "decode-chunks", "int64_t", /*default=*/"0",
+           "Pieces per thread of a product's one-row dispatch (0: q3.tuning's "
+           "decode_chunks, else 4)">,
     Option<"attentionChunks", "attention-chunks", "int64_t", /*default=*/"8",
            "Pieces per thread of attention's prefill dispatch">
   ];

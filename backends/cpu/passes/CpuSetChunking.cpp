@@ -11,7 +11,10 @@
 // starts a new weight stream whose first lines the prefetch has not reached,
 // so 16 pieces (the idle threads' best on the Zen 3 VM) decoded 10% slower
 // than 2, 4 or 8 on AMD family 26 (0.6B, median of three alternating runs:
-// 47-49 vs 52-54 tok/s); one piece left a thread idle at the end. Row t of a
+// 47-49 vs 52-54 tok/s); one piece left a thread idle at the end. So
+// `q3c compile --tune` measures the split (backends/cpu/DecodeTuner.h) and
+// records it as q3.tuning's decode_chunks, which this pass takes unless
+// decode-chunks is given; without either, 4. Row t of a
 // causal prefill reads t + 1 positions, so attention splits prefills 8 ways
 // (pp128 on 0.6B: attention 58-62 -> 44-50 ms on two threads).
 //
@@ -33,8 +36,21 @@ constexpr int64_t kMaxChunks = 64;
 
 struct CpuSetChunkingPass : impl::CpuSetChunkingBase<CpuSetChunkingPass> {
   using CpuSetChunkingBase::CpuSetChunkingBase;
+
+  /// The option when given, else what `q3c compile --tune` measured
+  /// (q3.tuning's decode_chunks), else the default.
+  int64_t decodeChunksOf(ModuleOp module) const {
+    if (decodeChunks != 0)
+      return decodeChunks;
+    if (DictionaryAttr tuning = tuningOf(module))
+      if (auto measured = tuning.getAs<IntegerAttr>("decode_chunks"))
+        return measured.getInt();
+    return kDefaultDecodeChunks;
+  }
+
   void runOnOperation() override {
-    for (int64_t chunks : {int64_t(decodeChunks), int64_t(attentionChunks)})
+    const int64_t productDecode = decodeChunksOf(getOperation());
+    for (int64_t chunks : {productDecode, int64_t(attentionChunks)})
       if (chunks < 1 || chunks > kMaxChunks) {
         getOperation().emitError() << "cpu-set-chunking: chunks must be 1 to " << kMaxChunks
                                    << ", got " << chunks;
@@ -44,7 +60,7 @@ struct CpuSetChunkingPass : impl::CpuSetChunkingBase<CpuSetChunkingPass> {
       Operation *compute = kernelComputeOp(kernel);
       int64_t prefill = 1, decode = 1;
       if (isa_and_nonnull<FusedLinearOp, LinearOp>(compute))
-        decode = decodeChunks;
+        decode = productDecode;
       else if (isa_and_nonnull<AttentionOp>(compute))
         prefill = attentionChunks;
       setLowering(kernel, loweringOf(kernel).withChunks(prefill, decode));
