@@ -579,6 +579,8 @@ TEST(AttentionKernel, PrefillsInBlocksOfRowsAndKeys) {
         checkAttention(32, rows + cached, map, rows);
   for (WeightStorage cache : {WeightStorage::F32, WeightStorage::BF16, WeightStorage::F16})
     checkAttention(128, 70, gqa2, 37, cache);
+  for (int64_t d : {16, 64, 256}) // head sizes of one, four and sixteen feature groups
+    checkAttention(d, 45, gqa2, 19);
 }
 
 // Query heads 2i and 2i + 1 on one KV head run in one workgroup; other maps
