@@ -7,7 +7,8 @@
 // flash-attention style on blocks of 16 / P rows: the block's 16 query
 // vectors are the lanes of every vector, keys go by 16 positions at a time
 // as outer products (a key scalar broadcast times the lanes' feature: no
-// horizontal sums), and the softmax runs online, so each key and value row
+// horizontal sums; the queries go in and the outputs out through 16 x 16
+// shuffle transposes), and the softmax runs online, so each key and value row
 // is read once per block and the scratch is fixed (~33 KiB per thread).
 // Decode (one row) makes one pass over the keys and values, 16 positions at
 // a time with an online softmax: it scores two positions per step for its P
@@ -408,13 +409,13 @@ func.func private @{name}_decode(%q: {queryType}, %keys: {kvType}, %values: {kvT
 /// sums, [D][lane]; one key block's probabilities, [position][lane]; and a
 /// key block's keys and values as f32 when they are not read in place.
 struct FlashScratch {
-  std::string queryT, outT, probabilities, inverse, block;
+  std::string queryT, outT, probabilities, block;
 };
 
 FlashScratch flashScratchTypes(const AttentionKernel &kernel) {
   return {fmt::format("memref<{}x{}xf32>", kernel.headDim, kLanes),
           fmt::format("memref<{}x{}xf32>", kernel.headDim, kLanes),
-          fmt::format("memref<{0}x{0}xf32>", kLanes), fmt::format("memref<{}xf32>", kLanes),
+          fmt::format("memref<{0}x{0}xf32>", kLanes),
           fmt::format("memref<{}x{}xf32>", kLanes, kernel.headDim)};
 }
 
@@ -581,6 +582,92 @@ std::string flashKeyBlock(const AttentionKernel &kernel, const AttentionTypes &t
   return text;
 }
 
+/// `%<out>0` .. `%<out>15` = the 16 x 16 transpose of `rows` (16
+/// vector<16xf32> values): element j of output i is element i of row j. Four
+/// rounds of two-source shuffles, each swapping one bit of the row and lane
+/// indices (64 shuffles).
+std::string transpose16(const std::vector<std::string> &rows, const std::string &out) {
+  std::string text;
+  std::vector<std::string> current = rows;
+  int round = 0;
+  for (int size = kLanes / 2; size >= 1; size /= 2, ++round) {
+    std::vector<std::string> next(current.size());
+    std::string low, high;
+    for (int c = 0; c < kLanes; ++c) {
+      const bool upper = (c & size) != 0;
+      low += fmt::format("{}{}", c ? ", " : "", upper ? kLanes + c - size : c);
+      high += fmt::format("{}{}", c ? ", " : "", upper ? kLanes + c : c + size);
+    }
+    for (int i = 0; i < kLanes; ++i) {
+      if (i & size)
+        continue;
+      const bool last = size == 1;
+      next[size_t(i)] = last ? fmt::format("%{}{}", out, i) : fmt::format("%{}T{}_{}", out, round, i);
+      next[size_t(i + size)] = last ? fmt::format("%{}{}", out, i + size)
+                                    : fmt::format("%{}T{}_{}", out, round, i + size);
+      for (const auto &[name, mask] : {std::pair{next[size_t(i)], low},
+                                       std::pair{next[size_t(i + size)], high}})
+        text += fmt::format("    {} = vector.shuffle {}, {} [{}] : vector<16xf32>, "
+                            "vector<16xf32>\n",
+                            name, current[size_t(i)], current[size_t(i + size)], mask);
+    }
+    current = next;
+  }
+  return text;
+}
+
+/// The block's query vectors, scaled, as %queryT [D][lane], 16 features at a
+/// time through a transpose. Lanes past the block's rows repeat its last row
+/// (their results are not stored).
+std::string flashQueryTranspose(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const int64_t heads = kernel.headsPerWorkgroup();
+  const FlashScratch scratch = flashScratchTypes(kernel);
+  std::string text = "  scf.for %qc = %c0 to %cD step %c16 {\n";
+  std::vector<std::string> rows;
+  for (int lane = 0; lane < kLanes; ++lane) {
+    text += fmt::format("    %qr{0} = arith.minui %cP{1}, %lastRow : index\n"
+                        "    %qRow{0} = arith.addi %t0, %qr{0} : index\n"
+                        "    %qHead{0} = arith.addi %h0, %cP{2} : index\n"
+                        "    %qv{0} = vector.load %q[%qRow{0}, %qHead{0}, %qc] : {3}, vector<16xf32>\n"
+                        "    %qs{0} = arith.mulf %qv{0}, %scaleV : vector<16xf32>\n",
+                        lane, lane / heads, lane % heads, types.query);
+    rows.push_back(fmt::format("%qs{}", lane));
+  }
+  text += transpose16(rows, "qt");
+  for (int e = 0; e < kLanes; ++e)
+    text += fmt::format("    %qtRow{0} = arith.addi %qc, %cP{0} : index\n"
+                        "    vector.store %qt{0}, %queryT[%qtRow{0}, %c0] : {1}, vector<16xf32>\n",
+                        e, scratch.queryT);
+  return text + "  }\n";
+}
+
+/// The output: each lane's sums times its inverse sum, transposed back 16
+/// features at a time and stored for the lanes of the block's rows.
+std::string flashOutputTranspose(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const int64_t heads = kernel.headsPerWorkgroup();
+  const FlashScratch scratch = flashScratchTypes(kernel);
+  std::string text = "  scf.for %oc = %c0 to %cD step %c16 {\n";
+  std::vector<std::string> rows;
+  for (int e = 0; e < kLanes; ++e) {
+    text += fmt::format("    %oRow{0} = arith.addi %oc, %cP{0} : index\n"
+                        "    %os{0} = vector.load %outT[%oRow{0}, %c0] : {1}, vector<16xf32>\n"
+                        "    %on{0} = arith.mulf %os{0}, %inverseV : vector<16xf32>\n",
+                        e, scratch.outT);
+    rows.push_back(fmt::format("%on{}", e));
+  }
+  text += transpose16(rows, "ot");
+  for (int lane = 0; lane < kLanes; ++lane)
+    text += fmt::format("    %oIn{0} = arith.cmpi ult, %cP{1}, %blockRows : index\n"
+                        "    scf.if %oIn{0} {{\n"
+                        "      %oOutRow{0} = arith.addi %t0, %cP{1} : index\n"
+                        "      %oHead{0} = arith.addi %h0, %cP{2} : index\n"
+                        "      vector.store %ot{0}, %out[%oOutRow{0}, %oHead{0}, %oc] : {3}, "
+                        "vector<16xf32>\n"
+                        "    }}\n",
+                        lane, lane / heads, lane % heads, types.query);
+  return text + "  }\n";
+}
+
 /// @<name>_flash: causal attention of rows %t0 .. %t0 + %blockRows - 1 for
 /// the workgroup's heads (one KV head, %kv), flash-attention style: the
 /// block's (row, head) query vectors are the 16 lanes of every vector (lane
@@ -600,14 +687,12 @@ std::string flashFunction(const AttentionKernel &kernel, const AttentionTypes &t
   const std::string copyParams = fmt::format(", %keysF: {0}, %valuesF: {0}", scratch.block);
   return fmt::format(
       R"mlir(
-func.func private @{name}_flash(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}, %queryT: {queryTType}, %outT: {outTType}, %probabilities: {pType}, %inverse: {inverseType}{copyParams}, %t0: index, %h0: index, %kv: index, %count0: index, %blockRows: index) {{
+func.func private @{name}_flash(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}, %queryT: {queryTType}, %outT: {outTType}, %probabilities: {pType}{copyParams}, %t0: index, %h0: index, %kv: index, %count0: index, %blockRows: index) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c16 = arith.constant 16 : index
   %cD = arith.constant {d} : index
-  %cHeads = arith.constant {heads} : index
-  %zero = arith.constant 0.0 : f32
-  %scale = arith.constant {scale:e} : f32
+  %scaleV = arith.constant dense<{scale:e}> : vector<16xf32>
   %zeroV = arith.constant dense<0.0> : vector<16xf32>
   %oneV = arith.constant dense<1.0> : vector<16xf32>
   %lowestV = arith.constant dense<0xFF800000> : vector<16xf32>
@@ -618,56 +703,25 @@ func.func private @{name}_flash(%q: {queryType}, %keys: {kvType}, %values: {kvTy
   %count0i = arith.index_cast %count0 : index to i32
   %count0V = vector.broadcast %count0i : i32 to vector<16xi32>
   %countV = arith.addi %count0V, %laneRows : vector<16xi32>
-  scf.for %lane = %c0 to %c16 step %c1 {{
-    %r = arith.divui %lane, %cHeads : index
-    %p = arith.remui %lane, %cHeads : index
-    %inBlock = arith.cmpi ult, %r, %blockRows : index
-    %row = arith.addi %t0, %r : index
-    %head = arith.addi %h0, %p : index
-    scf.for %i = %c0 to %cD step %c1 {{
-      %x = scf.if %inBlock -> (f32) {{
-        %qx = memref.load %q[%row, %head, %i] : {queryType}
-        %qs = arith.mulf %qx, %scale : f32
-        scf.yield %qs : f32
-      }} else {{
-        scf.yield %zero : f32
-      }}
-      memref.store %x, %queryT[%i, %lane] : {queryTType}
-    }}
-  }}
-  scf.for %i = %c0 to %cD step %c1 {{
+{queryTranspose}  scf.for %i = %c0 to %cD step %c1 {{
     vector.store %zeroV, %outT[%i, %c0] : {outTType}, vector<16xf32>
   }}
   %final:2 = scf.for %blockStart = %c0 to %maxCount step %c16 iter_args(%m = %lowestV, %l = %zeroV) -> (vector<16xf32>, vector<16xf32>) {{
 {keyBlock}    scf.yield %mNew, %lNew : vector<16xf32>, vector<16xf32>
   }}
   %inverseV = arith.divf %oneV, %final#1 : vector<16xf32>
-  vector.store %inverseV, %inverse[%c0] : {inverseType}, vector<16xf32>
-  scf.for %lane = %c0 to %c16 step %c1 {{
-    %r = arith.divui %lane, %cHeads : index
-    %p = arith.remui %lane, %cHeads : index
-    %inBlock = arith.cmpi ult, %r, %blockRows : index
-    scf.if %inBlock {{
-      %row = arith.addi %t0, %r : index
-      %head = arith.addi %h0, %p : index
-      %laneInverse = memref.load %inverse[%lane] : {inverseType}
-      scf.for %i = %c0 to %cD step %c1 {{
-        %sum = memref.load %outT[%i, %lane] : {outTType}
-        %y = arith.mulf %sum, %laneInverse : f32
-        memref.store %y, %out[%row, %head, %i] : {queryType}
-      }}
-    }}
-  }}
-  return
+{outputTranspose}  return
 }}
 )mlir",
       fmt::arg("name", kernel.name), fmt::arg("queryType", types.query),
       fmt::arg("kvType", types.kv), fmt::arg("queryTType", scratch.queryT),
       fmt::arg("outTType", scratch.outT), fmt::arg("pType", scratch.probabilities),
-      fmt::arg("inverseType", scratch.inverse), fmt::arg("copyParams", copyParams),
-      fmt::arg("d", kernel.headDim), fmt::arg("heads", heads), fmt::arg("scale", kernel.scale),
+      fmt::arg("copyParams", copyParams), fmt::arg("d", kernel.headDim),
+      fmt::arg("scale", kernel.scale),
       fmt::arg("laneRows", laneRows), fmt::arg("positions", positions),
-      fmt::arg("keyBlock", flashKeyBlock(kernel, types)));
+      fmt::arg("keyBlock", flashKeyBlock(kernel, types)),
+      fmt::arg("queryTranspose", flashQueryTranspose(kernel, types)),
+      fmt::arg("outputTranspose", flashOutputTranspose(kernel, types)));
 }
 
 /// A prefill runs @<name>_flash on blocks of 16 / heads rows (the workgroup
@@ -684,9 +738,8 @@ std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes 
   }
   buffers += fmt::format("  %queryT = memref.alloca() : {0}\n"
                          "  %outT = memref.alloca() : {1}\n"
-                         "  %probabilities = memref.alloca() : {2}\n"
-                         "  %inverse = memref.alloca() : {3}\n",
-                         scratch.queryT, scratch.outT, scratch.probabilities, scratch.inverse);
+                         "  %probabilities = memref.alloca() : {2}\n",
+                         scratch.queryT, scratch.outT, scratch.probabilities);
   buffers += fmt::format("  %keysF = memref.alloca() : {0}\n"
                          "  %valuesF = memref.alloca() : {0}\n",
                          scratch.block);
@@ -696,10 +749,10 @@ std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes 
       kernel.name, decodeScores, types.query, types.kv, decodeScoreTypes);
   const std::string flash = fmt::format(
       "func.call @{0}_flash(%q, %keys, %values, %out, %queryT, %outT, %probabilities, "
-      "%inverse, %keysF, %valuesF, %t, %h0, %kv, %count0, %blockRows) : ({1}, {2}, {2}, {1}, "
-      "{3}, {4}, {5}, {6}, {7}, {7}, index, index, index, index, index) -> ()",
+      "%keysF, %valuesF, %t, %h0, %kv, %count0, %blockRows) : ({1}, {2}, {2}, {1}, {3}, {4}, "
+      "{5}, {6}, {6}, index, index, index, index, index) -> ()",
       kernel.name, types.query, types.kv, scratch.queryT, scratch.outT, scratch.probabilities,
-      scratch.inverse, scratch.block);
+      scratch.block);
   return decodeFunction(kernel, types) + flashFunction(kernel, types) +
          attentionOpening(kernel, types) +
          fmt::format(
