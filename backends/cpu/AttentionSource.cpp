@@ -7,8 +7,9 @@
 // flash-attention style on blocks of 16 / P rows: the block's 16 query
 // vectors are the lanes of every vector, keys go by 16 positions at a time
 // as outer products (a key scalar broadcast times the lanes' feature: no
-// horizontal sums; the queries go in and the outputs out through 16 x 16
-// shuffle transposes), and the softmax runs online, so each key and value row
+// horizontal sums; the queries go in through 16 x 16 shuffle transposes),
+// the values as vectors times each lane's probability (8 lanes x 2 vectors
+// of accumulators), and the softmax runs online, so each key and value row
 // is read once per block and the scratch is fixed (~33 KiB per thread).
 // Decode (one row) makes one pass over the keys and values, 16 positions at
 // a time with an online softmax: it scores two positions per step for its P
@@ -406,17 +407,19 @@ func.func private @{name}_decode(%q: {queryType}, %keys: {kvType}, %values: {kvT
 
 /// The flash kernel's scratch, one set per thread (every buffer L1-sized):
 /// the block's query vectors transposed and scaled, [D][lane]; the output
-/// sums, [D][lane]; one key block's probabilities, [position][lane]; and a
-/// key block's keys and values as f32 when they are not read in place.
+/// sums, [lane][D]; one key block's probabilities, [position][lane]; a key
+/// block's keys and values as f32 when they are not read in place; and a
+/// value per lane (the rescale factors, then the inverse sums).
 struct FlashScratch {
-  std::string queryT, outT, probabilities, block;
+  std::string queryT, outT, probabilities, block, laneScalars;
 };
 
 FlashScratch flashScratchTypes(const AttentionKernel &kernel) {
   return {fmt::format("memref<{}x{}xf32>", kernel.headDim, kLanes),
-          fmt::format("memref<{}x{}xf32>", kernel.headDim, kLanes),
+          fmt::format("memref<{}x{}xf32>", kLanes, kernel.headDim),
           fmt::format("memref<{0}x{0}xf32>", kLanes),
-          fmt::format("memref<{}x{}xf32>", kLanes, kernel.headDim)};
+          fmt::format("memref<{}x{}xf32>", kLanes, kernel.headDim),
+          fmt::format("memref<{}xf32>", kLanes)};
 }
 
 /// The type of a key block's view, [16][D] f32: the cache in place or the copy.
@@ -540,45 +543,72 @@ std::string flashKeyBlock(const AttentionKernel &kernel, const AttentionTypes &t
     sum = fmt::format("%ls{}", p);
   }
   text += fmt::format("    %lNew = arith.addf {}, %zeroV : vector<16xf32>\n", sum);
-  // Values: 16 features (one output vector each) at a time, through views
-  // of those columns, so every load's address is a constant offset.
+  // Values: the output sums are [lane][D]; a column group of C vectors
+  // (C = 2 where D allows) for 8 lanes at a time holds 8 x C accumulators,
+  // and each position adds a value vector times a lane's probability
+  // (broadcast): C value loads and 8 broadcasts per 8 x C FMAs.
+  const int64_t vectorsPerGroup = kernel.headDim % (2 * kLanes) == 0 ? 2 : 1;
+  const int64_t groupFeatures = vectorsPerGroup * kLanes;
+  constexpr int kLanesPerPass = 8;
   const std::string columnsType =
-      fmt::format("memref<{0}x{0}xf32, strided<[{1}, 1], offset: ?>>", kLanes, kernel.headDim);
-  const std::string outColumnsType =
-      fmt::format("memref<{0}x{0}xf32, strided<[{0}, 1], offset: ?>>", kLanes);
-  // While the values are summed, the next block's key rows are prefetched:
-  // 16 lines (a line of each row) per 16 features.
-  std::string nextKeyPrefetch;
-  for (int p = 0; p < kLanes; ++p)
-    nextKeyPrefetch += fmt::format(
-        "      %nextKey{0} = arith.addi %blockEnd, %cP{0} : index\n"
-        "      memref.prefetch %keys[%kv, %nextKey{0}, %vc], read, locality<3>, data : {1}\n",
-        p, types.kv);
+      fmt::format("memref<{}x{}xf32, strided<[{}, 1], offset: ?>>", kLanes, groupFeatures,
+                  kernel.headDim);
+  // While the values are summed, the next block's key rows are prefetched: a
+  // line of each row per 16 features.
   std::string valueBody = fmt::format(
-      "      %vcols = memref.subview %valuesBlock[0, %vc] [{0}, {0}] [1, 1] : {1} to {2}\n"
-      "{5}"
-      "      %ocols = memref.subview %outT[%vc, 0] [{0}, {0}] [1, 1] : {3} to {4}\n",
-      kLanes, blockViewType(kernel), columnsType, scratch.outT, outColumnsType, nextKeyPrefetch);
-  for (int e = 0; e < kLanes; ++e)
-    valueBody += fmt::format("      %o{0} = vector.load %ocols[%cP{0}, %c0] : {1}, vector<16xf32>\n"
-                             "      %u{0}_0 = arith.mulf %o{0}, %alpha : vector<16xf32>\n",
-                             e, outColumnsType);
-  for (int p = 0; p < kLanes; ++p) {
-    valueBody += fmt::format(
-        "      %pv{0} = vector.load %probabilities[%cP{0}, %c0] : {1}, vector<16xf32>\n", p,
-        scratch.probabilities);
-    for (int e = 0; e < kLanes; ++e)
-      valueBody += fmt::format(
-          "      %v{0}_{1} = memref.load %vcols[%cP{0}, %cP{1}] : {3}\n"
-          "      %vb{0}_{1} = vector.broadcast %v{0}_{1} : f32 to vector<16xf32>\n"
-          "      %u{1}_{2} = vector.fma %vb{0}_{1}, %pv{0}, %u{1}_{0} : vector<16xf32>\n",
-          p, e, p + 1, columnsType);
+      "      %vcols = memref.subview %valuesBlock[0, %vc] [{0}, {1}] [1, 1] : {2} to {3}\n"
+      "      %ocols = memref.subview %outT[0, %vc] [{0}, {1}] [1, 1] : {4} to {3}\n",
+      kLanes, groupFeatures, blockViewType(kernel), columnsType, scratch.outT);
+  for (int64_t c = 0; c < vectorsPerGroup; ++c) {
+    valueBody += fmt::format("      %cCol{0} = arith.constant {1} : index\n"
+                             "      %nextColumn{0} = arith.addi %vc, %cCol{0} : index\n",
+                             c, c * kLanes);
+    for (int p = 0; p < kLanes; ++p)
+      valueBody += fmt::format("      %nextKey{0}_{1} = arith.addi %blockEnd, %cP{0} : index\n"
+                               "      memref.prefetch %keys[%kv, %nextKey{0}_{1}, %nextColumn{1}], "
+                               "read, locality<3>, data : {2}\n",
+                               p, c, types.kv);
   }
-  for (int e = 0; e < kLanes; ++e)
-    valueBody += fmt::format("      vector.store %u{0}_{1}, %ocols[%cP{0}, %c0] : {2}, "
-                             "vector<16xf32>\n",
-                             e, kLanes, outColumnsType);
-  text += fmt::format("    scf.for %vc = %c0 to %cD step %c16 {{\n{}    }}\n", valueBody);
+  for (int first = 0; first < kLanes; first += kLanesPerPass) {
+    auto acc = [&](int lane, int64_t c, int step) {
+      return fmt::format("%u{}_{}_{}", lane, c, step);
+    };
+    for (int lane = first; lane < first + kLanesPerPass; ++lane) {
+      valueBody += fmt::format(
+          "      %alpha{0} = memref.load %laneScalars[%cP{0}] : {1}\n"
+          "      %alphaB{0} = vector.broadcast %alpha{0} : f32 to vector<16xf32>\n",
+          lane, scratch.laneScalars);
+      for (int64_t c = 0; c < vectorsPerGroup; ++c)
+        valueBody += fmt::format(
+            "      %o{0}_{1} = vector.load %ocols[%cP{0}, %cCol{1}] : {2}, vector<16xf32>\n"
+            "      {3} = arith.mulf %o{0}_{1}, %alphaB{0} : vector<16xf32>\n",
+            lane, c, columnsType, acc(lane, c, 0));
+    }
+    for (int p = 0; p < kLanes; ++p) {
+      for (int64_t c = 0; c < vectorsPerGroup; ++c)
+        valueBody += fmt::format(
+            "      %v{0}_{1}_{2} = vector.load %vcols[%cP{1}, %cCol{2}] : {3}, vector<16xf32>\n",
+            first, p, c, columnsType);
+      for (int lane = first; lane < first + kLanesPerPass; ++lane) {
+        valueBody += fmt::format(
+            "      %pr{0}_{1} = memref.load %probabilities[%cP{1}, %cP{0}] : {2}\n"
+            "      %pb{0}_{1} = vector.broadcast %pr{0}_{1} : f32 to vector<16xf32>\n",
+            lane, p, scratch.probabilities);
+        for (int64_t c = 0; c < vectorsPerGroup; ++c)
+          valueBody += fmt::format("      {} = vector.fma %pb{}_{}, %v{}_{}_{}, {} : vector<16xf32>\n",
+                                   acc(lane, c, p + 1), lane, p, first, p, c, acc(lane, c, p));
+      }
+    }
+    for (int lane = first; lane < first + kLanesPerPass; ++lane)
+      for (int64_t c = 0; c < vectorsPerGroup; ++c)
+        valueBody += fmt::format(
+            "      vector.store {}, %ocols[%cP{}, %cCol{}] : {}, vector<16xf32>\n",
+            acc(lane, c, kLanes), lane, c, columnsType);
+  }
+  text += fmt::format("    vector.store %alpha, %laneScalars[%c0] : {}, vector<16xf32>\n"
+                      "    %cGroup = arith.constant {} : index\n"
+                      "    scf.for %vc = %c0 to %cD step %cGroup {{\n{}    }}\n",
+                      scratch.laneScalars, groupFeatures, valueBody);
   return text;
 }
 
@@ -641,31 +671,29 @@ std::string flashQueryTranspose(const AttentionKernel &kernel, const AttentionTy
   return text + "  }\n";
 }
 
-/// The output: each lane's sums times its inverse sum, transposed back 16
-/// features at a time and stored for the lanes of the block's rows.
-std::string flashOutputTranspose(const AttentionKernel &kernel, const AttentionTypes &types) {
+/// The output: each lane of the block's rows gets its sums times its
+/// inverse sum.
+std::string flashOutput(const AttentionKernel &kernel, const AttentionTypes &types) {
   const int64_t heads = kernel.headsPerWorkgroup();
   const FlashScratch scratch = flashScratchTypes(kernel);
-  std::string text = "  scf.for %oc = %c0 to %cD step %c16 {\n";
-  std::vector<std::string> rows;
-  for (int e = 0; e < kLanes; ++e) {
-    text += fmt::format("    %oRow{0} = arith.addi %oc, %cP{0} : index\n"
-                        "    %os{0} = vector.load %outT[%oRow{0}, %c0] : {1}, vector<16xf32>\n"
-                        "    %on{0} = arith.mulf %os{0}, %inverseV : vector<16xf32>\n",
-                        e, scratch.outT);
-    rows.push_back(fmt::format("%on{}", e));
-  }
-  text += transpose16(rows, "ot");
+  std::string text = fmt::format(
+      "  vector.store %inverseV, %laneScalars[%c0] : {}, vector<16xf32>\n", scratch.laneScalars);
   for (int lane = 0; lane < kLanes; ++lane)
-    text += fmt::format("    %oIn{0} = arith.cmpi ult, %cP{1}, %blockRows : index\n"
-                        "    scf.if %oIn{0} {{\n"
-                        "      %oOutRow{0} = arith.addi %t0, %cP{1} : index\n"
-                        "      %oHead{0} = arith.addi %h0, %cP{2} : index\n"
-                        "      vector.store %ot{0}, %out[%oOutRow{0}, %oHead{0}, %oc] : {3}, "
-                        "vector<16xf32>\n"
-                        "    }}\n",
-                        lane, lane / heads, lane % heads, types.query);
-  return text + "  }\n";
+    text += fmt::format(
+        "  %oIn{0} = arith.cmpi ult, %cP{1}, %blockRows : index\n"
+        "  scf.if %oIn{0} {{\n"
+        "    %oRow{0} = arith.addi %t0, %cP{1} : index\n"
+        "    %oHead{0} = arith.addi %h0, %cP{2} : index\n"
+        "    %oInverse{0} = memref.load %laneScalars[%cP{0}] : {3}\n"
+        "    %oInverseV{0} = vector.broadcast %oInverse{0} : f32 to vector<16xf32>\n"
+        "    scf.for %oc = %c0 to %cD step %c16 {{\n"
+        "      %oSum{0} = vector.load %outT[%cP{0}, %oc] : {4}, vector<16xf32>\n"
+        "      %oValue{0} = arith.mulf %oSum{0}, %oInverseV{0} : vector<16xf32>\n"
+        "      vector.store %oValue{0}, %out[%oRow{0}, %oHead{0}, %oc] : {5}, vector<16xf32>\n"
+        "    }}\n"
+        "  }}\n",
+        lane, lane / heads, lane % heads, scratch.laneScalars, scratch.outT, types.query);
+  return text;
 }
 
 /// @<name>_flash: causal attention of rows %t0 .. %t0 + %blockRows - 1 for
@@ -687,7 +715,7 @@ std::string flashFunction(const AttentionKernel &kernel, const AttentionTypes &t
   const std::string copyParams = fmt::format(", %keysF: {0}, %valuesF: {0}", scratch.block);
   return fmt::format(
       R"mlir(
-func.func private @{name}_flash(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}, %queryT: {queryTType}, %outT: {outTType}, %probabilities: {pType}{copyParams}, %t0: index, %h0: index, %kv: index, %count0: index, %blockRows: index) {{
+func.func private @{name}_flash(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}, %queryT: {queryTType}, %outT: {outTType}, %probabilities: {pType}, %laneScalars: {laneType}{copyParams}, %t0: index, %h0: index, %kv: index, %count0: index, %blockRows: index) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c16 = arith.constant 16 : index
@@ -703,25 +731,28 @@ func.func private @{name}_flash(%q: {queryType}, %keys: {kvType}, %values: {kvTy
   %count0i = arith.index_cast %count0 : index to i32
   %count0V = vector.broadcast %count0i : i32 to vector<16xi32>
   %countV = arith.addi %count0V, %laneRows : vector<16xi32>
-{queryTranspose}  scf.for %i = %c0 to %cD step %c1 {{
-    vector.store %zeroV, %outT[%i, %c0] : {outTType}, vector<16xf32>
+{queryTranspose}  scf.for %zl = %c0 to %c16 step %c1 {{
+    scf.for %zc = %c0 to %cD step %c16 {{
+      vector.store %zeroV, %outT[%zl, %zc] : {outTType}, vector<16xf32>
+    }}
   }}
   %final:2 = scf.for %blockStart = %c0 to %maxCount step %c16 iter_args(%m = %lowestV, %l = %zeroV) -> (vector<16xf32>, vector<16xf32>) {{
 {keyBlock}    scf.yield %mNew, %lNew : vector<16xf32>, vector<16xf32>
   }}
   %inverseV = arith.divf %oneV, %final#1 : vector<16xf32>
-{outputTranspose}  return
+{output}  return
 }}
 )mlir",
       fmt::arg("name", kernel.name), fmt::arg("queryType", types.query),
       fmt::arg("kvType", types.kv), fmt::arg("queryTType", scratch.queryT),
       fmt::arg("outTType", scratch.outT), fmt::arg("pType", scratch.probabilities),
-      fmt::arg("copyParams", copyParams), fmt::arg("d", kernel.headDim),
+      fmt::arg("laneType", scratch.laneScalars), fmt::arg("copyParams", copyParams),
+      fmt::arg("d", kernel.headDim),
       fmt::arg("scale", kernel.scale),
       fmt::arg("laneRows", laneRows), fmt::arg("positions", positions),
       fmt::arg("keyBlock", flashKeyBlock(kernel, types)),
       fmt::arg("queryTranspose", flashQueryTranspose(kernel, types)),
-      fmt::arg("outputTranspose", flashOutputTranspose(kernel, types)));
+      fmt::arg("output", flashOutput(kernel, types)));
 }
 
 /// A prefill runs @<name>_flash on blocks of 16 / heads rows (the workgroup
@@ -738,8 +769,9 @@ std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes 
   }
   buffers += fmt::format("  %queryT = memref.alloca() : {0}\n"
                          "  %outT = memref.alloca() : {1}\n"
-                         "  %probabilities = memref.alloca() : {2}\n",
-                         scratch.queryT, scratch.outT, scratch.probabilities);
+                         "  %probabilities = memref.alloca() : {2}\n"
+                         "  %laneScalars = memref.alloca() : {3}\n",
+                         scratch.queryT, scratch.outT, scratch.probabilities, scratch.laneScalars);
   buffers += fmt::format("  %keysF = memref.alloca() : {0}\n"
                          "  %valuesF = memref.alloca() : {0}\n",
                          scratch.block);
@@ -749,10 +781,10 @@ std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes 
       kernel.name, decodeScores, types.query, types.kv, decodeScoreTypes);
   const std::string flash = fmt::format(
       "func.call @{0}_flash(%q, %keys, %values, %out, %queryT, %outT, %probabilities, "
-      "%keysF, %valuesF, %t, %h0, %kv, %count0, %blockRows) : ({1}, {2}, {2}, {1}, {3}, {4}, "
-      "{5}, {6}, {6}, index, index, index, index, index) -> ()",
+      "%laneScalars, %keysF, %valuesF, %t, %h0, %kv, %count0, %blockRows) : ({1}, {2}, {2}, "
+      "{1}, {3}, {4}, {5}, {6}, {7}, {7}, index, index, index, index, index) -> ()",
       kernel.name, types.query, types.kv, scratch.queryT, scratch.outT, scratch.probabilities,
-      scratch.block);
+      scratch.laneScalars, scratch.block);
   return decodeFunction(kernel, types) + flashFunction(kernel, types) +
          attentionOpening(kernel, types) +
          fmt::format(
