@@ -545,9 +545,9 @@ TEST(AttentionKernel, MatchesReferenceWithGroupedHeads) {
 }
 
 TEST(AttentionKernel, DecodesOneRowOverTheCache) {
-  // Decode goes through the positions 16 at a time: one block, whole blocks
-  // and a last partial one.
-  for (int64_t visible : {1, 2, 3, 16, 17, 32, 40})
+  // Decode goes through the positions 512 at a time (softmax 16 at a time):
+  // part of one block, one whole block, whole blocks and a last partial one.
+  for (int64_t visible : {1, 2, 3, 16, 17, 40, 512, 513, 1100})
     for (int64_t d : {12, 32, 128})
       for (const std::vector<int64_t> &map : {std::vector<int64_t>{0, 0, 1, 1}, {0, 1}})
         checkAttention(d, visible, map, 1);
