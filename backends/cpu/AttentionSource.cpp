@@ -125,17 +125,17 @@ std::string vectorTypes(int count) {
   return listOf(count, [](int) { return std::string("vector<16xf32>"); });
 }
 
-/// A query vector of a block: row `row` of the block (%t<row>) and head
-/// `head` of the workgroup (%h<head>). Its scores go to %scores<k>.
+/// A query vector of decode: row `row` (%t<row>, always 0) and head `head`
+/// of the workgroup (%h<head>). Its scores go to %scores<k>.
 struct Slot {
   int k, row, head;
 };
 
-std::vector<Slot> slotsOf(int rows, int heads, int firstRow = 0) {
+/// The decode row's query vectors, one per head of the workgroup.
+std::vector<Slot> decodeSlots(int heads) {
   std::vector<Slot> slots;
-  for (int r = firstRow; r < rows; ++r)
-    for (int p = 0; p < heads; ++p)
-      slots.push_back({r * heads + p, r, p});
+  for (int p = 0; p < heads; ++p)
+    slots.push_back({p, 0, p});
   return slots;
 }
 
@@ -289,7 +289,7 @@ int64_t resultIndex(const std::vector<Slot> &slots, const std::vector<int64_t> &
 std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &types) {
   const int heads = int(kernel.headsPerWorkgroup());
   const int64_t columns = kernel.headDim / kLanes;
-  const std::vector<Slot> slots = slotsOf(1, heads);
+  const std::vector<Slot> slots = decodeSlots(heads);
   const int64_t groupSize = std::max<int64_t>(1, std::min<int64_t>(columns, 16 / heads));
   std::vector<std::vector<int64_t>> groups;
   for (int64_t first = 0; first < columns; first += groupSize) {
