@@ -1,14 +1,11 @@
 //===- DecodeTuner.cpp - measure how finely decode splits its products ----===//
 #include "backends/cpu/DecodeTuner.h"
-#include "backends/cpu/CompileKernels.h"
 #include "backends/cpu/TuningCache.h"
+#include "backends/cpu/TuningKernel.h"
 #include "backends/cpu/passes/CpuPasses.h"
 
-#include "runtime/DType.h"
 #include "runtime/KernelABI.h"
-#include "runtime/SharedLibrary.h"
 #include "runtime/ThreadPool.h"
-#include "runtime/WeightLayout.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/xxhash.h"
@@ -28,30 +25,6 @@ namespace {
 /// they come from memory, not from a last-level cache (32 MiB here).
 constexpr int64_t kStreamBytes = int64_t(160) << 20;
 
-/// The model's gate/up product with its norm and gain, one row.
-FusedLinearKernel decodeProduct(int64_t hidden, int64_t intermediate) {
-  FusedLinearKernel kernel;
-  kernel.name = "tune_decode";
-  kernel.inFeatures = hidden;
-  kernel.outFeatures = intermediate / 16 * 16;
-  kernel.weight = WeightStorage::BF16;
-  kernel.normEps = 1e-6;
-  kernel.swiglu = true;
-  kernel.prologueGain = WeightStorage::BF16;
-  kernel.columnBlocks = true;
-  return kernel;
-}
-
-std::vector<uint8_t> bf16Values(int64_t count, std::mt19937 &rng) {
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float &v : values)
-    v = uniform(rng);
-  std::vector<uint8_t> stored(values.size() * 2);
-  runtime::convertFromF32(runtime::DType::BF16, values.data(), stored.data(), values.size());
-  return stored;
-}
-
 int roundsFor(TuneLevel level) { return level == TuneLevel::Full ? 31 : 15; }
 
 /// The median GB/s of each candidate over interleaved rounds (the order
@@ -60,26 +33,16 @@ std::vector<DecodeChunkRate> measureRates(const FusedLinearKernel &kernel,
                                           const CpuTarget &target,
                                           const std::vector<int64_t> &candidates, int rounds,
                                           int threads) {
-  const std::vector<uint8_t> library =
-      linkSharedObject(compileKernelsToObject(fusedLinearSource(kernel), target));
-  auto loaded = runtime::SharedLibrary::loadFromMemory("tune", library.data(), library.size());
-  auto entry = reinterpret_cast<runtime::KernelEntry>(
-      loaded->symbol(std::string(runtime::kKernelSymbolPrefix) + kernel.name));
-  if (!entry)
-    throw std::runtime_error("the decode tuning kernel has no entry point");
-
+  const LoadedTuningKernel loaded = loadTuningKernel(kernel, target);
   std::mt19937 rng(11);
   std::vector<float> x(static_cast<size_t>(kernel.inFeatures), 0.5f), y(kernel.outFeatures);
-  const std::vector<uint8_t> plain = bf16Values(kernel.weightRows() * kernel.inFeatures, rng);
-  const int64_t weightBytes = int64_t(plain.size());
+  const std::vector<uint8_t> packed = randomPackedWeights(kernel, rng);
+  const int64_t weightBytes = int64_t(packed.size());
   const int64_t copies = std::max<int64_t>(2, (kStreamBytes + weightBytes - 1) / weightBytes);
   std::vector<uint8_t> weights(size_t(copies * weightBytes));
-  runtime::packColumnBlocks(reinterpret_cast<const uint16_t *>(plain.data()),
-                            reinterpret_cast<uint16_t *>(weights.data()), kernel.inFeatures, 0,
-                            kernel.weightRows() / runtime::kColumnBlockRows);
-  for (int64_t c = 1; c < copies; ++c)
-    std::memcpy(weights.data() + c * weightBytes, weights.data(), size_t(weightBytes));
-  const std::vector<uint8_t> gain = bf16Values(kernel.inFeatures, rng);
+  for (int64_t c = 0; c < copies; ++c)
+    std::memcpy(weights.data() + c * weightBytes, packed.data(), size_t(weightBytes));
+  const std::vector<uint8_t> gain = randomBf16(kernel.inFeatures, rng);
   std::vector<void *> buffers = {x.data(), weights.data(), const_cast<uint8_t *>(gain.data()),
                                  y.data()};
   const std::vector<int64_t> bytes = {int64_t(x.size() * 4), weightBytes, int64_t(gain.size()),
@@ -94,7 +57,7 @@ std::vector<DecodeChunkRate> measureRates(const FusedLinearKernel &kernel,
       pool.parallelFor(
           kernel.workgroups(),
           [&](int64_t begin, int64_t end) {
-            entry(buffers.data(), bytes.data(), scalars, begin, end);
+            loaded.entry(buffers.data(), bytes.data(), scalars, begin, end);
           },
           int(chunks));
     }
@@ -168,7 +131,8 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
                         TuneLevel level, int threads) {
   if (hidden % 2 != 0 || intermediate < 16 || threads < 1)
     throw std::invalid_argument("--tune: the model's products have no column-block layout");
-  const FusedLinearKernel kernel = decodeProduct(hidden, intermediate);
+  // The whole product, one row: its weights streamed once per call.
+  const FusedLinearKernel kernel = tuningProduct("tune_decode", hidden, intermediate);
   DecodeTuning tuning;
   tuning.threads = threads;
   tuning.cachePath = tuningCachePath();

@@ -135,15 +135,9 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
         return qkNormRopeCacheSource(cpu);
       })
       .Case<AttentionOp>([&](AttentionOp op) {
-        AttentionKernel cpu{name,
-                            dimOf(op.getQuery(), 1),
-                            dimOf(op.getKeys(), 1),
-                            dimOf(op.getQuery(), 2),
-                            {},
-                            op.getScale().convertToDouble(),
-                            cacheStorage};
-        for (int64_t h = 0; h < cpu.queryHeads; ++h)
-          cpu.kvHeadMap.push_back(op.kvHeadFor(h));
+        AttentionKernel cpu = attentionKernelShape(op);
+        cpu.name = name;
+        cpu.cache = cacheStorage;
         ArrayRef<int64_t> tile = lowering.getTile();
         if (tile.size() != 2 || tile[0] != cpu.headsPerWorkgroup() ||
             tile[1] != cpu.prefillBlockRows())
@@ -161,6 +155,17 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
 }
 
 } // namespace
+
+AttentionKernel attentionKernelShape(AttentionOp attention) {
+  AttentionKernel shape;
+  shape.queryHeads = dimOf(attention.getQuery(), 1);
+  shape.kvHeads = dimOf(attention.getKeys(), 1);
+  shape.headDim = dimOf(attention.getQuery(), 2);
+  for (int64_t h = 0; h < shape.queryHeads; ++h)
+    shape.kvHeadMap.push_back(attention.kvHeadFor(h));
+  shape.scale = attention.getScale().convertToDouble();
+  return shape;
+}
 
 std::string cpuKernelSource(ModuleOp module, func::FuncOp kernel) {
   return sourceFor(module, kernel, loweringOf(kernel), kernel.getSymName().str());

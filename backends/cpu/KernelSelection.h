@@ -19,6 +19,11 @@ namespace q3::cpu {
 /// templates cannot do, or when the lowering disagrees with the template.
 std::string cpuKernelSource(mlir::ModuleOp module, mlir::func::FuncOp kernel);
 
+/// The shape of `attention` as the CPU attention kernel sees it (heads, head
+/// size, the GQA map, the scale; name and cache type left to the caller):
+/// what decides its workgroups (cpu-assign-grids) and its template.
+AttentionKernel attentionKernelShape(q3::ir::AttentionOp attention);
+
 /// The same kernel built with one of its `q3.variants` lowerings instead,
 /// named runtime::variantKernelName(kernel, variantName(variant)).
 std::string cpuKernelVariantSource(mlir::ModuleOp module, mlir::func::FuncOp kernel,

@@ -1,13 +1,10 @@
 //===- Tuner.cpp - measure the prefill kernel variants on this machine ----===//
 #include "backends/cpu/Tuner.h"
-#include "backends/cpu/CompileKernels.h"
 #include "backends/cpu/TuningCache.h"
+#include "backends/cpu/TuningKernel.h"
 #include "backends/cpu/passes/CpuPasses.h"
 
-#include "runtime/DType.h"
 #include "runtime/KernelABI.h"
-#include "runtime/SharedLibrary.h"
-#include "runtime/WeightLayout.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"
@@ -28,55 +25,28 @@ constexpr int64_t kPromptRows = 128; // the prefill the tuner optimizes (pp128)
 constexpr int64_t kMaxMeasuredOutputs = 2048;
 constexpr int kRepetitions = 3;
 
-/// The SwiGLU product the variants are measured on: the model's gate/up
-/// product with its norm and gain, its outputs capped so a run stays short
-/// (the rate per multiply-add does not depend on the output count).
+/// The SwiGLU product the variants are measured on, its outputs capped so a
+/// run stays short (the rate per multiply-add does not depend on the output
+/// count).
 FusedLinearKernel measuredProduct(int64_t hidden, int64_t intermediate,
                                   const PrefillVariant &variant) {
-  FusedLinearKernel kernel;
-  kernel.name = "tune";
-  kernel.inFeatures = hidden;
-  kernel.outFeatures = std::min(intermediate, kMaxMeasuredOutputs) / 16 * 16;
-  kernel.weight = WeightStorage::BF16;
-  kernel.normEps = 1e-6;
-  kernel.swiglu = true;
-  kernel.prologueGain = WeightStorage::BF16;
-  kernel.columnBlocks = true;
+  FusedLinearKernel kernel =
+      tuningProduct("tune", hidden, std::min(intermediate, kMaxMeasuredOutputs));
   kernel.prefillMatmul = variant.matmul;
   kernel.prefillTileRows = variant.tileRows;
   return kernel;
 }
 
-std::vector<uint8_t> bf16Values(int64_t count, std::mt19937 &rng) {
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> values(static_cast<size_t>(count));
-  for (float &v : values)
-    v = uniform(rng);
-  std::vector<uint8_t> stored(values.size() * 2);
-  runtime::convertFromF32(runtime::DType::BF16, values.data(), stored.data(), values.size());
-  return stored;
-}
-
 /// GFLOP/s of one variant: best of kRepetitions single-thread runs.
 double measure(const FusedLinearKernel &kernel, const CpuTarget &target) {
-  const std::vector<uint8_t> library =
-      linkSharedObject(compileKernelsToObject(fusedLinearSource(kernel), target));
-  auto loaded = runtime::SharedLibrary::loadFromMemory("tune", library.data(), library.size());
-  auto entry = reinterpret_cast<runtime::KernelEntry>(
-      loaded->symbol(std::string(runtime::kKernelSymbolPrefix) + kernel.name));
-  if (!entry)
-    throw std::runtime_error("the tuning kernel has no entry point");
+  const LoadedTuningKernel loaded = loadTuningKernel(kernel, target);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(kPromptRows * kernel.inFeatures));
   for (float &v : x)
     v = uniform(rng);
-  std::vector<uint8_t> plain = bf16Values(kernel.weightRows() * kernel.inFeatures, rng);
-  std::vector<uint8_t> weight(plain.size());
-  runtime::packColumnBlocks(reinterpret_cast<const uint16_t *>(plain.data()),
-                            reinterpret_cast<uint16_t *>(weight.data()), kernel.inFeatures, 0,
-                            kernel.weightRows() / runtime::kColumnBlockRows);
-  std::vector<uint8_t> gain = bf16Values(kernel.inFeatures, rng);
+  std::vector<uint8_t> weight = randomPackedWeights(kernel, rng);
+  std::vector<uint8_t> gain = randomBf16(kernel.inFeatures, rng);
   std::vector<float> y(static_cast<size_t>(kPromptRows * kernel.outFeatures));
   std::vector<void *> buffers = {x.data(), weight.data(), gain.data(), y.data()};
   const std::vector<int64_t> bytes = {int64_t(x.size() * 4), int64_t(weight.size()),
@@ -85,7 +55,7 @@ double measure(const FusedLinearKernel &kernel, const CpuTarget &target) {
   double best = 1e30;
   for (int run = 0; run <= kRepetitions; ++run) { // run 0 warms caches and pages
     const auto start = std::chrono::steady_clock::now();
-    entry(buffers.data(), bytes.data(), scalars, 0, kernel.workgroups());
+    loaded.entry(buffers.data(), bytes.data(), scalars, 0, kernel.workgroups());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (run > 0)

@@ -10,7 +10,7 @@
 // KernelSource.h): code generation reads it from here and checks it.
 //
 //===----------------------------------------------------------------------===//
-#include "backends/cpu/KernelSource.h"
+#include "backends/cpu/KernelSelection.h"
 #include "backends/cpu/passes/CpuPasses.h"
 
 #include "llvm/ADT/TypeSwitch.h"
@@ -28,18 +28,6 @@ namespace {
 
 int64_t dimOf(Value value, unsigned dim) {
   return value.getType().cast<RankedTensorType>().getDimSize(dim);
-}
-
-/// The attention kernel's shape as the CPU kernels see it (query heads per
-/// workgroup, rows per prefill block).
-AttentionKernel attentionShape(AttentionOp attention) {
-  AttentionKernel shape;
-  shape.queryHeads = dimOf(attention.getQuery(), 1);
-  shape.kvHeads = dimOf(attention.getKeys(), 1);
-  shape.headDim = dimOf(attention.getQuery(), 2);
-  for (int64_t h = 0; h < shape.queryHeads; ++h)
-    shape.kvHeadMap.push_back(attention.kvHeadFor(h));
-  return shape;
 }
 
 LogicalResult assignGrid(func::FuncOp kernel) {
@@ -64,7 +52,7 @@ LogicalResult assignGrid(func::FuncOp kernel) {
             return lowering.withGrid("per_row", dimOf(op.getQuery(), 1));
           })
           .Case<AttentionOp>([&](AttentionOp op) {
-            const AttentionKernel shape = attentionShape(op);
+            const AttentionKernel shape = attentionKernelShape(op);
             return lowering.withGrid("per_row", shape.workgroupsPerRow())
                 .withTile({shape.headsPerWorkgroup(), shape.prefillBlockRows()});
           })

@@ -1,0 +1,56 @@
+//===- TuningKernel.cpp ---------------------------------------------------===//
+#include "backends/cpu/TuningKernel.h"
+#include "backends/cpu/CompileKernels.h"
+
+#include "runtime/DType.h"
+#include "runtime/WeightLayout.h"
+
+#include <stdexcept>
+
+namespace q3::cpu {
+
+FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t outputs) {
+  FusedLinearKernel kernel;
+  kernel.name = name;
+  kernel.inFeatures = hidden;
+  kernel.outFeatures = outputs / 16 * 16;
+  kernel.weight = WeightStorage::BF16;
+  kernel.normEps = 1e-6;
+  kernel.swiglu = true;
+  kernel.prologueGain = WeightStorage::BF16;
+  kernel.columnBlocks = true;
+  return kernel;
+}
+
+std::vector<uint8_t> randomBf16(int64_t count, std::mt19937 &rng) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(count));
+  for (float &v : values)
+    v = uniform(rng);
+  std::vector<uint8_t> stored(values.size() * 2);
+  runtime::convertFromF32(runtime::DType::BF16, values.data(), stored.data(), values.size());
+  return stored;
+}
+
+std::vector<uint8_t> randomPackedWeights(const FusedLinearKernel &kernel, std::mt19937 &rng) {
+  const std::vector<uint8_t> plain = randomBf16(kernel.weightRows() * kernel.inFeatures, rng);
+  std::vector<uint8_t> packed(plain.size());
+  runtime::packColumnBlocks(reinterpret_cast<const uint16_t *>(plain.data()),
+                            reinterpret_cast<uint16_t *>(packed.data()), kernel.inFeatures, 0,
+                            kernel.weightRows() / runtime::kColumnBlockRows);
+  return packed;
+}
+
+LoadedTuningKernel loadTuningKernel(const FusedLinearKernel &kernel, const CpuTarget &target) {
+  const std::vector<uint8_t> object =
+      linkSharedObject(compileKernelsToObject(fusedLinearSource(kernel), target));
+  LoadedTuningKernel loaded;
+  loaded.library = runtime::SharedLibrary::loadFromMemory("tune", object.data(), object.size());
+  loaded.entry = reinterpret_cast<runtime::KernelEntry>(
+      loaded.library->symbol(std::string(runtime::kKernelSymbolPrefix) + kernel.name));
+  if (!loaded.entry)
+    throw std::runtime_error("the tuning kernel '" + kernel.name + "' has no entry point");
+  return loaded;
+}
+
+} // namespace q3::cpu

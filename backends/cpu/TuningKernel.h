@@ -1,0 +1,41 @@
+//===- TuningKernel.h - the product the tuners compile and run ------------===//
+//
+// Both tuners (Tuner.h: prefill variants, DecodeTuner.h: the decode split)
+// measure the model's gate/up product: SwiGLU with its RMSNorm and bf16 gain,
+// bf16 weights in column blocks, on random inputs.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "backends/cpu/CpuTarget.h"
+#include "backends/cpu/KernelSource.h"
+
+#include "runtime/KernelABI.h"
+#include "runtime/SharedLibrary.h"
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace q3::cpu {
+
+/// The measured product, `outputs` wide (a multiple of 16 at most that).
+FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t outputs);
+
+/// `count` random bf16 values in [-1, 1).
+std::vector<uint8_t> randomBf16(int64_t count, std::mt19937 &rng);
+
+/// Random bf16 weights for `kernel`, in its column blocks.
+std::vector<uint8_t> randomPackedWeights(const FusedLinearKernel &kernel, std::mt19937 &rng);
+
+/// `kernel` compiled for `target` and loaded; `entry` stays valid while
+/// `library` lives.
+struct LoadedTuningKernel {
+  std::unique_ptr<runtime::SharedLibrary> library;
+  runtime::KernelEntry entry = nullptr;
+};
+LoadedTuningKernel loadTuningKernel(const FusedLinearKernel &kernel, const CpuTarget &target);
+
+} // namespace q3::cpu
