@@ -60,11 +60,12 @@ namespace {
 constexpr llvm::StringLiteral kGridKinds[] = {"fixed", "per_row"};
 constexpr llvm::StringLiteral kMatmuls[] = {"f32", "avx512bf16", "amx"};
 constexpr int64_t kMaxChunksPerThread = 64;
+constexpr int64_t kMaxPrefetchBytes = int64_t(1) << 20;
 
 /// The mutable form of the attribute's parameters.
 struct LoweringFields {
   std::string gridKind, matmul;
-  int64_t gridCount = 0, prefillChunks = 0, decodeChunks = 0;
+  int64_t gridCount = 0, prefillChunks = 0, decodeChunks = 0, prefetchBytes = 0;
   SmallVector<int64_t> tile, workgroupSize;
 
   explicit LoweringFields(LoweringConfigAttr attr = {}) {
@@ -76,11 +77,12 @@ struct LoweringFields {
     tile.assign(attr.getTile().begin(), attr.getTile().end());
     prefillChunks = attr.getPrefillChunks();
     decodeChunks = attr.getDecodeChunks();
+    prefetchBytes = attr.getPrefetchBytes();
     workgroupSize.assign(attr.getWorkgroupSize().begin(), attr.getWorkgroupSize().end());
   }
   LoweringConfigAttr get(MLIRContext *context) const {
     return LoweringConfigAttr::get(context, gridKind, gridCount, matmul, tile, prefillChunks,
-                                   decodeChunks, workgroupSize);
+                                   decodeChunks, prefetchBytes, workgroupSize);
   }
 };
 
@@ -126,6 +128,12 @@ LoweringConfigAttr LoweringConfigAttr::withChunks(int64_t prefill, int64_t decod
   return fields.get(getContext());
 }
 
+LoweringConfigAttr LoweringConfigAttr::withPrefetchBytes(int64_t bytes) const {
+  LoweringFields fields(*this);
+  fields.prefetchBytes = bytes;
+  return fields.get(getContext());
+}
+
 LoweringConfigAttr LoweringConfigAttr::withWorkgroupSize(ArrayRef<int64_t> size) const {
   LoweringFields fields(*this);
   fields.workgroupSize.assign(size.begin(), size.end());
@@ -153,9 +161,12 @@ Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
       return parser.parseInteger(fields.prefillChunks);
     if (key == "decode_chunks")
       return parser.parseInteger(fields.decodeChunks);
+    if (key == "prefetch_bytes")
+      return parser.parseInteger(fields.prefetchBytes);
     return parser.emitError(parser.getCurrentLocation())
            << "#q3.lowering: unknown field '" << key
-           << "' (fields: grid, matmul, tile, prefill_chunks, decode_chunks, workgroup_size)";
+           << "' (fields: grid, matmul, tile, prefill_chunks, decode_chunks, prefetch_bytes, "
+              "workgroup_size)";
   };
   if (parser.parseLess())
     return {};
@@ -165,7 +176,8 @@ Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
   }
   return getChecked([&] { return parser.emitError(parser.getNameLoc()); }, parser.getContext(),
                     fields.gridKind, fields.gridCount, fields.matmul, fields.tile,
-                    fields.prefillChunks, fields.decodeChunks, fields.workgroupSize);
+                    fields.prefillChunks, fields.decodeChunks, fields.prefetchBytes,
+                    fields.workgroupSize);
 }
 
 void LoweringConfigAttr::print(AsmPrinter &printer) const {
@@ -186,6 +198,8 @@ void LoweringConfigAttr::print(AsmPrinter &printer) const {
     fields.push_back("prefill_chunks = " + std::to_string(getPrefillChunks()));
   if (getDecodeChunks())
     fields.push_back("decode_chunks = " + std::to_string(getDecodeChunks()));
+  if (getPrefetchBytes())
+    fields.push_back("prefetch_bytes = " + std::to_string(getPrefetchBytes()));
   if (!getWorkgroupSize().empty())
     fields.push_back("workgroup_size = " + list(getWorkgroupSize()));
   printer << "<";
@@ -197,7 +211,8 @@ void LoweringConfigAttr::print(AsmPrinter &printer) const {
 LogicalResult LoweringConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                          StringRef gridKind, int64_t gridCount, StringRef matmul,
                                          ArrayRef<int64_t> tile, int64_t prefillChunks,
-                                         int64_t decodeChunks, ArrayRef<int64_t> workgroupSize) {
+                                         int64_t decodeChunks, int64_t prefetchBytes,
+                                         ArrayRef<int64_t> workgroupSize) {
   if (!gridKind.empty() && !llvm::is_contained(kGridKinds, gridKind))
     return emitError() << "#q3.lowering: grid must be 'fixed N' or 'per_row N', got '" << gridKind
                        << "'";
@@ -210,6 +225,9 @@ LogicalResult LoweringConfigAttr::verify(function_ref<InFlightDiagnostic()> emit
     if (chunks < 0 || chunks > kMaxChunksPerThread)
       return emitError() << "#q3.lowering: chunks per thread must be 1 to " << kMaxChunksPerThread
                          << ", got " << chunks;
+  if (prefetchBytes < 0 || prefetchBytes > kMaxPrefetchBytes)
+    return emitError() << "#q3.lowering: prefetch_bytes must be 1 to " << kMaxPrefetchBytes
+                       << ", got " << prefetchBytes;
   for (ArrayRef<int64_t> sizes : {tile, workgroupSize})
     for (int64_t size : sizes)
       if (size <= 0)

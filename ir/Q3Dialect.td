@@ -92,7 +92,7 @@ def Q3_ColumnBlocksAttr : Q3_Attr<"ColumnBlocks", "column_blocks"> {
 }
 
 def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
-  let summary = "how a backend runs one kernel: grid, instructions, tiles, chunking";
+  let summary = "how a backend runs one kernel: grid, instructions, tiles, chunking, prefetch";
   let description = [{
     Set on each `q3.kernel` function (as `q3.lowering`) by the target passes,
     one decision per pass, and read by code generation and the runtime; the
@@ -110,10 +110,14 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     - `prefill_chunks`, `decode_chunks`: how finely the runtime splits a
       dispatch of several rows / of one row for its threads to claim, per
       thread (1 to 64).
+    - `prefetch_bytes`: how far ahead of its loads a one-row (decode) loop
+      prefetches the memory it streams, in bytes: a product's weights,
+      attention's keys and values.
     - `workgroup_size`: the invocations of one workgroup (GPU targets).
 
     ```mlir
-    #q3.lowering<grid = fixed 64, matmul = amx, tile = [6, 2], decode_chunks = 16>
+    #q3.lowering<grid = fixed 64, matmul = amx, tile = [6, 2], decode_chunks = 16,
+                 prefetch_bytes = 8192>
     ```
   }];
   let parameters = (ins StringRefParameter<"grid kind: fixed or per_row">:$grid_kind,
@@ -121,6 +125,7 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
                         StringRefParameter<"prefill product instructions">:$matmul,
                         ArrayRefParameter<"int64_t", "register tile">:$tile,
                         "int64_t":$prefill_chunks, "int64_t":$decode_chunks,
+                        "int64_t":$prefetch_bytes,
                         ArrayRefParameter<"int64_t", "workgroup size">:$workgroup_size);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
@@ -132,6 +137,7 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     LoweringConfigAttr withMatmul(::llvm::StringRef matmul) const;
     LoweringConfigAttr withTile(::llvm::ArrayRef<int64_t> tile) const;
     LoweringConfigAttr withChunks(int64_t prefill, int64_t decode) const;
+    LoweringConfigAttr withPrefetchBytes(int64_t bytes) const;
     LoweringConfigAttr withWorkgroupSize(::llvm::ArrayRef<int64_t> size) const;
     bool hasGrid() const { return !getGridKind().empty(); }
   }];

@@ -116,6 +116,7 @@ struct Kernel {
   std::string matmul;        // prefill product instructions, "" when not a product
   std::vector<int64_t> tile; // register tile of the prefill product
   int64_t prefillChunks = 1, decodeChunks = 1; // per thread, 1..64
+  int64_t prefetchBytes = 0; // decode loops prefetch this far ahead (0: not a streaming kernel)
   std::vector<Slot> operands, results;
   std::vector<KernelVariant> variants; // alternatives the runtime may pick at load
 };
@@ -362,6 +363,7 @@ private:
 inline constexpr int64_t kMaxExtent = int64_t(1) << 32;
 inline constexpr int64_t kMaxCount = int64_t(1) << 24;
 inline constexpr int64_t kMaxChunksPerThread = 64;
+inline constexpr int64_t kMaxPrefetchBytes = int64_t(1) << 20;
 
 inline nlohmann::json slotJson(const Slot &slot) {
   nlohmann::json j = {{"kind", spell(kSlotKinds, slot.kind)}};
@@ -480,6 +482,8 @@ inline nlohmann::json toJson(const Kernel &k) {
     j["matmul"] = k.matmul;
   if (!k.tile.empty())
     j["tile"] = k.tile;
+  if (k.prefetchBytes != 0)
+    j["prefetch_bytes"] = k.prefetchBytes;
   for (const Slot &slot : k.operands)
     j["operands"].push_back(detail::slotJson(slot));
   for (const Slot &slot : k.results)
@@ -604,6 +608,7 @@ inline Kernel kernelFromJson(const detail::Reader &r) {
   k.tile = r.integersOr("tile", 1, 64);
   k.prefillChunks = r.integerOr("prefill_chunks", 1, 1, kMaxChunksPerThread);
   k.decodeChunks = r.integerOr("decode_chunks", 1, 1, kMaxChunksPerThread);
+  k.prefetchBytes = r.integerOr("prefetch_bytes", 0, 64, kMaxPrefetchBytes);
   r.each("operands", [&](const Reader &slot) { k.operands.push_back(readSlot(slot)); });
   r.each("results", [&](const Reader &slot) { k.results.push_back(readSlot(slot)); });
   if (r.has("variants"))

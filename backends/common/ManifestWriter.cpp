@@ -202,6 +202,7 @@ private:
     k.tile.assign(lowering.getTile().begin(), lowering.getTile().end());
     k.prefillChunks = lowering.getPrefillChunks() ? lowering.getPrefillChunks() : 1;
     k.decodeChunks = lowering.getDecodeChunks() ? lowering.getDecodeChunks() : 1;
+    k.prefetchBytes = lowering.getPrefetchBytes();
     for (LoweringConfigAttr variant : variantsOf(kernel))
       k.variants.push_back({variantName(variant), variant.getMatmul().str(),
                             std::vector<int64_t>(variant.getTile().begin(), variant.getTile().end()),

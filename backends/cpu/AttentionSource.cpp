@@ -14,9 +14,10 @@
 // Decode (one row) makes one pass over the keys and values, 512 positions
 // at a time with an online softmax: it scores a block's keys, two positions
 // per step for its P heads, then adds the block's values, so each streams
-// as one long run. Other head sizes take a scalar
-// template, one query head and one row per workgroup. A bf16 or f16 cache
-// is widened exactly as it is loaded.
+// as one long run, each row prefetched a q3.lowering prefetch_bytes ahead
+// (the cache is on 4 KiB pages, where the hardware prefetchers stop). Other
+// head sizes take a scalar template, one query head and one row per
+// workgroup. A bf16 or f16 cache is widened exactly as it is loaded.
 //
 // Workgroup g is row g % rows of head group g / rows: head-major, so the
 // consecutive workgroups a thread runs share their keys and values, which
@@ -154,11 +155,19 @@ std::string scoreLoop(const std::vector<Slot> &slots, int positions, const Atten
     offsets += fmt::format("      %{0}_c{1} = arith.constant {1} : index\n"
                            "      %{0}_{1} = arith.addi %{0}, %{0}_c{1} : index\n",
                            iv, j);
+  // Each key row is prefetched %ahead positions before it is scored (the
+  // last visible position at most).
   for (int j = 0; j < positions; ++j) {
+    offsets += fmt::format("      %{0}_pf{1}_ = arith.addi {2}, %ahead : index\n"
+                           "      %{0}_pf{1} = arith.minui %{0}_pf{1}_, %lastPosition : index\n",
+                           iv, j, position(j));
     body += "        " +
             vectorWidenedLoad(types.cache, fmt::format("%{}_k{}", iv, j), "%keys",
                               fmt::format("%kv, {}, %i", position(j)), types.kv) +
-            "\n";
+            "\n" +
+            fmt::format("        memref.prefetch %keys[%kv, %{0}_pf{1}, %i], read, locality<3>, "
+                        "data : {2}\n",
+                        iv, j, types.kv);
   }
   for (int s = 0; s < n; ++s) {
     const Slot &slot = slots[size_t(s)];
@@ -236,13 +245,21 @@ template <typename Initial>
 std::string valueLoop(const std::vector<Slot> &slots, const std::vector<int64_t> &columns,
                       const AttentionTypes &types, const std::string &out, const std::string &iv,
                       const std::string &from, const std::string &to, Initial initial) {
-  std::string body, iterArgs, yields;
+  // Each value row is prefetched %ahead positions before it is added (the
+  // last visible position at most).
+  std::string body = fmt::format("      %{0}_pf_ = arith.addi %{0}, %ahead : index\n"
+                                 "      %{0}_pf = arith.minui %{0}_pf_, %lastPosition : index\n",
+                                 iv);
+  std::string iterArgs, yields;
   for (int64_t c : columns)
     body +=
         fmt::format("      %{0}_off{1} = arith.constant {2} : index\n      ", iv, c, c * kLanes) +
         vectorWidenedLoad(types.cache, fmt::format("%{}_v{}", iv, c), "%values",
                           fmt::format("%kv, %{0}, %{0}_off{1}", iv, c), types.kv) +
-        "\n";
+        "\n" +
+        fmt::format("      memref.prefetch %values[%kv, %{0}_pf, %{0}_off{1}], read, locality<3>, "
+                    "data : {2}\n",
+                    iv, c, types.kv);
   int n = 0;
   for (const Slot &slot : slots) {
     body += fmt::format("      %{0}_p{1} = memref.load %scores{1}[%{0}] : memref<?xf32>\n"
@@ -277,6 +294,12 @@ int64_t resultIndex(const std::vector<Slot> &slots, const std::vector<int64_t> &
       ++index;
     }
   return -1;
+}
+
+/// The positions decode prefetches ahead: kernel.prefetchBytes of rows.
+int64_t aheadPositions(const AttentionKernel &kernel) {
+  const int64_t rowBytes = kernel.headDim * (kernel.cache == WeightStorage::F32 ? 4 : 2);
+  return std::max<int64_t>(1, (kernel.prefetchBytes + rowBytes - 1) / rowBytes);
 }
 
 /// @<name>_decode: attention of the one row %t0 for the workgroup's heads
@@ -405,6 +428,8 @@ func.func private @{name}_decode(%q: {queryType}, %keys: {kvType}, %values: {kvT
   %zeroV = arith.constant dense<0.0> : vector<16xf32>
   %laneIndex = arith.constant dense<[{lanes}]> : vector<16xi32>
   %cBlock = arith.constant {block} : index
+  %ahead = arith.constant {ahead} : index
+  %lastPosition = arith.subi %count0, %c1 : index
 {setup}  %final:{carried} = scf.for %blockStart = %c0 to %count0 step %cBlock iter_args({iterArgs}) -> ({iterTypes}) {{
 {body}    scf.yield {yields} : {iterTypes}
   }}
@@ -415,6 +440,7 @@ func.func private @{name}_decode(%q: {queryType}, %keys: {kvType}, %values: {kvT
       fmt::arg("kvType", types.kv), fmt::arg("scoreParams", scoreParams),
       fmt::arg("d", kernel.headDim), fmt::arg("scale", kernel.scale), fmt::arg("setup", setup),
       fmt::arg("lanes", lanes), fmt::arg("block", kDecodeBlockPositions),
+      fmt::arg("ahead", aheadPositions(kernel)),
       fmt::arg("carried", carried), fmt::arg("iterArgs", iterArgs),
       fmt::arg("iterTypes", iterTypes), fmt::arg("body", body), fmt::arg("yields", yields),
       fmt::arg("finish", finish));
@@ -885,7 +911,7 @@ std::string scalarAttention(const AttentionKernel &kernel, const AttentionTypes 
 
 std::string attentionSource(const AttentionKernel &kernel) {
   const AttentionTypes types = typesOf(kernel);
-  return kernel.headDim % kLanes == 0 ? vectorAttention(kernel, types)
+  return kernel.vectorized() ? vectorAttention(kernel, types)
                                       : scalarAttention(kernel, types);
 }
 

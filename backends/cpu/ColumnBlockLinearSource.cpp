@@ -151,11 +151,11 @@ func.func private @{name}_tile{rows}{suffix}(%x: {xType}, %w: {weightType}, %t0:
 /// @<name>_block(x, w, wflat, t, b, next) -> 16 f32 sums: row t of x against
 /// weight block b, the decode stream: one 64-byte load per k pair, the k and
 /// k+1 products in separate accumulators (no FMA waits for another of its
-/// iteration), and a prefetch kWeightPrefetchBytes ahead that continues into
+/// iteration), and a prefetch kernel.prefetchBytes ahead that continues into
 /// block `next` over the block's last stretch.
 std::string decodeBlockFunction(const FusedLinearKernel &kernel, const Layout &l) {
   const int64_t blockElems = l.pairs * 32;
-  const int64_t aheadElems = std::min<int64_t>(kWeightPrefetchBytes / 2, blockElems);
+  const int64_t aheadElems = std::min<int64_t>(kernel.prefetchBytes / 2, blockElems);
   const int64_t aheadPairs = aheadElems / 32;
   auto loop = [&](const std::string &from, const std::string &to, const std::string &prefetchBase,
                   const std::string &inE, const std::string &inO, const std::string &out) {

@@ -13,7 +13,7 @@ passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
   pipeline.backend = "cpu";
   pipeline.passes = {"cpu-set-target",   "cpu-pack-column-blocks", "cpu-select-matmul",
                      "cpu-select-tiles", "cpu-assign-grids",       "cpu-set-chunking",
-                     "cpu-add-variants"};
+                     "cpu-set-prefetch", "cpu-add-variants"};
   pipeline.addPass = [options](mlir::OpPassManager &pm, const std::string &name) {
     if (name == "cpu-set-target") {
       CpuSetTargetOptions o;
@@ -36,6 +36,10 @@ passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
       o.decodeChunks = options.decodeChunks;
       o.attentionChunks = options.attentionChunks;
       pm.addPass(createCpuSetChunkingPass(o));
+    } else if (name == "cpu-set-prefetch") {
+      CpuSetPrefetchOptions o;
+      o.prefetchBytes = options.prefetchBytes;
+      pm.addPass(createCpuSetPrefetchPass(o));
     } else if (name == "cpu-add-variants") {
       CpuAddVariantsOptions o;
       o.enabled = options.matmul == "auto"; // a chosen --prefill-matmul is kept

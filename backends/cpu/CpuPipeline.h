@@ -15,10 +15,12 @@ struct CpuPipelineOptions {
   int64_t prefillRows = 0;      // cpu-select-tiles (0: measured or default)
   int64_t decodeChunks = 0;    // cpu-set-chunking (0: measured by --tune, else 4)
   int64_t attentionChunks = 8;  // cpu-set-chunking
+  int64_t prefetchBytes = 0;    // cpu-set-prefetch (0: measured by --tune, else 8192)
 };
 
 /// The CPU target stage: cpu-set-target, cpu-pack-column-blocks,
-/// cpu-select-matmul, cpu-select-tiles, cpu-assign-grids, cpu-set-chunking.
+/// cpu-select-matmul, cpu-select-tiles, cpu-assign-grids, cpu-set-chunking,
+/// cpu-set-prefetch, cpu-add-variants.
 passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options);
 
 /// Makes the CPU passes known to q3-opt's command line.

@@ -1,4 +1,4 @@
-//===- DecodeTuner.cpp - measure how finely decode splits its products ----===//
+//===- DecodeTuner.cpp - measure how decode best streams its products -----===//
 #include "backends/cpu/DecodeTuner.h"
 #include "backends/cpu/TuningCache.h"
 #include "backends/cpu/TuningKernel.h"
@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <random>
 #include <stdexcept>
 
@@ -29,20 +31,26 @@ int roundsFor(TuneLevel level) { return level == TuneLevel::Full ? 31 : 15; }
 
 /// The median GB/s of each candidate over interleaved rounds (the order
 /// rotates each round, so none always runs first after another's streams).
-std::vector<DecodeChunkRate> measureRates(const FusedLinearKernel &kernel,
-                                          const CpuTarget &target,
-                                          const std::vector<int64_t> &candidates, int rounds,
-                                          int threads) {
-  const LoadedTuningKernel loaded = loadTuningKernel(kernel, target);
+std::vector<DecodeRate> measureRates(const FusedLinearKernel &product, const CpuTarget &target,
+                                     const std::vector<DecodeSetting> &candidates, int rounds,
+                                     int threads) {
+  // One compiled kernel per prefetch distance.
+  std::map<int64_t, LoadedTuningKernel> loaded;
+  for (const DecodeSetting &c : candidates)
+    if (!loaded.count(c.prefetchBytes)) {
+      FusedLinearKernel kernel = product;
+      kernel.prefetchBytes = c.prefetchBytes;
+      loaded.emplace(c.prefetchBytes, loadTuningKernel(kernel, target));
+    }
   std::mt19937 rng(11);
-  std::vector<float> x(static_cast<size_t>(kernel.inFeatures), 0.5f), y(kernel.outFeatures);
-  const std::vector<uint8_t> packed = randomPackedWeights(kernel, rng);
+  std::vector<float> x(static_cast<size_t>(product.inFeatures), 0.5f), y(product.outFeatures);
+  const std::vector<uint8_t> packed = randomPackedWeights(product, rng);
   const int64_t weightBytes = int64_t(packed.size());
   const int64_t copies = std::max<int64_t>(2, (kStreamBytes + weightBytes - 1) / weightBytes);
   std::vector<uint8_t> weights(size_t(copies * weightBytes));
   for (int64_t c = 0; c < copies; ++c)
     std::memcpy(weights.data() + c * weightBytes, packed.data(), size_t(weightBytes));
-  const std::vector<uint8_t> gain = randomBf16(kernel.inFeatures, rng);
+  const std::vector<uint8_t> gain = randomBf16(product.inFeatures, rng);
   std::vector<void *> buffers = {x.data(), weights.data(), const_cast<uint8_t *>(gain.data()),
                                  y.data()};
   const std::vector<int64_t> bytes = {int64_t(x.size() * 4), weightBytes, int64_t(gain.size()),
@@ -50,16 +58,17 @@ std::vector<DecodeChunkRate> measureRates(const FusedLinearKernel &kernel,
   const int64_t scalars[runtime::kFixedKernelScalars] = {1, 1, 1};
 
   runtime::ThreadPool pool(threads);
-  auto streamAll = [&](int64_t chunks) {
+  auto streamAll = [&](const DecodeSetting &setting) {
+    const runtime::KernelEntry entry = loaded.at(setting.prefetchBytes).entry;
     const auto start = std::chrono::steady_clock::now();
     for (int64_t c = 0; c < copies; ++c) {
       buffers[1] = weights.data() + c * weightBytes;
       pool.parallelFor(
-          kernel.workgroups(),
+          product.workgroups(),
           [&](int64_t begin, int64_t end) {
-            loaded.entry(buffers.data(), bytes.data(), scalars, begin, end);
+            entry(buffers.data(), bytes.data(), scalars, begin, end);
           },
-          int(chunks));
+          int(setting.chunks));
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -74,7 +83,7 @@ std::vector<DecodeChunkRate> measureRates(const FusedLinearKernel &kernel,
       const size_t i = (j + size_t(round)) % n;
       rates[i].push_back(streamAll(candidates[i]));
     }
-  std::vector<DecodeChunkRate> measured;
+  std::vector<DecodeRate> measured;
   for (size_t i = 0; i < n; ++i) {
     std::vector<double> &r = rates[i];
     std::nth_element(r.begin(), r.begin() + long(r.size() / 2), r.end());
@@ -93,38 +102,67 @@ std::string cacheKey(const CpuTarget &target, const FusedLinearKernel &kernel, T
                      llvm::xxHash64(fusedLinearSource(kernel)));
 }
 
-std::optional<std::vector<DecodeChunkRate>> cachedRates(const nlohmann::json &entries) {
+std::optional<std::vector<DecodeRate>> cachedRates(const nlohmann::json &entries) {
   if (!entries.is_array() || entries.empty())
     return std::nullopt;
-  std::vector<DecodeChunkRate> measured;
+  std::vector<DecodeRate> measured;
   for (const nlohmann::json &entry : entries) {
-    if (!entry.is_object() || !entry.contains("chunks") || !entry.contains("gb_s") ||
-        !entry["chunks"].is_number_integer() || !entry["gb_s"].is_number() ||
-        entry["chunks"].get<int64_t>() < 1)
+    if (!entry.is_object())
       return std::nullopt;
-    measured.push_back({entry["chunks"].get<int64_t>(), entry["gb_s"].get<double>()});
+    for (const char *key : {"chunks", "prefetch_bytes"})
+      if (!entry.contains(key) || !entry[key].is_number_integer() || entry[key].get<int64_t>() < 1)
+        return std::nullopt;
+    if (!entry.contains("gb_s") || !entry["gb_s"].is_number())
+      return std::nullopt;
+    measured.push_back({{entry["chunks"].get<int64_t>(), entry["prefetch_bytes"].get<int64_t>()},
+                        entry["gb_s"].get<double>()});
   }
   return measured;
 }
 
-} // namespace
-
-std::vector<int64_t> decodeChunkCandidates(TuneLevel level) {
-  return level == TuneLevel::Full ? std::vector<int64_t>{1, 2, 4, 8, 16}
-                                  : std::vector<int64_t>{2, 4, 8};
+/// The fastest value of `field` among the rates whose other field is at its
+/// default, unless `fallback` is within kDecodeTieFraction of it.
+template <typename Field, typename Other>
+int64_t chooseWithTie(const std::vector<DecodeRate> &measured, Field field, Other other,
+                      int64_t otherDefault, int64_t fallback) {
+  std::optional<DecodeRate> best, kept;
+  for (const DecodeRate &r : measured) {
+    if (other(r.setting) != otherDefault)
+      continue;
+    if (!best || r.gbPerSecond > best->gbPerSecond)
+      best = r;
+    if (field(r.setting) == fallback)
+      kept = r;
+  }
+  if (!best || (kept && kept->gbPerSecond * (1.0 + kDecodeTieFraction) >= best->gbPerSecond))
+    return fallback;
+  return field(best->setting);
 }
 
-int64_t chooseDecodeChunks(const std::vector<DecodeChunkRate> &measured) {
-  if (measured.empty())
-    return kDefaultDecodeChunks;
-  const DecodeChunkRate best = *std::max_element(
-      measured.begin(), measured.end(),
-      [](const DecodeChunkRate &a, const DecodeChunkRate &b) { return a.gbPerSecond < b.gbPerSecond; });
-  for (const DecodeChunkRate &r : measured)
-    if (r.chunks == kDefaultDecodeChunks &&
-        r.gbPerSecond * (1.0 + kDecodeTieFraction) >= best.gbPerSecond)
-      return kDefaultDecodeChunks;
-  return best.chunks;
+int64_t chunksOf(const DecodeSetting &s) { return s.chunks; }
+int64_t prefetchOf(const DecodeSetting &s) { return s.prefetchBytes; }
+
+} // namespace
+
+std::vector<DecodeSetting> decodeCandidates(TuneLevel level) {
+  const bool full = level == TuneLevel::Full;
+  std::vector<DecodeSetting> candidates;
+  for (int64_t chunks : full ? std::vector<int64_t>{1, 2, 4, 8, 16} : std::vector<int64_t>{2, 4, 8})
+    candidates.push_back({chunks, kDefaultPrefetchBytes});
+  for (int64_t bytes : full ? std::vector<int64_t>{2048, 4096, 16384, 32768}
+                            : std::vector<int64_t>{4096, 16384})
+    candidates.push_back({kDefaultDecodeChunks, bytes});
+  return candidates;
+}
+
+int64_t chooseDecodeChunks(const std::vector<DecodeRate> &measured) {
+  return chooseWithTie(measured, chunksOf, prefetchOf, kDefaultPrefetchBytes,
+                       kDefaultDecodeChunks);
+}
+
+int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured) {
+  return chooseWithTie(measured, prefetchOf, chunksOf, kDefaultDecodeChunks,
+                       kDefaultPrefetchBytes);
 }
 
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
@@ -143,16 +181,18 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
   } else {
     const auto start = std::chrono::steady_clock::now();
     tuning.measured =
-        measureRates(kernel, target, decodeChunkCandidates(level), roundsFor(level), threads);
+        measureRates(kernel, target, decodeCandidates(level), roundsFor(level), threads);
     tuning.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     nlohmann::json entries = nlohmann::json::array();
-    for (const DecodeChunkRate &r : tuning.measured)
-      entries.push_back({{"chunks", r.chunks}, {"gb_s", r.gbPerSecond}});
+    for (const DecodeRate &r : tuning.measured)
+      entries.push_back({{"chunks", r.setting.chunks},
+                         {"prefetch_bytes", r.setting.prefetchBytes},
+                         {"gb_s", r.gbPerSecond}});
     if (!writeTuningCache(tuning.cachePath, key, entries))
       tuning.cachePath.clear();
   }
-  tuning.chunks = chooseDecodeChunks(tuning.measured);
+  tuning.chosen = {chooseDecodeChunks(tuning.measured), chooseDecodePrefetch(tuning.measured)};
   return tuning;
 }
 
@@ -161,12 +201,22 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
   llvm::SmallVector<mlir::NamedAttribute> entries;
   if (mlir::DictionaryAttr existing = tuningOf(module))
     entries.assign(existing.begin(), existing.end());
-  llvm::SmallVector<mlir::NamedAttribute> rates;
-  for (const DecodeChunkRate &r : tuning.measured)
-    rates.push_back(b.getNamedAttr(fmt::format("chunks_{}", r.chunks),
-                                   b.getF64FloatAttr(std::round(r.gbPerSecond * 10) / 10)));
-  entries.push_back(b.getNamedAttr("decode_chunks", b.getI64IntegerAttr(tuning.chunks)));
-  entries.push_back(b.getNamedAttr("decode_gb_s", b.getDictionaryAttr(rates)));
+  // The splits at the default distance, the distances at the default split.
+  llvm::SmallVector<mlir::NamedAttribute> splitRates, prefetchRates;
+  auto rate = [&](double gbPerSecond) { return b.getF64FloatAttr(std::round(gbPerSecond * 10) / 10); };
+  for (const DecodeRate &r : tuning.measured) {
+    if (r.setting.prefetchBytes == kDefaultPrefetchBytes)
+      splitRates.push_back(
+          b.getNamedAttr(fmt::format("chunks_{}", r.setting.chunks), rate(r.gbPerSecond)));
+    if (r.setting.chunks == kDefaultDecodeChunks)
+      prefetchRates.push_back(
+          b.getNamedAttr(fmt::format("bytes_{}", r.setting.prefetchBytes), rate(r.gbPerSecond)));
+  }
+  entries.push_back(b.getNamedAttr("decode_chunks", b.getI64IntegerAttr(tuning.chosen.chunks)));
+  entries.push_back(b.getNamedAttr("decode_gb_s", b.getDictionaryAttr(splitRates)));
+  entries.push_back(b.getNamedAttr("decode_prefetch_bytes",
+                                   b.getI64IntegerAttr(tuning.chosen.prefetchBytes)));
+  entries.push_back(b.getNamedAttr("decode_prefetch_gb_s", b.getDictionaryAttr(prefetchRates)));
   entries.push_back(b.getNamedAttr(
       "decode_measured_on",
       b.getStringAttr(fmt::format("one-row SwiGLU product, {} threads", tuning.threads))));

@@ -1,14 +1,16 @@
-//===- DecodeTuner.h - measure how finely decode splits its products ------===//
+//===- DecodeTuner.h - measure how decode best streams its products -------===//
 //
 // q3c compile --tune, decode: a one-row product streams its weights once, so
 // its speed is the machine's memory path, and how the runtime cuts it into
 // pieces per thread (each piece starts a new stream the prefetch has not
 // reached; too few leave a thread idle at the end) moved decode by 10% on
-// one AMD family. The tuner runs the model's SwiGLU product on one row with
-// all the threads the compiled model will have, over weight copies larger
-// than the last-level cache, for each candidate split in interleaved rounds
-// (a shared machine's bandwidth drifts over seconds), and keeps the default
-// unless another split is faster by more than the rounds' noise allows.
+// one AMD family; how far ahead its loops prefetch depends on the memory's
+// latency and bandwidth. The tuner runs the model's SwiGLU product on one
+// row with all the threads the compiled model will have, over weight copies
+// larger than the last-level cache, for each candidate split and prefetch distance
+// in interleaved rounds (a shared machine's bandwidth drifts over seconds),
+// and keeps each default unless another is faster by more than the rounds'
+// noise allows.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -24,22 +26,29 @@
 
 namespace q3::cpu {
 
-struct DecodeChunkRate {
-  int64_t chunks = 0;      // pieces per thread
-  double gbPerSecond = 0;  // weight bytes streamed per second, 1e9: median of the rounds
+/// One way to run decode's products: pieces per thread, prefetch distance.
+struct DecodeSetting {
+  int64_t chunks = 0;        // pieces per thread
+  int64_t prefetchBytes = 0; // how far ahead the loop prefetches its weights
+};
+
+struct DecodeRate {
+  DecodeSetting setting;
+  double gbPerSecond = 0; // weight bytes streamed per second, 1e9: median of the rounds
 };
 
 struct DecodeTuning {
-  int64_t chunks = 0; // chosen
-  std::vector<DecodeChunkRate> measured;
+  DecodeSetting chosen;
+  std::vector<DecodeRate> measured;
   int threads = 1;
   double seconds = 0; // spent measuring (0 when cached)
   bool cached = false;
   std::string cachePath; // where the result is (or would be) kept; "" if none
 };
 
-/// The pieces per thread `level` measures (the default among them).
-std::vector<int64_t> decodeChunkCandidates(TuneLevel level);
+/// The settings `level` measures: the splits at the default prefetch
+/// distance and the distances at the default split (both defaults among them).
+std::vector<DecodeSetting> decodeCandidates(TuneLevel level);
 
 /// Measures the candidates on `threads` threads with the SwiGLU product of
 /// `hidden` x `intermediate`, or returns the cached result for the same CPU,
@@ -47,15 +56,21 @@ std::vector<int64_t> decodeChunkCandidates(TuneLevel level);
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
                         TuneLevel level, int threads);
 
-/// The candidate chosen from `measured`: the fastest, unless the default is
-/// within `kDecodeTieFraction` of it.
-int64_t chooseDecodeChunks(const std::vector<DecodeChunkRate> &measured);
+/// The split chosen from `measured` (among the settings at the default
+/// prefetch distance): the fastest, unless the default is within
+/// `kDecodeTieFraction` of it.
+int64_t chooseDecodeChunks(const std::vector<DecodeRate> &measured);
 
-/// A faster split must beat the default by this fraction to replace it.
+/// The prefetch distance chosen from `measured` (among the settings at the
+/// default split), by the same rule.
+int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured);
+
+/// A faster setting must beat the default by this fraction to replace it.
 inline constexpr double kDecodeTieFraction = 0.03;
 
 /// Adds `tuning` to the module's q3.tuning (decode_chunks, which
-/// cpu-set-chunking reads, and the measured rates).
+/// cpu-set-chunking reads, decode_prefetch_bytes, which cpu-set-prefetch
+/// reads, and the measured rates).
 void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning);
 
 } // namespace q3::cpu

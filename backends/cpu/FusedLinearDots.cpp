@@ -8,11 +8,11 @@
 namespace q3::cpu::detail {
 
 /// Software prefetch of the weight row that the dot product will read
-/// kWeightPrefetchBytes later, one hint per cache line of a 64-wide step.
+/// kernel.prefetchBytes later, one hint per cache line of a 64-wide step.
 static std::string prefetchAhead(const FusedLinearKernel &kernel, const std::string &weightType) {
   const int64_t elementBytes = kernel.weight == WeightStorage::F32 ? 4 : 2;
   const int64_t rowBytes = kernel.inFeatures * elementBytes;
-  const int64_t rowsAhead = (kWeightPrefetchBytes + rowBytes - 1) / rowBytes;
+  const int64_t rowsAhead = (kernel.prefetchBytes + rowBytes - 1) / rowBytes;
   std::string text = fmt::format("    %pfAhead = arith.constant {} : index\n"
                                  "    %pfLast = arith.constant {} : index\n"
                                  "    %pfRow0 = arith.addi %n, %pfAhead : index\n"

@@ -47,6 +47,13 @@ void expectGrid(func::FuncOp kernel, LoweringConfigAttr lowering, StringRef kind
                        kind.str() + " " + std::to_string(count) + "'");
 }
 
+/// The decode loops' prefetch distance: set by cpu-set-prefetch.
+int64_t prefetchBytesOf(func::FuncOp kernel, LoweringConfigAttr lowering) {
+  if (lowering.getPrefetchBytes() <= 0)
+    refuse(kernel, "has no prefetch_bytes in its q3.lowering: run the CPU target passes");
+  return lowering.getPrefetchBytes();
+}
+
 std::optional<PrefillMatmul> matmulOf(StringRef name) {
   if (name.empty() || name == "f32")
     return PrefillMatmul::F32;
@@ -88,6 +95,7 @@ std::string productSource(func::FuncOp kernel, const std::string &name,
       refuse(kernel, "a column-block product needs a tile [rows, 2] in its q3.lowering");
     cpu.prefillTileRows = tile[0];
   }
+  cpu.prefetchBytes = prefetchBytesOf(kernel, lowering);
   expectGrid(kernel, lowering, "fixed", cpu.workgroups());
   return fusedLinearSource(cpu);
 }
@@ -138,6 +146,8 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
         AttentionKernel cpu = attentionKernelShape(op);
         cpu.name = name;
         cpu.cache = cacheStorage;
+        if (cpu.vectorized())
+          cpu.prefetchBytes = prefetchBytesOf(kernel, lowering);
         ArrayRef<int64_t> tile = lowering.getTile();
         if (tile.size() != 2 || tile[0] != cpu.headsPerWorkgroup() ||
             tile[1] != cpu.prefillBlockRows())

@@ -14,7 +14,7 @@ namespace q3::cpu {
 /// The MLIR source of the CPU kernel for `kernel` (a q3.kernel function of a
 /// target-stage module): the template of its compute op, specialized to its
 /// argument types (weight dtype and layout, the gain, the cache's element
-/// type) and its q3.lowering (grid, prefill instructions, tiles). Throws
+/// type) and its q3.lowering (grid, prefill instructions, tiles, prefetch). Throws
 /// std::runtime_error naming the kernel when the IR asks for something the
 /// templates cannot do, or when the lowering disagrees with the template.
 std::string cpuKernelSource(mlir::ModuleOp module, mlir::func::FuncOp kernel);

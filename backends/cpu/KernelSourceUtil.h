@@ -10,13 +10,6 @@ namespace q3::cpu::detail {
 /// f32 lanes of one vector register's worth of work (vector<16xf32>).
 inline constexpr int64_t kLanes = 16;
 
-/// How far ahead of its loads a weight-streaming (decode) loop prefetches, as
-/// `memref.prefetch ... locality<2>` (T1, so the lines do not evict the
-/// activations from L1). Measured on the 2-core machine: a bf16
-/// matrix-vector product streamed ~15.6 GB/s from DRAM with the hardware
-/// prefetchers alone and 22.7-25 GB/s with this; the pure read reached ~20.
-inline constexpr int64_t kWeightPrefetchBytes = 8192;
-
 /// MLIR element type a weight buffer of `storage` is viewed as (bf16 as i16:
 /// LLVM 16 cannot select vector bf16 -> f32 on x86, so it is widened by hand).
 const char *storageType(WeightStorage storage);

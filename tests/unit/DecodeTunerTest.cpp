@@ -1,10 +1,12 @@
 //===- DecodeTunerTest.cpp - the decode tuner's choice --------------------===//
 //
 // The tuner's measurements are noisy on a shared machine: the default split
-// stays unless another is faster by more than kDecodeTieFraction.
+// and prefetch distance stay unless another is faster by more than
+// kDecodeTieFraction.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/DecodeTuner.h"
+#include "backends/cpu/KernelSource.h"
 #include "backends/cpu/passes/CpuPasses.h"
 
 #include <gtest/gtest.h>
@@ -14,31 +16,61 @@
 namespace q3::testing {
 namespace {
 
-using cpu::DecodeChunkRate;
+using cpu::DecodeRate;
+
+constexpr int64_t kChunks = cpu::kDefaultDecodeChunks;
+constexpr int64_t kAhead = cpu::kDefaultPrefetchBytes;
+
+/// Rates of splits at the default prefetch distance.
+std::vector<DecodeRate> splits(std::vector<std::pair<int64_t, double>> rates) {
+  std::vector<DecodeRate> measured;
+  for (auto [chunks, gbPerSecond] : rates)
+    measured.push_back({{chunks, kAhead}, gbPerSecond});
+  return measured;
+}
 
 TEST(DecodeTuner, KeepsTheDefaultWithinTheNoise) {
   const double tie = 1.0 + cpu::kDecodeTieFraction;
-  EXPECT_EQ(cpu::chooseDecodeChunks({{2, 40.0 * tie * 0.999}, {4, 40.0}, {8, 39.0}}),
-            cpu::kDefaultDecodeChunks);
-  EXPECT_EQ(cpu::chooseDecodeChunks({{2, 40.0}, {4, 41.0}, {8, 39.0}}),
-            cpu::kDefaultDecodeChunks);
+  EXPECT_EQ(cpu::chooseDecodeChunks(splits({{2, 40.0 * tie * 0.999}, {4, 40.0}, {8, 39.0}})),
+            kChunks);
+  EXPECT_EQ(cpu::chooseDecodeChunks(splits({{2, 40.0}, {4, 41.0}, {8, 39.0}})), kChunks);
 }
 
 TEST(DecodeTuner, TakesAClearlyFasterSplit) {
-  EXPECT_EQ(cpu::chooseDecodeChunks({{2, 40.0}, {4, 40.0}, {8, 43.0}}), 8);
-  EXPECT_EQ(cpu::chooseDecodeChunks({{1, 50.0}, {4, 40.0}}), 1);
+  EXPECT_EQ(cpu::chooseDecodeChunks(splits({{2, 40.0}, {4, 40.0}, {8, 43.0}})), 8);
+  EXPECT_EQ(cpu::chooseDecodeChunks(splits({{1, 50.0}, {4, 40.0}})), 1);
 }
 
 TEST(DecodeTuner, WithoutTheDefaultMeasuredTakesTheFastest) {
-  EXPECT_EQ(cpu::chooseDecodeChunks({{2, 40.0}, {8, 40.5}}), 8);
-  EXPECT_EQ(cpu::chooseDecodeChunks({}), cpu::kDefaultDecodeChunks);
+  EXPECT_EQ(cpu::chooseDecodeChunks(splits({{2, 40.0}, {8, 40.5}})), 8);
+  EXPECT_EQ(cpu::chooseDecodeChunks({}), kChunks);
 }
 
-TEST(DecodeTuner, EveryLevelMeasuresTheDefault) {
+// Each choice compares settings that differ in its own field only: a fast
+// distance measured at the default split says nothing about the split.
+TEST(DecodeTuner, ChoosesTheSplitAndTheDistanceEachAtTheOthersDefault) {
+  const std::vector<DecodeRate> measured = {{{2, kAhead}, 40.0},
+                                            {{kChunks, kAhead}, 40.0},
+                                            {{kChunks, 4096}, 39.0},
+                                            {{kChunks, 16384}, 45.0},
+                                            {{8, 32768}, 60.0}};
+  EXPECT_EQ(cpu::chooseDecodeChunks(measured), kChunks);
+  EXPECT_EQ(cpu::chooseDecodePrefetch(measured), 16384);
+  const std::vector<DecodeRate> close = {{{kChunks, kAhead}, 40.0}, {{kChunks, 4096}, 40.5}};
+  EXPECT_EQ(cpu::chooseDecodePrefetch(close), kAhead);
+}
+
+TEST(DecodeTuner, EveryLevelMeasuresBothDefaults) {
   for (cpu::TuneLevel level : {cpu::TuneLevel::Quick, cpu::TuneLevel::Full}) {
-    const std::vector<int64_t> candidates = cpu::decodeChunkCandidates(level);
-    EXPECT_NE(std::find(candidates.begin(), candidates.end(), cpu::kDefaultDecodeChunks),
-              candidates.end());
+    const std::vector<cpu::DecodeSetting> candidates = cpu::decodeCandidates(level);
+    auto has = [&](int64_t chunks, int64_t bytes) {
+      return std::any_of(candidates.begin(), candidates.end(), [&](const cpu::DecodeSetting &c) {
+        return c.chunks == chunks && c.prefetchBytes == bytes;
+      });
+    };
+    EXPECT_TRUE(has(kChunks, kAhead));
+    EXPECT_TRUE(has(2, kAhead) && has(8, kAhead)) << "other splits";
+    EXPECT_TRUE(has(kChunks, 4096) && has(kChunks, 16384)) << "other distances";
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "backends/common/ManifestWriter.h"
 #include "backends/cpu/CpuPipeline.h"
+#include "backends/cpu/KernelSource.h"
 #include "passes/Pipeline.h"
 #include "runtime/Manifest.h"
 
@@ -33,6 +34,22 @@ nlohmann::json compiledManifestJson(const std::string &golden, const std::string
     json = manifest::toJson(backends::manifestOf(module));
   });
   return json;
+}
+
+TEST(Manifest, StreamingKernelsCarryTheirPrefetchDistance) {
+  // head_dim 32: attention takes the vector template, which prefetches.
+  const nlohmann::json written = compiledManifestJson("sharded_gqa2_bf16", "f32");
+  int streaming = 0;
+  for (const nlohmann::json &kernel : written["kernels"]) {
+    const std::string name = kernel["name"];
+    const bool streams = name.rfind("fused_linear", 0) == 0 || name.rfind("attention", 0) == 0;
+    EXPECT_EQ(kernel.contains("prefetch_bytes"), streams) << name;
+    if (streams) {
+      EXPECT_EQ(kernel["prefetch_bytes"], cpu::kDefaultPrefetchBytes) << name;
+      ++streaming;
+    }
+  }
+  EXPECT_GE(streaming, 3);
 }
 
 class ManifestRoundTrip : public ::testing::TestWithParam<std::string> {};
@@ -78,6 +95,8 @@ TEST(Manifest, EachDamagedFieldIsNamed) {
       {"kernels[0].grid.kind", [](nlohmann::json &m) { m["kernels"][0]["grid"]["kind"] = "x"; }},
       {"kernels[1].tile", [](nlohmann::json &m) { m["kernels"][1]["tile"] = "wide"; }},
       {"kernels[1].matmul", [](nlohmann::json &m) { m["kernels"][1]["matmul"] = "avx10"; }},
+      {"kernels[1].prefetch_bytes",
+       [](nlohmann::json &m) { m["kernels"][1]["prefetch_bytes"] = 8; }},
       {"weights[0].shape", [](nlohmann::json &m) { m["weights"][0]["shape"] = {-1, 64}; }},
       {"weights[0].id", [](nlohmann::json &m) { m["weights"][0]["id"] = 3; }},
       {"schedule[1].kernel", [](nlohmann::json &m) { m["schedule"][1]["kernel"] = "nope"; }},

@@ -12,7 +12,9 @@
 #include "tools/q3c/MemoryEstimate.h"
 
 #include "backends/cpu/CompileModel.h"
+#include "backends/cpu/DecodeTuner.h"
 #include "backends/cpu/Tuner.h"
+#include "backends/cpu/passes/CpuPasses.h"
 #include "backends/vulkan/CompileModel.h"
 #include "frontend/Presets.h"
 #include "ir/BuildGraph.h"
@@ -23,6 +25,8 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include <fmt/format.h>
+
+#include <algorithm>
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -64,14 +68,29 @@ void printPrefillTuning(const cpu::TuningResult &result) {
 
 /// -v: what the tuner measured and chose for decode.
 void printDecodeTuning(const cpu::DecodeTuning &tuning) {
-  llvm::outs() << "tuned the decode split ("
+  llvm::outs() << "tuned the decode split and prefetch ("
                << (tuning.cached ? "cached in " + tuning.cachePath
                                  : fmt::format("{:.1f} s", tuning.seconds))
-               << "), GB/s of a one-row SwiGLU product on " << tuning.threads
-               << " threads, pieces per thread:\n";
-  for (const cpu::DecodeChunkRate &r : tuning.measured)
-    llvm::outs() << fmt::format("  {:>2} pieces  {:6.1f}{}\n", r.chunks, r.gbPerSecond,
-                                r.chunks == tuning.chunks ? "  <- chosen" : "");
+               << "), GB/s of a one-row SwiGLU product on " << tuning.threads << " threads\n";
+  llvm::outs() << fmt::format("  pieces per thread, prefetching {} bytes ahead:\n",
+                              cpu::kDefaultPrefetchBytes);
+  for (const cpu::DecodeRate &r : tuning.measured)
+    if (r.setting.prefetchBytes == cpu::kDefaultPrefetchBytes)
+      llvm::outs() << fmt::format("  {:>6} pieces  {:6.1f}{}\n", r.setting.chunks, r.gbPerSecond,
+                                  r.setting.chunks == tuning.chosen.chunks ? "  <- chosen" : "");
+  llvm::outs() << fmt::format("  prefetch distance, {} pieces per thread:\n",
+                              cpu::kDefaultDecodeChunks);
+  std::vector<cpu::DecodeRate> byDistance = tuning.measured;
+  std::sort(byDistance.begin(), byDistance.end(), [](const auto &a, const auto &b) {
+    return a.setting.prefetchBytes < b.setting.prefetchBytes;
+  });
+  for (const cpu::DecodeRate &r : byDistance)
+    if (r.setting.chunks == cpu::kDefaultDecodeChunks)
+      llvm::outs() << fmt::format("  {:>6} bytes   {:6.1f}{}\n", r.setting.prefetchBytes,
+                                  r.gbPerSecond,
+                                  r.setting.prefetchBytes == tuning.chosen.prefetchBytes
+                                      ? "  <- chosen"
+                                      : "");
 }
 
 /// The text sections compile embedded, and the folder they came from.

@@ -25,6 +25,8 @@ std::unique_ptr<mlir::Pass> createCpuAddVariantsPass();
 std::unique_ptr<mlir::Pass> createCpuAddVariantsPass(const CpuAddVariantsOptions &options);
 std::unique_ptr<mlir::Pass> createCpuSetChunkingPass();
 std::unique_ptr<mlir::Pass> createCpuSetChunkingPass(const CpuSetChunkingOptions &options);
+std::unique_ptr<mlir::Pass> createCpuSetPrefetchPass();
+std::unique_ptr<mlir::Pass> createCpuSetPrefetchPass(const CpuSetPrefetchOptions &options);
 
 /// The kernels of `module` (func.func marked q3.kernel), in module order.
 llvm::SmallVector<mlir::func::FuncOp> kernelsOf(mlir::ModuleOp module);

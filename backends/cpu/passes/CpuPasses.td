@@ -6,7 +6,8 @@
 // artifact's manifest only read what they recorded. The order
 // (backends/cpu/CpuPipeline.cpp):
 //   cpu-set-target, cpu-pack-column-blocks, cpu-select-matmul,
-//   cpu-select-tiles, cpu-assign-grids, cpu-set-chunking
+//   cpu-select-tiles, cpu-assign-grids, cpu-set-chunking, cpu-set-prefetch,
+//   cpu-add-variants
 //
 //===----------------------------------------------------------------------===//
 
@@ -131,6 +132,22 @@ def CpuSetChunking : Pass<"cpu-set-chunking", "mlir::ModuleOp"> {
            "decode_chunks, else 4)">,
     Option<"attentionChunks", "attention-chunks", "int64_t", /*default=*/"8",
            "Pieces per thread of attention's prefill dispatch">
+  ];
+}
+
+def CpuSetPrefetch : Pass<"cpu-set-prefetch", "mlir::ModuleOp"> {
+  let summary = "Choose how far ahead decode loops prefetch what they stream";
+  let description = [{
+    Sets `prefetch_bytes` in the `q3.lowering` of each product and attention
+    kernel (vector template: head_dim a multiple of 16): how many bytes ahead of its loads a one-row loop prefetches the
+    weights (products) or the keys and values (attention) it streams. By
+    default what `q3c compile --tune` measured, recorded as q3.tuning's
+    `decode_prefetch_bytes`, else 8192.
+  }];
+  let constructor = "q3::cpu::createCpuSetPrefetchPass()";
+  let options = [
+    Option<"prefetchBytes", "prefetch-bytes", "int64_t", /*default=*/"0",
+           "Bytes ahead (0: q3.tuning's decode_prefetch_bytes, else 8192)">
   ];
 }
 

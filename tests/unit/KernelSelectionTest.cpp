@@ -1,0 +1,97 @@
+//===- KernelSelectionTest.cpp - code generation reads the lowering -------===//
+//
+// Each decision of the CPU target passes reaches the generated kernel only
+// through q3.lowering: the prefetch distance it names is the one the decode
+// loops use, and a streaming kernel without one is refused, not given a
+// silent default.
+//
+//===----------------------------------------------------------------------===//
+#include "tests/unit/GoldenCase.h"
+
+#include "backends/cpu/CpuPipeline.h"
+#include "backends/cpu/KernelSelection.h"
+#include "backends/cpu/passes/CpuPasses.h"
+#include "passes/Pipeline.h"
+
+#include <gtest/gtest.h>
+
+namespace q3::testing {
+namespace {
+
+/// Runs the CPU target stage (x86-64-v3) with `prefetchBytes` and hands
+/// each product or attention kernel to `check` (a bf16 golden with head_dim
+/// 32, so attention takes the vector template).
+void forStreamingKernels(int64_t prefetchBytes,
+                         const std::function<void(mlir::ModuleOp, mlir::func::FuncOp)> &check) {
+  GoldenRunner runner(loadGoldenCase("sharded_gqa2_bf16"), [&](mlir::ModuleOp module) {
+    passes::PipelineOptions options;
+    options.stage = passes::Stage::Target;
+    cpu::CpuPipelineOptions cpuOptions;
+    cpuOptions.cpu = "x86-64-v3";
+    cpuOptions.prefetchBytes = prefetchBytes;
+    options.target = cpu::cpuTargetPipeline(cpuOptions);
+    ASSERT_TRUE(mlir::succeeded(passes::runPipeline(module, options)));
+    for (mlir::func::FuncOp kernel : cpu::kernelsOf(module))
+      if (mlir::isa_and_nonnull<ir::FusedLinearOp, ir::AttentionOp>(ir::kernelComputeOp(kernel)))
+        check(module, kernel);
+  });
+}
+
+TEST(KernelSelection, ScalarAttentionHasNoPrefetchDistance) {
+  // head_dim 8: the scalar attention template, which prefetches nothing.
+  int attention = 0;
+  GoldenRunner runner(loadGoldenCase("gqa4_tied_bf16"), [&](mlir::ModuleOp module) {
+    passes::PipelineOptions options;
+    options.stage = passes::Stage::Target;
+    options.target = cpu::cpuTargetPipeline({});
+    ASSERT_TRUE(mlir::succeeded(passes::runPipeline(module, options)));
+    for (mlir::func::FuncOp kernel : cpu::kernelsOf(module))
+      if (mlir::isa_and_nonnull<ir::AttentionOp>(ir::kernelComputeOp(kernel))) {
+        EXPECT_EQ(ir::loweringOf(kernel).getPrefetchBytes(), 0);
+        EXPECT_NO_THROW(cpu::cpuKernelSource(module, kernel));
+        ++attention;
+      }
+  });
+  EXPECT_EQ(attention, 1);
+}
+
+TEST(KernelSelection, DecodeLoopsPrefetchTheLoweringsDistance) {
+  int kernels = 0;
+  forStreamingKernels(256, [&](mlir::ModuleOp module, mlir::func::FuncOp kernel) {
+    EXPECT_EQ(ir::loweringOf(kernel).getPrefetchBytes(), 256);
+    const std::string source = cpu::cpuKernelSource(module, kernel);
+    EXPECT_NE(source.find("memref.prefetch"), std::string::npos) << kernel.getSymName().str();
+    ++kernels;
+  });
+  EXPECT_GE(kernels, 3);
+  // Another distance (within these small weights) gives other kernels.
+  std::vector<std::string> near, far, names;
+  forStreamingKernels(256, [&](mlir::ModuleOp module, mlir::func::FuncOp kernel) {
+    near.push_back(cpu::cpuKernelSource(module, kernel));
+    names.push_back(kernel.getSymName().str());
+  });
+  forStreamingKernels(1024, [&](mlir::ModuleOp module, mlir::func::FuncOp kernel) {
+    far.push_back(cpu::cpuKernelSource(module, kernel));
+  });
+  ASSERT_EQ(near.size(), far.size());
+  for (size_t i = 0; i < near.size(); ++i)
+    EXPECT_TRUE(near[i] != far[i]) << names[i] << " does not depend on prefetch_bytes";
+}
+
+TEST(KernelSelection, RefusesAStreamingKernelWithoutAPrefetchDistance) {
+  forStreamingKernels(0, [&](mlir::ModuleOp module, mlir::func::FuncOp kernel) {
+    ir::setLowering(kernel, ir::loweringOf(kernel).withPrefetchBytes(0));
+    try {
+      cpu::cpuKernelSource(module, kernel);
+      ADD_FAILURE() << "no error for " << kernel.getSymName().str();
+    } catch (const std::runtime_error &error) {
+      EXPECT_NE(std::string(error.what()).find("has no prefetch_bytes in its q3.lowering"),
+                std::string::npos)
+          << error.what();
+      EXPECT_NE(std::string(error.what()).find(kernel.getSymName().str()), std::string::npos);
+    }
+  });
+}
+
+} // namespace
+} // namespace q3::testing
