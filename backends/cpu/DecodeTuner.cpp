@@ -166,31 +166,30 @@ int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured) {
 }
 
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
-                        TuneLevel level, int threads) {
+                        TuneLevel level, int threads, double maxForeignShare) {
   if (hidden % 2 != 0 || intermediate < 16 || threads < 1)
     throw std::invalid_argument("--tune: the model's products have no column-block layout");
   // The whole product, one row: its weights streamed once per call.
   const FusedLinearKernel kernel = tuningProduct("tune_decode", hidden, intermediate);
   DecodeTuning tuning;
   tuning.threads = threads;
-  tuning.cachePath = tuningCachePath();
   const std::string key = cacheKey(target, kernel, level, threads);
-  if (auto cached = cachedRates(readTuningCache(tuning.cachePath, key))) {
+  const std::string path = tuningCachePath();
+  if (auto cached = cachedRates(readTuningCache(path, key))) {
     tuning.measured = *cached;
-    tuning.cached = true;
+    tuning.provenance.cached = true;
+    tuning.provenance.cachePath = path;
   } else {
-    const auto start = std::chrono::steady_clock::now();
-    tuning.measured =
-        measureRates(kernel, target, decodeCandidates(level), roundsFor(level), threads);
-    tuning.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    nlohmann::json entries = nlohmann::json::array();
-    for (const DecodeRate &r : tuning.measured)
-      entries.push_back({{"chunks", r.setting.chunks},
-                         {"prefetch_bytes", r.setting.prefetchBytes},
-                         {"gb_s", r.gbPerSecond}});
-    if (!writeTuningCache(tuning.cachePath, key, entries))
-      tuning.cachePath.clear();
+    tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
+      tuning.measured =
+          measureRates(kernel, target, decodeCandidates(level), roundsFor(level), threads);
+      nlohmann::json entries = nlohmann::json::array();
+      for (const DecodeRate &r : tuning.measured)
+        entries.push_back({{"chunks", r.setting.chunks},
+                           {"prefetch_bytes", r.setting.prefetchBytes},
+                           {"gb_s", r.gbPerSecond}});
+      return entries;
+    });
   }
   tuning.chosen = {chooseDecodeChunks(tuning.measured), chooseDecodePrefetch(tuning.measured)};
   return tuning;

@@ -16,6 +16,8 @@
 #pragma once
 
 #include "backends/cpu/CpuTarget.h"
+#include "backends/cpu/ForeignLoad.h"
+#include "backends/cpu/TuningCache.h"
 #include "backends/cpu/Tuner.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -41,9 +43,7 @@ struct DecodeTuning {
   DecodeSetting chosen;
   std::vector<DecodeRate> measured;
   int threads = 1;
-  double seconds = 0; // spent measuring (0 when cached)
-  bool cached = false;
-  std::string cachePath; // where the result is (or would be) kept; "" if none
+  TuningProvenance provenance;
 };
 
 /// The settings `level` measures: the splits at the default prefetch
@@ -52,9 +52,11 @@ std::vector<DecodeSetting> decodeCandidates(TuneLevel level);
 
 /// Measures the candidates on `threads` threads with the SwiGLU product of
 /// `hidden` x `intermediate`, or returns the cached result for the same CPU,
-/// shape, threads, level and kernel source.
+/// shape, threads, level and kernel source. A measurement during which
+/// others took more than `maxForeignShare` of the machine is used but not
+/// cached.
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
-                        TuneLevel level, int threads);
+                        TuneLevel level, int threads, double maxForeignShare = kMaxForeignShare);
 
 /// The split chosen from `measured` (among the settings at the default
 /// prefetch distance): the fastest, unless the default is within

@@ -84,7 +84,7 @@ std::optional<TuningResult> cachedResult(const nlohmann::json &entries) {
   if (!entries.is_array() || entries.empty())
     return std::nullopt;
   TuningResult result;
-  result.cached = true;
+  result.provenance.cached = true;
   for (const nlohmann::json &entry : entries) {
     if (!entry.is_object() || !entry.contains("matmul") || !entry.contains("rows") ||
         !entry.contains("gflops") || !entry["matmul"].is_string() ||
@@ -155,32 +155,30 @@ std::vector<PrefillVariant> prefillCandidates(const CpuTarget &target, int64_t i
 }
 
 TuningResult tunePrefill(const CpuTarget &target, int64_t hidden, int64_t intermediate,
-                         TuneLevel level) {
+                         TuneLevel level, double maxForeignShare) {
   if (hidden % 2 != 0 || intermediate < 16)
     throw std::invalid_argument("--tune: the model's products have no column-block layout");
   const std::vector<PrefillVariant> candidates = prefillCandidates(target, hidden, level);
   const std::string key = cacheKey(target, hidden, intermediate, level, candidates);
   const std::string path = tuningCachePath();
   if (std::optional<TuningResult> cached = cachedResult(readTuningCache(path, key))) {
-    cached->cachePath = path;
+    cached->provenance.cachePath = path;
     pickBest(*cached);
     return *cached;
   }
   TuningResult result;
-  result.cachePath = path;
-  const auto start = std::chrono::steady_clock::now();
-  for (PrefillVariant candidate : candidates) {
-    candidate.gflops = measure(measuredProduct(hidden, intermediate, candidate), target);
-    result.measured.push_back(candidate);
-  }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.provenance = measureAndCache(key, maxForeignShare, [&] {
+    for (PrefillVariant candidate : candidates) {
+      candidate.gflops = measure(measuredProduct(hidden, intermediate, candidate), target);
+      result.measured.push_back(candidate);
+    }
+    nlohmann::json entries = nlohmann::json::array();
+    for (const PrefillVariant &v : result.measured)
+      entries.push_back(
+          {{"matmul", prefillMatmulName(v.matmul)}, {"rows", v.tileRows}, {"gflops", v.gflops}});
+    return entries;
+  });
   pickBest(result);
-  nlohmann::json entries = nlohmann::json::array();
-  for (const PrefillVariant &v : result.measured)
-    entries.push_back(
-        {{"matmul", prefillMatmulName(v.matmul)}, {"rows", v.tileRows}, {"gflops", v.gflops}});
-  if (!writeTuningCache(path, key, entries))
-    result.cachePath.clear();
   return result;
 }
 

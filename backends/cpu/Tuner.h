@@ -11,6 +11,8 @@
 #pragma once
 
 #include "backends/cpu/CpuTarget.h"
+#include "backends/cpu/ForeignLoad.h"
+#include "backends/cpu/TuningCache.h"
 #include "backends/cpu/KernelSource.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -35,9 +37,7 @@ struct PrefillVariant {
 struct TuningResult {
   PrefillVariant best;
   std::vector<PrefillVariant> measured; // every candidate, in the order run
-  double seconds = 0;                   // spent measuring (0 when cached)
-  bool cached = false;
-  std::string cachePath; // where the result is (or would be) kept; "" if none
+  TuningProvenance provenance;
 };
 
 /// The candidates `level` measures on `target` for a product of K = `in`
@@ -48,9 +48,11 @@ std::vector<PrefillVariant> prefillCandidates(const CpuTarget &target, int64_t i
 
 /// Measures the candidates on the SwiGLU product of `hidden` x
 /// `intermediate` (capped so one run stays short), or returns the cached
-/// result for the same CPU, shape, level and kernel source.
+/// result for the same CPU, shape, level and kernel source. A measurement
+/// during which others took more than `maxForeignShare` of the machine is
+/// used but not cached.
 TuningResult tunePrefill(const CpuTarget &target, int64_t hidden, int64_t intermediate,
-                         TuneLevel level);
+                         TuneLevel level, double maxForeignShare = kMaxForeignShare);
 
 /// Records `result` as the module's q3.tuning (matmul, prefill_rows and the
 /// measured rates), which cpu-select-matmul and cpu-select-tiles read.

@@ -1,8 +1,12 @@
 //===- TuningCache.cpp ----------------------------------------------------===//
 #include "backends/cpu/TuningCache.h"
+#include "backends/cpu/ForeignLoad.h"
 
 #include "runtime/AtomicFile.h"
 
+#include <fmt/format.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -49,6 +53,32 @@ bool writeTuningCache(const std::string &path, const std::string &key,
     return false;
   }
   return true;
+}
+
+TuningProvenance measureAndCache(const std::string &key, double maxForeignShare,
+                                 const std::function<nlohmann::json()> &measure) {
+  TuningProvenance provenance;
+  provenance.cachePath = tuningCachePath();
+  const ForeignLoadMonitor monitor;
+  const auto start = std::chrono::steady_clock::now();
+  const nlohmann::json entry = measure();
+  provenance.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  provenance.foreignShare = monitor.foreignShare();
+  provenance.keptOut = provenance.foreignShare > maxForeignShare;
+  if (provenance.keptOut || !writeTuningCache(provenance.cachePath, key, entry))
+    provenance.cachePath.clear();
+  return provenance;
+}
+
+std::string describeProvenance(const TuningProvenance &provenance) {
+  if (provenance.cached)
+    return "cached in " + provenance.cachePath;
+  std::string text = fmt::format("{:.1f} s", provenance.seconds);
+  if (provenance.keptOut)
+    text += fmt::format("; others took {:.0f}% of the CPUs meanwhile, so it is not cached",
+                        provenance.foreignShare * 100);
+  return text;
 }
 
 } // namespace q3::cpu

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 
 namespace q3::cpu {
@@ -24,5 +25,24 @@ nlohmann::json readTuningCache(const std::string &path, const std::string &key);
 /// cache cannot be written.
 bool writeTuningCache(const std::string &path, const std::string &key,
                       const nlohmann::json &entry);
+
+/// Where a tuner's result came from.
+struct TuningProvenance {
+  double seconds = 0;      // spent measuring (0 when cached)
+  bool cached = false;     // read from the cache
+  std::string cachePath;   // where the result is (or would be) kept; "" if none
+  double foreignShare = 0; // others' share of the machine while measuring
+  bool keptOut = false;    // measured while others loaded the machine: not cached
+};
+
+/// Runs `measure` (which returns the entry to cache) while watching the
+/// machine, and caches the entry under `key` unless others took more than
+/// `maxForeignShare` of the machine meanwhile (ForeignLoad.h).
+TuningProvenance measureAndCache(const std::string &key, double maxForeignShare,
+                                 const std::function<nlohmann::json()> &measure);
+
+/// One line for people: "0.8 s", "cached in PATH", or "0.8 s; others took
+/// 35% of the CPUs, so it is not cached".
+std::string describeProvenance(const TuningProvenance &provenance);
 
 } // namespace q3::cpu

@@ -8,6 +8,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <fmt/format.h>
+
 #include <limits>
 #include <stdexcept>
 
@@ -85,10 +87,16 @@ cl::opt<std::string> compileOutput("o", cl::sub(compileCommand), cl::Required,
 cl::opt<std::string> targetTune(
     "tune", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
     cl::init("quick"),
-    cl::desc("With the CPU target and --cpu=host: measure the prefill kernel variants on this "
-             "machine and keep the fastest: off, quick (default, about a second; cached per CPU "
-             "in $XDG_CACHE_HOME/q3c) or full"),
+    cl::desc("With the CPU target and --cpu=host: measure the prefill kernel variants and "
+             "decode's split and prefetch distance on this machine and keep the fastest: off, "
+             "quick (default, about a second; cached per CPU in $XDG_CACHE_HOME/q3c) or full"),
     cl::value_desc("off|quick|full"), cl::cat(q3Category));
+cl::opt<double> tuneMaxForeignShare(
+    "tune-max-foreign-share", cl::sub(dumpCommand), cl::sub(evalCommand),
+    cl::sub(compileCommand), cl::init(cpu::kMaxForeignShare), cl::Hidden,
+    cl::desc("Cache a --tune measurement only when other processes took at most this share "
+             "of the machine's CPU time meanwhile (0 to 1; negative: never cache)"),
+    cl::cat(q3Category));
 cl::opt<bool> compileVerbose("v", cl::sub(compileCommand),
                              cl::desc("Print the choices and the measured rates"),
                              cl::cat(q3Category));
@@ -229,6 +237,15 @@ int64_t configInt(mlir::DictionaryAttr config, const char *key) {
   return value ? value.getInt() : 0;
 }
 
+/// A measurement other processes disturbed is used, not cached: say so.
+void warnIfKeptOut(const char *what, const cpu::TuningProvenance &provenance) {
+  if (provenance.keptOut)
+    llvm::errs() << fmt::format("q3c: warning: --tune: other processes took {:.0f}% of the CPUs "
+                                "while the {} were measured; the choice may be off and is not "
+                                "cached (compile again on a quiet machine to measure again)\n",
+                                provenance.foreignShare * 100, what);
+}
+
 /// Measures for --cpu=host, when the weights are bf16 (only bf16 products
 /// have variants and column blocks): the prefill variants (unless both were
 /// given) and the decode split; records them in the module for the CPU
@@ -252,12 +269,14 @@ HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
   const int64_t intermediate = configInt(config, "intermediate_size");
   HostTuning tuning;
   if (targetPrefillMatmul == "auto" || targetPrefillRows == 0) {
-    tuning.prefill = cpu::tunePrefill(host, hidden, intermediate, level);
+    tuning.prefill = cpu::tunePrefill(host, hidden, intermediate, level, tuneMaxForeignShare);
+    warnIfKeptOut("prefill variants", tuning.prefill->provenance);
     cpu::recordTuning(module, *tuning.prefill);
   }
   // The runtime's default: every CPU this process may use.
-  tuning.decode =
-      cpu::tuneDecode(host, hidden, intermediate, level, runtime::availableCpus());
+  tuning.decode = cpu::tuneDecode(host, hidden, intermediate, level, runtime::availableCpus(),
+                                  tuneMaxForeignShare);
+  warnIfKeptOut("decode splits and prefetch distances", tuning.decode->provenance);
   cpu::recordDecodeTuning(module, *tuning.decode);
   return tuning;
 }

@@ -54,9 +54,7 @@ std::string matmulSummary(const manifest::Manifest &m) {
 /// -v: what the tuner measured and chose for the prefill.
 void printPrefillTuning(const cpu::TuningResult &result) {
   llvm::outs() << "tuned the prefill on " << cpu::resolveCpuTarget("host").llvmCpu << " ("
-               << (result.cached ? "cached in " + result.cachePath
-                                 : fmt::format("{:.1f} s", result.seconds))
-               << "), GFLOP/s of a 128-row SwiGLU product on one thread:\n";
+               << cpu::describeProvenance(result.provenance) << "), GFLOP/s of a 128-row SwiGLU product on one thread:\n";
   for (const cpu::PrefillVariant &v : result.measured)
     llvm::outs() << fmt::format("  {:<10} {} rows  {:6.1f}{}\n",
                                 cpu::prefillMatmulName(v.matmul), v.tileRows, v.gflops,
@@ -69,9 +67,7 @@ void printPrefillTuning(const cpu::TuningResult &result) {
 /// -v: what the tuner measured and chose for decode.
 void printDecodeTuning(const cpu::DecodeTuning &tuning) {
   llvm::outs() << "tuned the decode split and prefetch ("
-               << (tuning.cached ? "cached in " + tuning.cachePath
-                                 : fmt::format("{:.1f} s", tuning.seconds))
-               << "), GB/s of a one-row SwiGLU product on " << tuning.threads << " threads\n";
+               << cpu::describeProvenance(tuning.provenance) << "), GB/s of a one-row SwiGLU product on " << tuning.threads << " threads\n";
   llvm::outs() << fmt::format("  pieces per thread, prefetching {} bytes ahead:\n",
                               cpu::kDefaultPrefetchBytes);
   for (const cpu::DecodeRate &r : tuning.measured)
