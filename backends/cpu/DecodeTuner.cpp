@@ -83,11 +83,29 @@ std::vector<DecodeRate> measureRates(const FusedLinearKernel &product, const Cpu
       const size_t i = (j + size_t(round)) % n;
       rates[i].push_back(streamAll(candidates[i]));
     }
+  // The value `fraction` of the way up the sorted values.
+  auto quantile = [](std::vector<double> values, double fraction) {
+    const auto at = values.begin() + long(double(values.size() - 1) * fraction + 0.5);
+    std::nth_element(values.begin(), at, values.end());
+    return *at;
+  };
+  auto median = [&](const std::vector<double> &values) { return quantile(values, 0.5); };
+  const auto isDefault = [](const DecodeSetting &s) {
+    return s.chunks == kDefaultDecodeChunks && s.prefetchBytes == kDefaultPrefetchBytes;
+  };
+  const auto defaultAt = std::find_if(candidates.begin(), candidates.end(), isDefault);
   std::vector<DecodeRate> measured;
   for (size_t i = 0; i < n; ++i) {
-    std::vector<double> &r = rates[i];
-    std::nth_element(r.begin(), r.begin() + long(r.size() / 2), r.end());
-    measured.push_back({candidates[i], r[r.size() / 2]});
+    DecodeRate rate{candidates[i], median(rates[i])};
+    if (defaultAt != candidates.end()) {
+      const std::vector<double> &base = rates[size_t(defaultAt - candidates.begin())];
+      std::vector<double> ratios;
+      for (int round = 0; round < rounds; ++round)
+        ratios.push_back(rates[i][size_t(round)] / base[size_t(round)]);
+      rate.relative = median(ratios);
+      rate.relativeLow = quantile(ratios, 0.25);
+    }
+    measured.push_back(rate);
   }
   return measured;
 }
@@ -112,31 +130,40 @@ std::optional<std::vector<DecodeRate>> cachedRates(const nlohmann::json &entries
     for (const char *key : {"chunks", "prefetch_bytes"})
       if (!entry.contains(key) || !entry[key].is_number_integer() || entry[key].get<int64_t>() < 1)
         return std::nullopt;
-    if (!entry.contains("gb_s") || !entry["gb_s"].is_number())
-      return std::nullopt;
+    for (const char *key : {"gb_s", "relative", "relative_low"})
+      if (!entry.contains(key) || !entry[key].is_number() || !(entry[key].get<double>() > 0))
+        return std::nullopt;
     measured.push_back({{entry["chunks"].get<int64_t>(), entry["prefetch_bytes"].get<int64_t>()},
-                        entry["gb_s"].get<double>()});
+                        entry["gb_s"].get<double>(), entry["relative"].get<double>(),
+                        entry["relative_low"].get<double>()});
   }
   return measured;
 }
 
-/// The fastest value of `field` among the rates whose other field is at its
-/// default, unless `fallback` is within kDecodeTieFraction of it.
+/// Among the rates whose other field is at its default: the value of
+/// `field` fastest relative to the default setting among those that beat it
+/// clearly (median ratio above 1 + kDecodeTieFraction, lower quartile above
+/// 1), else `fallback`; the fastest by rate when `fallback` was not measured.
 template <typename Field, typename Other>
 int64_t chooseWithTie(const std::vector<DecodeRate> &measured, Field field, Other other,
                       int64_t otherDefault, int64_t fallback) {
-  std::optional<DecodeRate> best, kept;
+  std::optional<DecodeRate> fastest, clearWinner;
+  bool defaultMeasured = false;
   for (const DecodeRate &r : measured) {
     if (other(r.setting) != otherDefault)
       continue;
-    if (!best || r.gbPerSecond > best->gbPerSecond)
-      best = r;
-    if (field(r.setting) == fallback)
-      kept = r;
+    if (!fastest || r.gbPerSecond > fastest->gbPerSecond)
+      fastest = r;
+    const bool clear = r.relative > 1.0 + kDecodeTieFraction && r.relativeLow > 1.0;
+    if (clear && (!clearWinner || r.relative > clearWinner->relative))
+      clearWinner = r;
+    defaultMeasured |= field(r.setting) == fallback;
   }
-  if (!best || (kept && kept->gbPerSecond * (1.0 + kDecodeTieFraction) >= best->gbPerSecond))
+  if (!fastest)
     return fallback;
-  return field(best->setting);
+  if (!defaultMeasured)
+    return field(fastest->setting);
+  return clearWinner ? field(clearWinner->setting) : fallback;
 }
 
 int64_t chunksOf(const DecodeSetting &s) { return s.chunks; }
@@ -187,7 +214,9 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
       for (const DecodeRate &r : tuning.measured)
         entries.push_back({{"chunks", r.setting.chunks},
                            {"prefetch_bytes", r.setting.prefetchBytes},
-                           {"gb_s", r.gbPerSecond}});
+                           {"gb_s", r.gbPerSecond},
+                           {"relative", r.relative},
+                           {"relative_low", r.relativeLow}});
       return entries;
     });
   }

@@ -37,6 +37,14 @@ struct DecodeSetting {
 struct DecodeRate {
   DecodeSetting setting;
   double gbPerSecond = 0; // weight bytes streamed per second, 1e9: median of the rounds
+  /// The median over the rounds of this setting's rate over the default
+  /// setting's in the same round (1 for the default): the rounds run the
+  /// candidates back to back, so a ratio within one round is not moved by
+  /// the bandwidth's drift from round to round as much as the rates are.
+  double relative = 1;
+  /// The lower quartile of those ratios: a setting replaces the default only
+  /// when it was faster in at least three rounds of four.
+  double relativeLow = 1;
 };
 
 struct DecodeTuning {
@@ -59,8 +67,10 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
                         TuneLevel level, int threads, double maxForeignShare = kMaxForeignShare);
 
 /// The split chosen from `measured` (among the settings at the default
-/// prefetch distance): the fastest, unless the default is within
-/// `kDecodeTieFraction` of it.
+/// prefetch distance): the fastest relative to the default, if its median
+/// ratio beats the default's by more than `kDecodeTieFraction` and its lower
+/// quartile by anything; else the default (the fastest by rate when the
+/// default was not measured).
 int64_t chooseDecodeChunks(const std::vector<DecodeRate> &measured);
 
 /// The prefetch distance chosen from `measured` (among the settings at the

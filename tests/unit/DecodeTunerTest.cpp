@@ -21,11 +21,12 @@ using cpu::DecodeRate;
 constexpr int64_t kChunks = cpu::kDefaultDecodeChunks;
 constexpr int64_t kAhead = cpu::kDefaultPrefetchBytes;
 
-/// Rates of splits at the default prefetch distance.
+/// Rates of splits at the default prefetch distance, each round's ratio to
+/// the default (40 GB/s) as the ratio of the rates.
 std::vector<DecodeRate> splits(std::vector<std::pair<int64_t, double>> rates) {
   std::vector<DecodeRate> measured;
   for (auto [chunks, gbPerSecond] : rates)
-    measured.push_back({{chunks, kAhead}, gbPerSecond});
+    measured.push_back({{chunks, kAhead}, gbPerSecond, gbPerSecond / 40.0, gbPerSecond / 40.0});
   return measured;
 }
 
@@ -46,17 +47,36 @@ TEST(DecodeTuner, WithoutTheDefaultMeasuredTakesTheFastest) {
   EXPECT_EQ(cpu::chooseDecodeChunks({}), kChunks);
 }
 
+// The rounds' ratios decide, not the medians of the rates: a candidate whose
+// median rate is higher because its fast rounds fell in fast minutes, but
+// which was no faster than the default within its rounds, does not win.
+TEST(DecodeTuner, JudgesBySameRoundRatios) {
+  const DecodeRate base{{kChunks, kAhead}, 40.0, 1.0, 1.0};
+  EXPECT_EQ(cpu::chooseDecodeChunks({base, {{8, kAhead}, 45.0, 1.01, 0.99}}), kChunks);
+  EXPECT_EQ(cpu::chooseDecodeChunks({base, {{8, kAhead}, 39.0, 1.05, 1.01}}), 8);
+}
+
+// A median ratio past the tie that lost a quarter of its rounds or more is
+// the noise's: the default stays.
+TEST(DecodeTuner, KeepsTheDefaultWhenTheWinnerLostManyRounds) {
+  const DecodeRate base{{kChunks, kAhead}, 40.0, 1.0, 1.0};
+  EXPECT_EQ(cpu::chooseDecodeChunks({base, {{8, kAhead}, 42.0, 1.05, 0.98}}), kChunks);
+  EXPECT_EQ(cpu::chooseDecodePrefetch({base, {{kChunks, 32768}, 42.0, 1.07, 0.995}}), kAhead);
+  EXPECT_EQ(cpu::chooseDecodePrefetch({base, {{kChunks, 32768}, 42.0, 1.07, 1.02}}), 32768);
+}
+
 // Each choice compares settings that differ in its own field only: a fast
 // distance measured at the default split says nothing about the split.
 TEST(DecodeTuner, ChoosesTheSplitAndTheDistanceEachAtTheOthersDefault) {
-  const std::vector<DecodeRate> measured = {{{2, kAhead}, 40.0},
-                                            {{kChunks, kAhead}, 40.0},
-                                            {{kChunks, 4096}, 39.0},
-                                            {{kChunks, 16384}, 45.0},
-                                            {{8, 32768}, 60.0}};
+  const std::vector<DecodeRate> measured = {{{2, kAhead}, 40.0, 1.0, 1.0},
+                                            {{kChunks, kAhead}, 40.0, 1.0, 1.0},
+                                            {{kChunks, 4096}, 39.0, 0.975, 0.97},
+                                            {{kChunks, 16384}, 45.0, 1.125, 1.1},
+                                            {{8, 32768}, 60.0, 1.5, 1.4}};
   EXPECT_EQ(cpu::chooseDecodeChunks(measured), kChunks);
   EXPECT_EQ(cpu::chooseDecodePrefetch(measured), 16384);
-  const std::vector<DecodeRate> close = {{{kChunks, kAhead}, 40.0}, {{kChunks, 4096}, 40.5}};
+  const std::vector<DecodeRate> close = {{{kChunks, kAhead}, 40.0, 1.0, 1.0},
+                                         {{kChunks, 4096}, 40.5, 1.0125, 1.01}};
   EXPECT_EQ(cpu::chooseDecodePrefetch(close), kAhead);
 }
 

@@ -68,11 +68,14 @@ void printPrefillTuning(const cpu::TuningResult &result) {
 void printDecodeTuning(const cpu::DecodeTuning &tuning) {
   llvm::outs() << "tuned the decode split and prefetch ("
                << cpu::describeProvenance(tuning.provenance) << "), GB/s of a one-row SwiGLU product on " << tuning.threads << " threads\n";
-  llvm::outs() << fmt::format("  pieces per thread, prefetching {} bytes ahead:\n",
+  llvm::outs() << fmt::format("  pieces per thread, prefetching {} bytes ahead (GB/s; the "
+                              "median and lower quartile of the ratios to the default in the same "
+                              "rounds):\n",
                               cpu::kDefaultPrefetchBytes);
   for (const cpu::DecodeRate &r : tuning.measured)
     if (r.setting.prefetchBytes == cpu::kDefaultPrefetchBytes)
-      llvm::outs() << fmt::format("  {:>6} pieces  {:6.1f}{}\n", r.setting.chunks, r.gbPerSecond,
+      llvm::outs() << fmt::format("  {:>6} pieces  {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.chunks,
+                                  r.gbPerSecond, r.relative, r.relativeLow,
                                   r.setting.chunks == tuning.chosen.chunks ? "  <- chosen" : "");
   llvm::outs() << fmt::format("  prefetch distance, {} pieces per thread:\n",
                               cpu::kDefaultDecodeChunks);
@@ -82,8 +85,9 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
   });
   for (const cpu::DecodeRate &r : byDistance)
     if (r.setting.chunks == cpu::kDefaultDecodeChunks)
-      llvm::outs() << fmt::format("  {:>6} bytes   {:6.1f}{}\n", r.setting.prefetchBytes,
-                                  r.gbPerSecond,
+      llvm::outs() << fmt::format("  {:>6} bytes   {:6.1f}  {:.3f} {:.3f}{}\n",
+                                  r.setting.prefetchBytes, r.gbPerSecond, r.relative,
+                                  r.relativeLow,
                                   r.setting.prefetchBytes == tuning.chosen.prefetchBytes
                                       ? "  <- chosen"
                                       : "");
