@@ -69,7 +69,7 @@ struct Model::State {
   void runStep(size_t index, int64_t rows, int64_t startPos, int64_t firstRow = 0);
   /// Counts one call of step `index` (and the weight bytes it reads) while
   /// profiling.
-  void countCall(size_t index);
+  void countCall(size_t index, int64_t visible);
 };
 
 void Model::State::allocate() {
@@ -173,19 +173,23 @@ void Model::State::runStep(size_t index, int64_t rows, int64_t startPos, int64_t
       driver->finish(); // the time of this dispatch, not of issuing it
       p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
-    countCall(index);
+    countCall(index, startPos + rows);
   }
 }
 
-void Model::State::countCall(size_t index) {
+void Model::State::countCall(size_t index, int64_t visible) {
   KernelProfile &p = stepProfiles[index];
   p.calls += 1;
   // Column-tiled (fixed-grid) kernels read all of each weight once per
-  // call; the row-gridded ones (the embedding) gather rows.
-  if (stepKernelInfo[index]->gridKind == manifest::GridKind::Fixed)
-    for (const manifest::Binding &operand : manifest.steps[index].operands)
-      if (operand.kind == BindingKind::Weight)
-        p.weightBytes += weights.at(size_t(operand.id)).bytes();
+  // call; the row-gridded ones (the embedding) gather rows. A layer's keys
+  // or values are read at the `visible` positions of every KV head.
+  const bool fixedGrid = stepKernelInfo[index]->gridKind == manifest::GridKind::Fixed;
+  for (const manifest::Binding &operand : manifest.steps[index].operands) {
+    if (operand.kind == BindingKind::Weight && fixedGrid)
+      p.weightBytes += weights.at(size_t(operand.id)).bytes();
+    if (operand.kind == BindingKind::CacheKeys || operand.kind == BindingKind::CacheValues)
+      p.cacheBytes += visible * kvRowBytes;
+  }
 }
 
 void Model::State::runChunk(int64_t rows, int64_t startPos, int64_t logitsRows) {
@@ -199,7 +203,7 @@ void Model::State::runChunk(int64_t rows, int64_t startPos, int64_t logitsRows) 
   if (replayed && profiling)
     for (size_t i = 0; i <= last; ++i)
       if (i < last || logitsRows > 0)
-        countCall(i);
+        countCall(i, startPos + rows);
   if (!replayed) {
     for (size_t i = 0; i < last; ++i)
       runStep(i, rows, startPos);
@@ -461,6 +465,7 @@ std::vector<KernelProfile> Model::profile() const {
     it->calls += step.calls;
     it->seconds += step.seconds;
     it->weightBytes += step.weightBytes;
+    it->cacheBytes += step.cacheBytes;
   }
   return byKernel;
 }

@@ -32,6 +32,9 @@ struct KernelProfile {
   int64_t calls = 0;
   double seconds = 0;
   int64_t weightBytes = 0; // weight bytes the kernel read over those calls
+  /// KV-cache bytes of the visible positions of the layers the kernel read
+  /// (attention), once per call: decode's real traffic, a prefill's least.
+  int64_t cacheBytes = 0;
 };
 
 struct ModelOptions {

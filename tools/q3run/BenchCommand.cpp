@@ -127,25 +127,28 @@ json profileJson(const PhaseProfile &phase) {
     kernels.push_back({{"kernel", k.kernel},
                        {"calls", k.calls},
                        {"seconds", k.seconds},
-                       {"weight_bytes", k.weightBytes}});
+                       {"weight_bytes", k.weightBytes},
+                       {"cache_bytes", k.cacheBytes}});
   return {{"phase", phase.phase}, {"tokens", phase.tokens}, {"kernels", kernels}};
 }
 
-// Per kernel: share of the phase's time and, for kernels that read weights,
-// the rate they streamed them at.
+// Per kernel: share of the phase's time and, for kernels that read weights
+// or the KV cache, the rate they streamed them at.
 void printProfile(const PhaseProfile &phase) {
   double total = 0;
   for (const runtime::KernelProfile &k : phase.kernels)
     total += k.seconds;
   std::vector<std::vector<std::string>> rows = {
-      {"kernel", "calls", "ms", "% of " + phase.phase, "weights read", "GB/s"}};
-  for (const runtime::KernelProfile &k : phase.kernels)
+      {"kernel", "calls", "ms", "% of " + phase.phase, "weights read", "KV read", "GB/s"}};
+  for (const runtime::KernelProfile &k : phase.kernels) {
+    const int64_t read = k.weightBytes + k.cacheBytes;
     rows.push_back({k.kernel, std::to_string(k.calls), fmt::format("{:.2f}", k.seconds * 1e3),
                     fmt::format("{:.1f}%", total > 0 ? 100 * k.seconds / total : 0.0),
                     k.weightBytes ? formatBytes(double(k.weightBytes)) : "-",
-                    k.weightBytes && k.seconds > 0
-                        ? fmt::format("{:.1f}", double(k.weightBytes) / k.seconds / 1e9)
-                        : "-"});
+                    k.cacheBytes ? formatBytes(double(k.cacheBytes)) : "-",
+                    read && k.seconds > 0 ? fmt::format("{:.1f}", double(read) / k.seconds / 1e9)
+                                          : "-"});
+  }
   fmt::print("\n{} of {} tokens, {:.2f} ms in kernels:\n", phase.phase, phase.tokens, total * 1e3);
   printTable(rows);
 }
