@@ -60,7 +60,6 @@ namespace {
 constexpr llvm::StringLiteral kGridKinds[] = {"fixed", "per_row"};
 constexpr llvm::StringLiteral kMatmuls[] = {"f32", "avx512bf16", "amx"};
 constexpr int64_t kMaxChunksPerThread = 64;
-constexpr int64_t kMaxPrefetchBytes = int64_t(1) << 20;
 
 /// The mutable form of the attribute's parameters.
 struct LoweringFields {
@@ -225,9 +224,11 @@ LogicalResult LoweringConfigAttr::verify(function_ref<InFlightDiagnostic()> emit
     if (chunks < 0 || chunks > kMaxChunksPerThread)
       return emitError() << "#q3.lowering: chunks per thread must be 1 to " << kMaxChunksPerThread
                          << ", got " << chunks;
-  if (prefetchBytes < 0 || prefetchBytes > kMaxPrefetchBytes)
-    return emitError() << "#q3.lowering: prefetch_bytes must be 1 to " << kMaxPrefetchBytes
-                       << ", got " << prefetchBytes;
+  if (prefetchBytes != 0 && (prefetchBytes < LoweringConfigAttr::kMinPrefetchBytes ||
+                             prefetchBytes > LoweringConfigAttr::kMaxPrefetchBytes))
+    return emitError() << "#q3.lowering: prefetch_bytes must be "
+                       << LoweringConfigAttr::kMinPrefetchBytes << " to "
+                       << LoweringConfigAttr::kMaxPrefetchBytes << ", got " << prefetchBytes;
   for (ArrayRef<int64_t> sizes : {tile, workgroupSize})
     for (int64_t size : sizes)
       if (size <= 0)

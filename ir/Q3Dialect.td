@@ -140,6 +140,9 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     LoweringConfigAttr withPrefetchBytes(int64_t bytes) const;
     LoweringConfigAttr withWorkgroupSize(::llvm::ArrayRef<int64_t> size) const;
     bool hasGrid() const { return !getGridKind().empty(); }
+    /// prefetch_bytes, when set: at least a cache line, at most 1 MiB.
+    static constexpr int64_t kMinPrefetchBytes = 64;
+    static constexpr int64_t kMaxPrefetchBytes = int64_t(1) << 20;
   }];
 }
 

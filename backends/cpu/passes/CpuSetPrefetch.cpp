@@ -29,9 +29,6 @@ using namespace q3::ir;
 namespace q3::cpu {
 namespace {
 
-constexpr int64_t kMinPrefetchBytes = 64; // one cache line
-constexpr int64_t kMaxPrefetchBytes = int64_t(1) << 20;
-
 /// Products always; attention when it takes the vector template (the
 /// scalar one, for head sizes that are not a multiple of 16, prefetches
 /// nothing).
@@ -59,10 +56,11 @@ struct CpuSetPrefetchPass : impl::CpuSetPrefetchBase<CpuSetPrefetchPass> {
 
   void runOnOperation() override {
     const int64_t distance = distanceOf(getOperation());
-    if (distance < kMinPrefetchBytes || distance > kMaxPrefetchBytes) {
+    if (distance < LoweringConfigAttr::kMinPrefetchBytes ||
+        distance > LoweringConfigAttr::kMaxPrefetchBytes) {
       getOperation().emitError() << "cpu-set-prefetch: prefetch bytes must be "
-                                 << kMinPrefetchBytes << " to " << kMaxPrefetchBytes << ", got "
-                                 << distance;
+                                 << LoweringConfigAttr::kMinPrefetchBytes << " to "
+                                 << LoweringConfigAttr::kMaxPrefetchBytes << ", got " << distance;
       return signalPassFailure();
     }
     for (func::FuncOp kernel : kernelsOf(getOperation()))

@@ -220,3 +220,14 @@ func.func @dispatch_not_kernel(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
 func.func private @f(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
   return %x : tensor<?x8xf32>
 }
+
+// -----
+
+// A decode loop cannot prefetch less than a cache line ahead.
+// expected-error @+1 {{#q3.lowering: prefetch_bytes must be 64 to 1048576, got 8}}
+func.func private @prefetch_too_near() attributes {q3.lowering = #q3.lowering<prefetch_bytes = 8>}
+
+// -----
+
+// expected-error @+1 {{#q3.lowering: prefetch_bytes must be 64 to 1048576, got 2097152}}
+func.func private @prefetch_too_far() attributes {q3.lowering = #q3.lowering<prefetch_bytes = 2097152>}
