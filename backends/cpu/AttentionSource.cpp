@@ -14,7 +14,7 @@
 // Decode (one row) makes one pass over the keys and values, 512 positions
 // at a time with an online softmax: it scores a block's keys, two positions
 // per step for its P heads, then adds the block's values, so each streams
-// as one long run, each row prefetched a q3.lowering prefetch_bytes ahead
+// as one long run, each row prefetched q3.lowering's prefetch_bytes ahead
 // (the cache is on 4 KiB pages, where the hardware prefetchers stop). Other
 // head sizes take a scalar template, one query head and one row per
 // workgroup. A bf16 or f16 cache is widened exactly as it is loaded.
@@ -440,10 +440,9 @@ func.func private @{name}_decode(%q: {queryType}, %keys: {kvType}, %values: {kvT
       fmt::arg("kvType", types.kv), fmt::arg("scoreParams", scoreParams),
       fmt::arg("d", kernel.headDim), fmt::arg("scale", kernel.scale), fmt::arg("setup", setup),
       fmt::arg("lanes", lanes), fmt::arg("block", kDecodeBlockPositions),
-      fmt::arg("ahead", aheadPositions(kernel)),
-      fmt::arg("carried", carried), fmt::arg("iterArgs", iterArgs),
-      fmt::arg("iterTypes", iterTypes), fmt::arg("body", body), fmt::arg("yields", yields),
-      fmt::arg("finish", finish));
+      fmt::arg("ahead", aheadPositions(kernel)), fmt::arg("carried", carried),
+      fmt::arg("iterArgs", iterArgs), fmt::arg("iterTypes", iterTypes), fmt::arg("body", body),
+      fmt::arg("yields", yields), fmt::arg("finish", finish));
 }
 
 /// The flash kernel's scratch, one set per thread (every buffer L1-sized):
@@ -911,8 +910,7 @@ std::string scalarAttention(const AttentionKernel &kernel, const AttentionTypes 
 
 std::string attentionSource(const AttentionKernel &kernel) {
   const AttentionTypes types = typesOf(kernel);
-  return kernel.vectorized() ? vectorAttention(kernel, types)
-                                      : scalarAttention(kernel, types);
+  return kernel.vectorized() ? vectorAttention(kernel, types) : scalarAttention(kernel, types);
 }
 
 } // namespace q3::cpu

@@ -134,7 +134,8 @@ std::optional<std::vector<DecodeRate>> cachedRates(const nlohmann::json &entries
       if (!entry.contains(key) || !entry[key].is_number() || !(entry[key].get<double>() > 0))
         return std::nullopt;
     measured.push_back({{entry["chunks"].get<int64_t>(), entry["prefetch_bytes"].get<int64_t>()},
-                        entry["gb_s"].get<double>(), entry["relative"].get<double>(),
+                        entry["gb_s"].get<double>(),
+                        entry["relative"].get<double>(),
                         entry["relative_low"].get<double>()});
   }
   return measured;
@@ -176,20 +177,18 @@ std::vector<DecodeSetting> decodeCandidates(TuneLevel level) {
   std::vector<DecodeSetting> candidates;
   for (int64_t chunks : full ? std::vector<int64_t>{1, 2, 4, 8, 16} : std::vector<int64_t>{2, 4, 8})
     candidates.push_back({chunks, kDefaultPrefetchBytes});
-  for (int64_t bytes : full ? std::vector<int64_t>{2048, 4096, 16384, 32768}
-                            : std::vector<int64_t>{4096, 16384})
+  for (int64_t bytes :
+       full ? std::vector<int64_t>{2048, 4096, 16384, 32768} : std::vector<int64_t>{4096, 16384})
     candidates.push_back({kDefaultDecodeChunks, bytes});
   return candidates;
 }
 
 int64_t chooseDecodeChunks(const std::vector<DecodeRate> &measured) {
-  return chooseWithTie(measured, chunksOf, prefetchOf, kDefaultPrefetchBytes,
-                       kDefaultDecodeChunks);
+  return chooseWithTie(measured, chunksOf, prefetchOf, kDefaultPrefetchBytes, kDefaultDecodeChunks);
 }
 
 int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured) {
-  return chooseWithTie(measured, prefetchOf, chunksOf, kDefaultDecodeChunks,
-                       kDefaultPrefetchBytes);
+  return chooseWithTie(measured, prefetchOf, chunksOf, kDefaultDecodeChunks, kDefaultPrefetchBytes);
 }
 
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
@@ -231,7 +230,9 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
     entries.assign(existing.begin(), existing.end());
   // The splits at the default distance, the distances at the default split.
   llvm::SmallVector<mlir::NamedAttribute> splitRates, prefetchRates;
-  auto rate = [&](double gbPerSecond) { return b.getF64FloatAttr(std::round(gbPerSecond * 10) / 10); };
+  auto rate = [&](double gbPerSecond) {
+    return b.getF64FloatAttr(std::round(gbPerSecond * 10) / 10);
+  };
   for (const DecodeRate &r : tuning.measured) {
     if (r.setting.prefetchBytes == kDefaultPrefetchBytes)
       splitRates.push_back(
@@ -242,8 +243,8 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
   }
   entries.push_back(b.getNamedAttr("decode_chunks", b.getI64IntegerAttr(tuning.chosen.chunks)));
   entries.push_back(b.getNamedAttr("decode_gb_s", b.getDictionaryAttr(splitRates)));
-  entries.push_back(b.getNamedAttr("decode_prefetch_bytes",
-                                   b.getI64IntegerAttr(tuning.chosen.prefetchBytes)));
+  entries.push_back(
+      b.getNamedAttr("decode_prefetch_bytes", b.getI64IntegerAttr(tuning.chosen.prefetchBytes)));
   entries.push_back(b.getNamedAttr("decode_prefetch_gb_s", b.getDictionaryAttr(prefetchRates)));
   entries.push_back(b.getNamedAttr(
       "decode_measured_on",

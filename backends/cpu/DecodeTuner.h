@@ -17,8 +17,8 @@
 
 #include "backends/cpu/CpuTarget.h"
 #include "backends/cpu/ForeignLoad.h"
-#include "backends/cpu/TuningCache.h"
 #include "backends/cpu/Tuner.h"
+#include "backends/cpu/TuningCache.h"
 
 #include "mlir/IR/BuiltinOps.h"
 

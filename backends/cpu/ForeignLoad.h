@@ -28,8 +28,7 @@ std::optional<MachineCpuTime> parseMachineCpuTime(const std::string &line);
 
 /// Others' share of the machine's CPU time between two readings: the
 /// machine's busy ticks less this process's own, over all ticks (0 to 1).
-double foreignShare(const MachineCpuTime &before, const MachineCpuTime &after,
-                    double ownTicks);
+double foreignShare(const MachineCpuTime &before, const MachineCpuTime &after, double ownTicks);
 
 /// Starts watching when made; foreignShare() says how much of the machine
 /// went to others since (0 when /proc/stat cannot be read).

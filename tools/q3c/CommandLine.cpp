@@ -85,15 +85,14 @@ cl::opt<std::string> compileOutput("o", cl::sub(compileCommand), cl::Required,
                                    cl::desc("The artifact to write"), cl::value_desc("file.q3"),
                                    cl::cat(q3Category));
 cl::opt<std::string> targetTune(
-    "tune", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
-    cl::init("quick"),
+    "tune", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand), cl::init("quick"),
     cl::desc("With the CPU target and --cpu=host: measure the prefill kernel variants and "
              "decode's split and prefetch distance on this machine and keep the fastest: off, "
              "quick (default, about a second; cached per CPU in $XDG_CACHE_HOME/q3c) or full"),
     cl::value_desc("off|quick|full"), cl::cat(q3Category));
 cl::opt<double> tuneMaxForeignShare(
-    "tune-max-foreign-share", cl::sub(dumpCommand), cl::sub(evalCommand),
-    cl::sub(compileCommand), cl::init(cpu::kMaxForeignShare), cl::Hidden,
+    "tune-max-foreign-share", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init(cpu::kMaxForeignShare), cl::Hidden,
     cl::desc("Cache a --tune measurement only when other processes took at most this share "
              "of the machine's CPU time meanwhile (0 to 1; negative: never cache)"),
     cl::cat(q3Category));

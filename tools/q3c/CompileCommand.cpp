@@ -26,13 +26,13 @@
 #include "mlir/IR/MLIRContext.h"
 #include <fmt/format.h>
 
-#include <algorithm>
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <chrono>
-#include <set>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 namespace q3::tools {
@@ -54,7 +54,8 @@ std::string matmulSummary(const manifest::Manifest &m) {
 /// -v: what the tuner measured and chose for the prefill.
 void printPrefillTuning(const cpu::TuningResult &result) {
   llvm::outs() << "tuned the prefill on " << cpu::resolveCpuTarget("host").llvmCpu << " ("
-               << cpu::describeProvenance(result.provenance) << "), GFLOP/s of a 128-row SwiGLU product on one thread:\n";
+               << cpu::describeProvenance(result.provenance)
+               << "), GFLOP/s of a 128-row SwiGLU product on one thread:\n";
   for (const cpu::PrefillVariant &v : result.measured)
     llvm::outs() << fmt::format("  {:<10} {} rows  {:6.1f}{}\n",
                                 cpu::prefillMatmulName(v.matmul), v.tileRows, v.gflops,
@@ -67,7 +68,8 @@ void printPrefillTuning(const cpu::TuningResult &result) {
 /// -v: what the tuner measured and chose for decode.
 void printDecodeTuning(const cpu::DecodeTuning &tuning) {
   llvm::outs() << "tuned the decode split and prefetch ("
-               << cpu::describeProvenance(tuning.provenance) << "), GB/s of a one-row SwiGLU product on " << tuning.threads << " threads\n";
+               << cpu::describeProvenance(tuning.provenance)
+               << "), GB/s of a one-row SwiGLU product on " << tuning.threads << " threads\n";
   llvm::outs() << fmt::format("  pieces per thread, prefetching {} bytes ahead (GB/s; the "
                               "median and lower quartile of the ratios to the default in the same "
                               "rounds):\n",
@@ -85,12 +87,10 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
   });
   for (const cpu::DecodeRate &r : byDistance)
     if (r.setting.chunks == cpu::kDefaultDecodeChunks)
-      llvm::outs() << fmt::format("  {:>6} bytes   {:6.1f}  {:.3f} {:.3f}{}\n",
-                                  r.setting.prefetchBytes, r.gbPerSecond, r.relative,
-                                  r.relativeLow,
-                                  r.setting.prefetchBytes == tuning.chosen.prefetchBytes
-                                      ? "  <- chosen"
-                                      : "");
+      llvm::outs() << fmt::format(
+          "  {:>6} bytes   {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.prefetchBytes, r.gbPerSecond,
+          r.relative, r.relativeLow,
+          r.setting.prefetchBytes == tuning.chosen.prefetchBytes ? "  <- chosen" : "");
 }
 
 /// The text sections compile embedded, and the folder they came from.

@@ -142,12 +142,12 @@ void printProfile(const PhaseProfile &phase) {
       {"kernel", "calls", "ms", "% of " + phase.phase, "weights read", "KV read", "GB/s"}};
   for (const runtime::KernelProfile &k : phase.kernels) {
     const int64_t read = k.weightBytes + k.cacheBytes;
-    rows.push_back({k.kernel, std::to_string(k.calls), fmt::format("{:.2f}", k.seconds * 1e3),
-                    fmt::format("{:.1f}%", total > 0 ? 100 * k.seconds / total : 0.0),
-                    k.weightBytes ? formatBytes(double(k.weightBytes)) : "-",
-                    k.cacheBytes ? formatBytes(double(k.cacheBytes)) : "-",
-                    read && k.seconds > 0 ? fmt::format("{:.1f}", double(read) / k.seconds / 1e9)
-                                          : "-"});
+    rows.push_back(
+        {k.kernel, std::to_string(k.calls), fmt::format("{:.2f}", k.seconds * 1e3),
+         fmt::format("{:.1f}%", total > 0 ? 100 * k.seconds / total : 0.0),
+         k.weightBytes ? formatBytes(double(k.weightBytes)) : "-",
+         k.cacheBytes ? formatBytes(double(k.cacheBytes)) : "-",
+         read && k.seconds > 0 ? fmt::format("{:.1f}", double(read) / k.seconds / 1e9) : "-"});
   }
   fmt::print("\n{} of {} tokens, {:.2f} ms in kernels:\n", phase.phase, phase.tokens, total * 1e3);
   printTable(rows);
