@@ -246,6 +246,9 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
   entries.push_back(
       b.getNamedAttr("decode_prefetch_bytes", b.getI64IntegerAttr(tuning.chosen.prefetchBytes)));
   entries.push_back(b.getNamedAttr("decode_prefetch_gb_s", b.getDictionaryAttr(prefetchRates)));
+  if (tuning.provenance.keptOut)
+    entries.push_back(b.getNamedAttr("decode_others_share",
+                                     b.getF64FloatAttr(shareForPeople(tuning.provenance))));
   entries.push_back(b.getNamedAttr(
       "decode_measured_on",
       b.getStringAttr(fmt::format("one-row SwiGLU product, {} threads", tuning.threads))));

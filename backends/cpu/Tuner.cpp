@@ -194,6 +194,9 @@ void recordTuning(mlir::ModuleOp module, const TuningResult &result) {
       b.getNamedAttr("prefill_rows", b.getI64IntegerAttr(result.best.tileRows)),
       b.getNamedAttr("prefill_gflops", b.getDictionaryAttr(rates)),
       b.getNamedAttr("measured_on", b.getStringAttr("pp128 SwiGLU product, one thread"))};
+  if (result.provenance.keptOut)
+    tuning.push_back(b.getNamedAttr("prefill_others_share",
+                                    b.getF64FloatAttr(shareForPeople(result.provenance))));
   module->setAttr(kTuningAttrName, b.getDictionaryAttr(tuning));
 }
 

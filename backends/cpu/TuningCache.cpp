@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +70,10 @@ TuningProvenance measureAndCache(const std::string &key, double maxForeignShare,
   if (provenance.keptOut || !writeTuningCache(provenance.cachePath, key, entry))
     provenance.cachePath.clear();
   return provenance;
+}
+
+double shareForPeople(const TuningProvenance &provenance) {
+  return std::round(provenance.foreignShare * 100) / 100;
 }
 
 std::string describeProvenance(const TuningProvenance &provenance) {

@@ -45,4 +45,9 @@ TuningProvenance measureAndCache(const std::string &key, double maxForeignShare,
 /// 35% of the CPUs, so it is not cached".
 std::string describeProvenance(const TuningProvenance &provenance);
 
+/// The share of the machine others took, rounded to hundredths: what
+/// q3.tuning records (as `prefill_others_share`, `decode_others_share`) for
+/// a measurement that was kept out of the cache.
+double shareForPeople(const TuningProvenance &provenance);
+
 } // namespace q3::cpu

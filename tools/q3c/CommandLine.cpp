@@ -8,8 +8,6 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <fmt/format.h>
-
 #include <limits>
 #include <stdexcept>
 
@@ -236,15 +234,6 @@ int64_t configInt(mlir::DictionaryAttr config, const char *key) {
   return value ? value.getInt() : 0;
 }
 
-/// A measurement other processes disturbed is used, not cached: say so.
-void warnIfKeptOut(const char *what, const cpu::TuningProvenance &provenance) {
-  if (provenance.keptOut)
-    llvm::errs() << fmt::format("q3c: warning: --tune: other processes took {:.0f}% of the CPUs "
-                                "while the {} were measured; the choice may be off and is not "
-                                "cached (compile again on a quiet machine to measure again)\n",
-                                provenance.foreignShare * 100, what);
-}
-
 /// Measures for --cpu=host, when the weights are bf16 (only bf16 products
 /// have variants and column blocks): the prefill variants (unless both were
 /// given) and the decode split; records them in the module for the CPU
@@ -269,13 +258,11 @@ HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
   HostTuning tuning;
   if (targetPrefillMatmul == "auto" || targetPrefillRows == 0) {
     tuning.prefill = cpu::tunePrefill(host, hidden, intermediate, level, tuneMaxForeignShare);
-    warnIfKeptOut("prefill variants", tuning.prefill->provenance);
     cpu::recordTuning(module, *tuning.prefill);
   }
   // The runtime's default: every CPU this process may use.
   tuning.decode = cpu::tuneDecode(host, hidden, intermediate, level, runtime::availableCpus(),
                                   tuneMaxForeignShare);
-  warnIfKeptOut("decode splits and prefetch distances", tuning.decode->provenance);
   cpu::recordDecodeTuning(module, *tuning.decode);
   return tuning;
 }
