@@ -60,6 +60,22 @@ int64_t peakRssBytes() {
   return int64_t(usage.ru_maxrss) * 1024; // Linux reports kilobytes
 }
 
+// The process's CPU time (all threads) and page faults so far: a load's
+// share in the kernel says how much of it went to faulting in fresh memory.
+struct ProcessTimes {
+  double userSeconds = 0, systemSeconds = 0;
+  int64_t pageFaults = 0; // minor and major
+};
+
+ProcessTimes processTimes() {
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) != 0)
+    return {};
+  auto seconds = [](const timeval &t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  return {seconds(usage.ru_utime), seconds(usage.ru_stime),
+          int64_t(usage.ru_minflt) + int64_t(usage.ru_majflt)};
+}
+
 // "1.19 GB" (1 GB = 1e9 bytes, as bandwidth is counted).
 std::string formatBytes(double bytes) {
   if (bytes >= 1e9)
@@ -283,8 +299,13 @@ int benchCommand(const std::vector<std::string> &args) {
     checkContext(common.context);
 
   const Clock::time_point loadStart = Clock::now();
+  const ProcessTimes beforeLoad = processTimes();
   std::unique_ptr<runtime::Model> model = loadModel(common);
   const double loadSeconds = secondsSince(loadStart);
+  const ProcessTimes afterLoad = processTimes();
+  const ProcessTimes load = {afterLoad.userSeconds - beforeLoad.userSeconds,
+                             afterLoad.systemSeconds - beforeLoad.systemSeconds,
+                             afterLoad.pageFaults - beforeLoad.pageFaults};
   checkContext(model->contextLength());
 
   // Deterministic tokens: mt19937_64's sequence is fixed by the standard; the
@@ -352,6 +373,8 @@ int benchCommand(const std::vector<std::string> &args) {
         {"repetitions", repetitions},
         {"seed", seed},
         {"load_seconds", loadSeconds},
+        {"load_cpu_seconds", {{"user", load.userSeconds}, {"system", load.systemSeconds}}},
+        {"load_page_faults", load.pageFaults},
         {"prefill_tok_s", orNull(prefillRate)},
         {"prefill_tok_s_runs", runs.prefillRates},
         {"decode_tok_s", orNull(decodeRate)},
@@ -402,7 +425,9 @@ int benchCommand(const std::vector<std::string> &args) {
   if (fractionOfBest)
     fmt::print("against the best probe, {:.1f} GB/s, decode runs at {:.0f}%\n", bestBandwidth,
                *fractionOfBest * 100);
-  fmt::print("load {:.2f} s; peak RSS {}\n", loadSeconds,
+  fmt::print("load {:.2f} s (CPU, all threads: {:.2f} s user, {:.2f} s in the kernel; {} page "
+             "faults); peak RSS {}\n",
+             loadSeconds, load.userSeconds, load.systemSeconds, load.pageFaults,
              peakRss >= 0 ? formatBytes(double(peakRss)) : std::string("unknown"));
   if (!model->kernelVariantChoices().empty()) {
     std::vector<std::string> choices;
