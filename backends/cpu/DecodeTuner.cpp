@@ -193,8 +193,9 @@ int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured) {
 
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
                         TuneLevel level, int threads, double maxForeignShare) {
-  if (hidden % 2 != 0 || intermediate < 16 || threads < 1)
-    throw std::invalid_argument("--tune: the model's products have no column-block layout");
+  requireTunableShape(hidden, intermediate);
+  if (threads < 1)
+    throw std::invalid_argument("--tune: the decode measurement needs at least one thread");
   // The whole product, one row: its weights streamed once per call.
   const FusedLinearKernel kernel = tuningProduct("tune_decode", hidden, intermediate);
   DecodeTuning tuning;

@@ -156,8 +156,7 @@ std::vector<PrefillVariant> prefillCandidates(const CpuTarget &target, int64_t i
 
 TuningResult tunePrefill(const CpuTarget &target, int64_t hidden, int64_t intermediate,
                          TuneLevel level, double maxForeignShare) {
-  if (hidden % 2 != 0 || intermediate < 16)
-    throw std::invalid_argument("--tune: the model's products have no column-block layout");
+  requireTunableShape(hidden, intermediate);
   const std::vector<PrefillVariant> candidates = prefillCandidates(target, hidden, level);
   const std::string key = cacheKey(target, hidden, intermediate, level, candidates);
   const std::string path = tuningCachePath();

@@ -9,6 +9,11 @@
 
 namespace q3::cpu {
 
+void requireTunableShape(int64_t hidden, int64_t intermediate) {
+  if (hidden % 2 != 0 || intermediate < 16)
+    throw std::invalid_argument("--tune: the model's products have no column-block layout");
+}
+
 FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t outputs) {
   FusedLinearKernel kernel;
   kernel.name = name;

@@ -21,6 +21,10 @@
 
 namespace q3::cpu {
 
+/// Throws std::invalid_argument naming --tune unless the model's products
+/// (K = `hidden`, `intermediate` outputs) have a column-block layout.
+void requireTunableShape(int64_t hidden, int64_t intermediate);
+
 /// The measured product, `outputs` wide (a multiple of 16 at most that).
 FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t outputs);
 

@@ -7,6 +7,7 @@
 #include "mlir/Pass/Pass.h"
 
 #include <memory>
+#include <optional>
 
 namespace q3::cpu {
 
@@ -33,6 +34,10 @@ llvm::SmallVector<mlir::func::FuncOp> kernelsOf(mlir::ModuleOp module);
 
 /// The module's measured choices (the q3.tuning dictionary), or null.
 mlir::DictionaryAttr tuningOf(mlir::ModuleOp module);
+
+/// The integer q3.tuning records under `key`, if `q3c compile --tune`
+/// measured it.
+std::optional<int64_t> measuredInteger(mlir::ModuleOp module, llvm::StringRef key);
 inline constexpr const char *kTuningAttrName = "q3.tuning";
 
 /// Pieces per thread of a product's one-row dispatch when nothing was

@@ -31,9 +31,8 @@ struct CpuSelectTilesPass : impl::CpuSelectTilesBase<CpuSelectTilesPass> {
   using CpuSelectTilesBase::CpuSelectTilesBase;
 
   int64_t defaultRows(ModuleOp module) {
-    if (DictionaryAttr tuning = tuningOf(module))
-      if (auto measured = tuning.getAs<IntegerAttr>("prefill_rows"))
-        return measured.getInt();
+    if (std::optional<int64_t> measured = measuredInteger(module, "prefill_rows"))
+      return *measured;
     return targetHas(targetOf(module), "avx512f") ? 6 : 2;
   }
 

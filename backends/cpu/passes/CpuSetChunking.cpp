@@ -42,10 +42,7 @@ struct CpuSetChunkingPass : impl::CpuSetChunkingBase<CpuSetChunkingPass> {
   int64_t decodeChunksOf(ModuleOp module) const {
     if (decodeChunks != 0)
       return decodeChunks;
-    if (DictionaryAttr tuning = tuningOf(module))
-      if (auto measured = tuning.getAs<IntegerAttr>("decode_chunks"))
-        return measured.getInt();
-    return kDefaultDecodeChunks;
+    return measuredInteger(module, "decode_chunks").value_or(kDefaultDecodeChunks);
   }
 
   void runOnOperation() override {

@@ -48,10 +48,7 @@ struct CpuSetPrefetchPass : impl::CpuSetPrefetchBase<CpuSetPrefetchPass> {
   int64_t distanceOf(ModuleOp module) const {
     if (prefetchBytes != 0)
       return prefetchBytes;
-    if (DictionaryAttr tuning = tuningOf(module))
-      if (auto measured = tuning.getAs<IntegerAttr>("decode_prefetch_bytes"))
-        return measured.getInt();
-    return kDefaultPrefetchBytes;
+    return measuredInteger(module, "decode_prefetch_bytes").value_or(kDefaultPrefetchBytes);
   }
 
   void runOnOperation() override {

@@ -87,4 +87,11 @@ mlir::DictionaryAttr tuningOf(mlir::ModuleOp module) {
   return module->getAttrOfType<mlir::DictionaryAttr>(kTuningAttrName);
 }
 
+std::optional<int64_t> measuredInteger(mlir::ModuleOp module, llvm::StringRef key) {
+  if (mlir::DictionaryAttr tuning = tuningOf(module))
+    if (auto measured = tuning.getAs<mlir::IntegerAttr>(key))
+      return measured.getInt();
+  return std::nullopt;
+}
+
 } // namespace q3::cpu
