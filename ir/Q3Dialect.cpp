@@ -59,11 +59,12 @@ namespace {
 
 constexpr llvm::StringLiteral kGridKinds[] = {"fixed", "per_row"};
 constexpr llvm::StringLiteral kMatmuls[] = {"f32", "avx512bf16", "amx"};
+constexpr llvm::StringLiteral kWeightPackings[] = {"at_load", "per_call"};
 constexpr int64_t kMaxChunksPerThread = 64;
 
 /// The mutable form of the attribute's parameters.
 struct LoweringFields {
-  std::string gridKind, matmul;
+  std::string gridKind, matmul, weightPacking;
   int64_t gridCount = 0, prefillChunks = 0, decodeChunks = 0, prefetchBytes = 0;
   SmallVector<int64_t> tile, workgroupSize;
 
@@ -74,14 +75,15 @@ struct LoweringFields {
     gridCount = attr.getGridCount();
     matmul = attr.getMatmul().str();
     tile.assign(attr.getTile().begin(), attr.getTile().end());
+    weightPacking = attr.getWeightPacking().str();
     prefillChunks = attr.getPrefillChunks();
     decodeChunks = attr.getDecodeChunks();
     prefetchBytes = attr.getPrefetchBytes();
     workgroupSize.assign(attr.getWorkgroupSize().begin(), attr.getWorkgroupSize().end());
   }
   LoweringConfigAttr get(MLIRContext *context) const {
-    return LoweringConfigAttr::get(context, gridKind, gridCount, matmul, tile, prefillChunks,
-                                   decodeChunks, prefetchBytes, workgroupSize);
+    return LoweringConfigAttr::get(context, gridKind, gridCount, matmul, tile, weightPacking,
+                                   prefillChunks, decodeChunks, prefetchBytes, workgroupSize);
   }
 };
 
@@ -120,6 +122,12 @@ LoweringConfigAttr LoweringConfigAttr::withTile(ArrayRef<int64_t> tile) const {
   return fields.get(getContext());
 }
 
+LoweringConfigAttr LoweringConfigAttr::withWeightPacking(StringRef packing) const {
+  LoweringFields fields(*this);
+  fields.weightPacking = packing.str();
+  return fields.get(getContext());
+}
+
 LoweringConfigAttr LoweringConfigAttr::withChunks(int64_t prefill, int64_t decode) const {
   LoweringFields fields(*this);
   fields.prefillChunks = prefill;
@@ -154,6 +162,8 @@ Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
       return parser.parseKeywordOrString(&fields.matmul);
     if (key == "tile")
       return parseIntegerList(parser, fields.tile);
+    if (key == "weight_packing")
+      return parser.parseKeywordOrString(&fields.weightPacking);
     if (key == "workgroup_size")
       return parseIntegerList(parser, fields.workgroupSize);
     if (key == "prefill_chunks")
@@ -164,7 +174,8 @@ Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
       return parser.parseInteger(fields.prefetchBytes);
     return parser.emitError(parser.getCurrentLocation())
            << "#q3.lowering: unknown field '" << key
-           << "' (fields: grid, matmul, tile, prefill_chunks, decode_chunks, prefetch_bytes, "
+           << "' (fields: grid, matmul, tile, weight_packing, prefill_chunks, decode_chunks, "
+              "prefetch_bytes, "
               "workgroup_size)";
   };
   if (parser.parseLess())
@@ -175,8 +186,8 @@ Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
   }
   return getChecked([&] { return parser.emitError(parser.getNameLoc()); }, parser.getContext(),
                     fields.gridKind, fields.gridCount, fields.matmul, fields.tile,
-                    fields.prefillChunks, fields.decodeChunks, fields.prefetchBytes,
-                    fields.workgroupSize);
+                    fields.weightPacking, fields.prefillChunks, fields.decodeChunks,
+                    fields.prefetchBytes, fields.workgroupSize);
 }
 
 void LoweringConfigAttr::print(AsmPrinter &printer) const {
@@ -193,6 +204,8 @@ void LoweringConfigAttr::print(AsmPrinter &printer) const {
     fields.push_back("matmul = " + getMatmul().str());
   if (!getTile().empty())
     fields.push_back("tile = " + list(getTile()));
+  if (!getWeightPacking().empty())
+    fields.push_back("weight_packing = " + getWeightPacking().str());
   if (getPrefillChunks())
     fields.push_back("prefill_chunks = " + std::to_string(getPrefillChunks()));
   if (getDecodeChunks())
@@ -209,9 +222,9 @@ void LoweringConfigAttr::print(AsmPrinter &printer) const {
 
 LogicalResult LoweringConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                          StringRef gridKind, int64_t gridCount, StringRef matmul,
-                                         ArrayRef<int64_t> tile, int64_t prefillChunks,
-                                         int64_t decodeChunks, int64_t prefetchBytes,
-                                         ArrayRef<int64_t> workgroupSize) {
+                                         ArrayRef<int64_t> tile, StringRef weightPacking,
+                                         int64_t prefillChunks, int64_t decodeChunks,
+                                         int64_t prefetchBytes, ArrayRef<int64_t> workgroupSize) {
   if (!gridKind.empty() && !llvm::is_contained(kGridKinds, gridKind))
     return emitError() << "#q3.lowering: grid must be 'fixed N' or 'per_row N', got '" << gridKind
                        << "'";
@@ -220,6 +233,9 @@ LogicalResult LoweringConfigAttr::verify(function_ref<InFlightDiagnostic()> emit
   if (!matmul.empty() && !llvm::is_contained(kMatmuls, matmul))
     return emitError() << "#q3.lowering: matmul must be f32, avx512bf16 or amx, got '" << matmul
                        << "'";
+  if (!weightPacking.empty() && !llvm::is_contained(kWeightPackings, weightPacking))
+    return emitError() << "#q3.lowering: weight_packing must be at_load or per_call, got '"
+                       << weightPacking << "'";
   for (int64_t chunks : {prefillChunks, decodeChunks})
     if (chunks < 0 || chunks > kMaxChunksPerThread)
       return emitError() << "#q3.lowering: chunks per thread must be 1 to " << kMaxChunksPerThread

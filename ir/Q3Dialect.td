@@ -110,20 +110,27 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     - `prefill_chunks`, `decode_chunks`: how finely the runtime splits a
       dispatch of several rows / of one row for its threads to claim, per
       thread (1 to 64).
+    - `weight_packing`: where a bf16 product's weight is put in column
+      blocks: `at_load` (a `q3.pack_column_blocks` weight transform feeds
+      the kernel, whose weight argument is `#q3.column_blocks`) or
+      `per_call` (the weight stays row-major, bound straight from the
+      checkpoint, and each prefill packs the 32-row panels it multiplies;
+      decode reads the rows in place).
     - `prefetch_bytes`: how far ahead of its loads a one-row (decode) loop
       prefetches the memory it streams, in bytes: a product's weights,
       attention's keys and values.
     - `workgroup_size`: the invocations of one workgroup (GPU targets).
 
     ```mlir
-    #q3.lowering<grid = fixed 64, matmul = amx, tile = [6, 2], decode_chunks = 16,
-                 prefetch_bytes = 8192>
+    #q3.lowering<grid = fixed 64, matmul = avx512bf16, tile = [8, 2],
+                 weight_packing = per_call, decode_chunks = 16, prefetch_bytes = 8192>
     ```
   }];
   let parameters = (ins StringRefParameter<"grid kind: fixed or per_row">:$grid_kind,
                         "int64_t":$grid_count,
                         StringRefParameter<"prefill product instructions">:$matmul,
                         ArrayRefParameter<"int64_t", "register tile">:$tile,
+                        StringRefParameter<"where a product's weight is packed">:$weight_packing,
                         "int64_t":$prefill_chunks, "int64_t":$decode_chunks,
                         "int64_t":$prefetch_bytes,
                         ArrayRefParameter<"int64_t", "workgroup size">:$workgroup_size);
@@ -136,6 +143,9 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     LoweringConfigAttr withGrid(::llvm::StringRef kind, int64_t count) const;
     LoweringConfigAttr withMatmul(::llvm::StringRef matmul) const;
     LoweringConfigAttr withTile(::llvm::ArrayRef<int64_t> tile) const;
+    LoweringConfigAttr withWeightPacking(::llvm::StringRef packing) const;
+    /// weight_packing = per_call.
+    bool packsPerCall() const { return getWeightPacking() == "per_call"; }
     LoweringConfigAttr withChunks(int64_t prefill, int64_t decode) const;
     LoweringConfigAttr withPrefetchBytes(int64_t bytes) const;
     LoweringConfigAttr withWorkgroupSize(::llvm::ArrayRef<int64_t> size) const;

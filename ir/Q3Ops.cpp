@@ -446,7 +446,7 @@ LogicalResult DispatchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 Operation *q3::ir::kernelComputeOp(func::FuncOp kernel) {
   Operation *compute = nullptr;
   for (Operation &op : kernel.getBody().front().without_terminator())
-    if (!isa<MergeHeadsOp, ReshapeHeadsOp, SplitColumnsOp>(op))
+    if (!isa<MergeHeadsOp, ReshapeHeadsOp, SplitColumnsOp, ConcatRowsOp>(op))
       compute = &op;
   return compute;
 }

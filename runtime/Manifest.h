@@ -44,6 +44,10 @@ enum class ElementType { F32, F16, BF16 };
 enum class WeightKind { Param, FoldGain, ConcatRows, PackColumnBlocks };
 enum class Layout { RowMajor, ColumnBlocks };
 enum class GridKind { Fixed, PerRow };
+/// Where a product's bf16 weight is put in column blocks (q3.lowering's
+/// weight_packing): not a packed product, by a weight transform at load, or by
+/// the kernel in each prefill (the weight bound row-major).
+enum class WeightPacking { None, AtLoad, PerCall };
 
 /// What one operand or result of a kernel is.
 enum class SlotKind {
@@ -115,6 +119,7 @@ struct Kernel {
   int64_t gridCount = 1;
   std::string matmul;        // prefill product instructions, "" when not a product
   std::vector<int64_t> tile; // register tile of the prefill product
+  WeightPacking weightPacking = WeightPacking::None;
   int64_t prefillChunks = 1, decodeChunks = 1; // per thread, 1..64
   int64_t prefetchBytes = 0; // decode loops prefetch this far ahead (0: not a streaming kernel)
   std::vector<Slot> operands, results;
@@ -196,6 +201,8 @@ inline constexpr Spelling<WeightKind> kWeightKinds[] = {
     {WeightKind::PackColumnBlocks, "pack_column_blocks"}};
 inline constexpr Spelling<Layout> kLayouts[] = {{Layout::RowMajor, "row_major"},
                                                 {Layout::ColumnBlocks, "column_blocks"}};
+inline constexpr Spelling<WeightPacking> kWeightPackings[] = {{WeightPacking::AtLoad, "at_load"},
+                                                              {WeightPacking::PerCall, "per_call"}};
 inline constexpr Spelling<GridKind> kGridKinds[] = {{GridKind::Fixed, "fixed"},
                                                     {GridKind::PerRow, "per_row"}};
 inline constexpr Spelling<SlotKind> kSlotKinds[] = {
@@ -482,6 +489,8 @@ inline nlohmann::json toJson(const Kernel &k) {
     j["matmul"] = k.matmul;
   if (!k.tile.empty())
     j["tile"] = k.tile;
+  if (k.weightPacking != WeightPacking::None)
+    j["weight_packing"] = detail::spell(detail::kWeightPackings, k.weightPacking);
   if (k.prefetchBytes != 0)
     j["prefetch_bytes"] = k.prefetchBytes;
   for (const Slot &slot : k.operands)
@@ -606,6 +615,7 @@ inline Kernel kernelFromJson(const detail::Reader &r) {
   k.gridCount = grid.integer("count", 1, kMaxExtent);
   k.matmul = r.stringOr("matmul", "");
   k.tile = r.integersOr("tile", 1, 64);
+  k.weightPacking = r.oneOfOr("weight_packing", kWeightPackings, WeightPacking::None);
   k.prefillChunks = r.integerOr("prefill_chunks", 1, 1, kMaxChunksPerThread);
   k.decodeChunks = r.integerOr("decode_chunks", 1, 1, kMaxChunksPerThread);
   k.prefetchBytes = r.integerOr("prefetch_bytes", 0, 64, kMaxPrefetchBytes);

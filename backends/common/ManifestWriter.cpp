@@ -200,6 +200,9 @@ private:
     k.gridCount = lowering.getGridCount();
     k.matmul = lowering.getMatmul().str();
     k.tile.assign(lowering.getTile().begin(), lowering.getTile().end());
+    if (!lowering.getWeightPacking().empty())
+      k.weightPacking = lowering.packsPerCall() ? manifest::WeightPacking::PerCall
+                                                : manifest::WeightPacking::AtLoad;
     k.prefillChunks = lowering.getPrefillChunks() ? lowering.getPrefillChunks() : 1;
     k.decodeChunks = lowering.getDecodeChunks() ? lowering.getDecodeChunks() : 1;
     k.prefetchBytes = lowering.getPrefetchBytes();

@@ -24,6 +24,21 @@ struct ColumnBlockLayout {
 };
 ColumnBlockLayout columnBlockLayout(const FusedLinearKernel &kernel);
 
+/// @<name>_tile<R>[_bf16](x, w, t0, b0, b1) -> 2R accumulators, row-major
+/// (row r: block b0, then block b1) of rows t0 .. t0+R-1 against blocks b0
+/// and b1 of `w` (l.weightType). With `bf16`, x is the [rows][K/2] i32 pairs
+/// of bf16-rounded activations.
+std::string tileFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l, int rows,
+                         bool bf16);
+
+/// The calls that run one tile of `rows` rows from row %t and store it; the
+/// tile function's arguments after x are `blocks` (weight view, row, the two
+/// blocks). SwiGLU stores gate*up into output block %bA; plain kernels store
+/// both blocks (the second only when %pairFull).
+std::string tileAndStore(const FusedLinearKernel &kernel, const ColumnBlockLayout &l, int rows,
+                         bool bf16, const std::string &x, const std::string &residual,
+                         const std::string &blocks);
+
 /// @<name>_store(v, up, scale, t, column, y, res): 16 columns of row t from
 /// their accumulator(s): the norm scale, SwiGLU with the up accumulator, the
 /// residual.
@@ -51,6 +66,10 @@ RoundedActivations roundedActivations(const FusedLinearKernel &kernel, const Col
 /// sets %bB and %pairFull. SwiGLU pairs gate block b with up block b + N/32;
 /// plain kernels pair neighbouring blocks (the second may be past %bEnd).
 std::string blockPairing(const FusedLinearKernel &kernel, const ColumnBlockLayout &l);
+
+/// The kernel for a row-major bf16 weight that packs its panels per call
+/// (kernel.panelsPerCall); PanelLinearSource.cpp.
+std::string panelLinearSource(const FusedLinearKernel &kernel);
 
 /// The private functions of the AMX prefill (AmxLinearSource.cpp).
 std::string amxFunctions(const FusedLinearKernel &kernel, const ColumnBlockLayout &l);

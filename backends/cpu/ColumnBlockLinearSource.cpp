@@ -86,9 +86,8 @@ std::string rowMultiplyAdds(const Layout &l, int r, bool bf16) {
   return text;
 }
 
-/// @<name>_tile<R>[_bf16](x, w, t0, b0, b1) -> 2R accumulators,
-/// row-major (row r: block b0, then block b1). With `bf16`, x is the
-/// [rows][K/2] i32 pairs of bf16-rounded activations.
+} // namespace
+
 std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int rows, bool bf16) {
   std::string setup, loads, body, iterArgs, yields, types;
   for (int r = 1; r < rows; ++r)
@@ -147,6 +146,8 @@ func.func private @{name}_tile{rows}{suffix}(%x: {xType}, %w: {weightType}, %t0:
       fmt::arg("count", 2 * rows), fmt::arg("iterArgs", iterArgs), fmt::arg("loads", loads),
       fmt::arg("body", body), fmt::arg("yields", yields), fmt::arg("results", results));
 }
+
+namespace {
 
 /// @<name>_block(x, w, wflat, t, b, next) -> 16 f32 sums: row t of x against
 /// weight block b, the decode stream: one 64-byte load per k pair, the k and
@@ -250,19 +251,18 @@ std::string decodeAndStore(const FusedLinearKernel &kernel, const Layout &l, con
                      storeCall(kernel, l, "%vB", "%vB", "%st", "%t", "%colB", residual));
 }
 
-/// The calls that run one tile of `rows` rows from row %t against the block
-/// pair (%bA, %bB) and store it: SwiGLU stores gate*up into block %bA; plain
-/// kernels store both blocks (the second only when %pairFull).
+} // namespace
+
 std::string tileAndStore(const FusedLinearKernel &kernel, const Layout &l, int rows, bool bf16,
-                         const std::string &x, const std::string &residual) {
+                         const std::string &x, const std::string &residual,
+                         const std::string &blocks) {
   std::string types;
   for (int i = 0; i < 2 * rows; ++i)
     types += i ? ", vector<16xf32>" : "vector<16xf32>";
-  std::string text =
-      fmt::format("        %r{0}:{1} = func.call @{2}_tile{0}{3}({4}, %w, %t, %bA, %bB) : "
-                  "({5}, {6}, index, index, index) -> ({7})\n",
-                  rows, 2 * rows, kernel.name, bf16 ? "_bf16" : "", x, bf16 ? l.pairType : l.xType,
-                  l.weightType, types);
+  std::string text = fmt::format("        %r{0}:{1} = func.call @{2}_tile{0}{3}({4}, {8}) : "
+                                 "({5}, {6}, index, index, index) -> ({7})\n",
+                                 rows, 2 * rows, kernel.name, bf16 ? "_bf16" : "", x,
+                                 bf16 ? l.pairType : l.xType, l.weightType, types, blocks);
   auto store = [&](const std::string &v, const std::string &up, const std::string &row,
                    const std::string &column) {
     return storeCall(kernel, l, v, up, "%st" + row, "%t" + row, column, residual);
@@ -285,8 +285,6 @@ std::string tileAndStore(const FusedLinearKernel &kernel, const Layout &l, int r
   }
   return text;
 }
-
-} // namespace
 
 std::string storeFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l) {
   const std::string vector = "vector<16xf32>";
@@ -375,6 +373,8 @@ std::string blockPairing(const FusedLinearKernel &kernel, const ColumnBlockLayou
 }
 
 std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
+  if (kernel.panelsPerCall)
+    return panelLinearSource(kernel);
   const Layout l = columnBlockLayout(kernel);
   const int64_t tileRows = kernel.prefillTileRows;
   const bool amx = kernel.prefillMatmul == PrefillMatmul::Amx && kernel.amxFits();
@@ -408,10 +408,12 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
       fmt::format("      scf.for %t = %tiledRows to %rows step %c1 {{\n{}      }}\n",
                   decodeAndStore(kernel, l, frame.dotInput, frame.residualOperand));
   const std::string leftoverRows =
-      bf16 ? fmt::format("      scf.if %multiRow {{\n"
-                         "      scf.for %t = %tiledRows to %rows step %c1 {{\n{}      }}\n"
-                         "      }} else {{\n{}      }}\n",
-                         tileAndStore(kernel, l, 1, true, "%xp", frame.residualOperand), f32Rows)
+      bf16 ? fmt::format(
+                 "      scf.if %multiRow {{\n"
+                 "      scf.for %t = %tiledRows to %rows step %c1 {{\n{}      }}\n"
+                 "      }} else {{\n{}      }}\n",
+                 tileAndStore(kernel, l, 1, true, "%xp", frame.residualOperand, "%w, %t, %bA, %bB"),
+                 f32Rows)
            : f32Rows;
   source += frame.opening;
   source += fmt::format(
@@ -444,7 +446,7 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
       fmt::arg("rounding", bf16 ? rounding.opening : ""),
       fmt::arg("prefillTile",
                tileAndStore(kernel, l, int(tileRows), bf16, bf16 ? "%xp" : frame.dotInput,
-                            frame.residualOperand)),
+                            frame.residualOperand, "%w, %t, %bA, %bB")),
       fmt::arg("leftoverRows", leftoverRows), fmt::arg("opening", amx ? amxOpening : ""),
       fmt::arg("closing", (bf16 ? rounding.closing : "") + std::string(amx ? "  }\n" : "")));
   source += frame.closing;

@@ -11,16 +11,20 @@ namespace q3::cpu {
 passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
   passes::TargetPipeline pipeline;
   pipeline.backend = "cpu";
-  pipeline.passes = {"cpu-set-target",   "cpu-pack-column-blocks", "cpu-select-matmul",
-                     "cpu-select-tiles", "cpu-assign-grids",       "cpu-set-chunking",
-                     "cpu-set-prefetch", "cpu-add-variants"};
+  pipeline.passes = {"cpu-set-target",    "cpu-pack-column-blocks", "cpu-sink-weight-concat",
+                     "cpu-select-matmul", "cpu-select-tiles",       "cpu-assign-grids",
+                     "cpu-set-chunking",  "cpu-set-prefetch",       "cpu-add-variants"};
   pipeline.addPass = [options](mlir::OpPassManager &pm, const std::string &name) {
     if (name == "cpu-set-target") {
       CpuSetTargetOptions o;
       o.cpu = options.cpu;
       pm.addPass(createCpuSetTargetPass(o));
     } else if (name == "cpu-pack-column-blocks") {
-      pm.addPass(createCpuPackColumnBlocksPass());
+      CpuPackColumnBlocksOptions o;
+      o.packing = options.weightPacking;
+      pm.addPass(createCpuPackColumnBlocksPass(o));
+    } else if (name == "cpu-sink-weight-concat") {
+      pm.addPass(createCpuSinkWeightConcatPass());
     } else if (name == "cpu-select-matmul") {
       CpuSelectMatmulOptions o;
       o.matmul = options.matmul;

@@ -1,6 +1,7 @@
 //===- CpuPipeline.h - the CPU backend's target stage ---------------------===//
 #pragma once
 
+#include "backends/cpu/CpuTarget.h"
 #include "passes/Pipeline.h"
 
 #include <cstdint>
@@ -11,6 +12,7 @@ namespace q3::cpu {
 /// The options of the CPU target passes (backends/cpu/passes/CpuPasses.td).
 struct CpuPipelineOptions {
   std::string cpu = "host";     // cpu-set-target
+  std::string weightPacking = "auto"; // cpu-pack-column-blocks
   std::string matmul = "auto";  // cpu-select-matmul
   int64_t prefillRows = 0;      // cpu-select-tiles (0: measured or default)
   int64_t decodeChunks = 0;    // cpu-set-chunking (0: measured by --tune, else 4)
@@ -18,8 +20,13 @@ struct CpuPipelineOptions {
   int64_t prefetchBytes = 0;    // cpu-set-prefetch (0: measured by --tune, else 8192)
 };
 
+/// cpu-pack-column-blocks' choice for `option` (auto, at-load or per-call)
+/// on `target`: "at_load" or "per_call". Throws std::invalid_argument for
+/// another option.
+std::string resolveWeightPacking(const std::string &option, const CpuTarget &target);
+
 /// The CPU target stage: cpu-set-target, cpu-pack-column-blocks,
-/// cpu-select-matmul, cpu-select-tiles, cpu-assign-grids, cpu-set-chunking,
+/// cpu-sink-weight-concat, cpu-select-matmul, cpu-select-tiles, cpu-assign-grids, cpu-set-chunking,
 /// cpu-set-prefetch, cpu-add-variants.
 passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options);
 

@@ -44,7 +44,7 @@ std::vector<DecodeRate> measureRates(const FusedLinearKernel &product, const Cpu
     }
   std::mt19937 rng(11);
   std::vector<float> x(static_cast<size_t>(product.inFeatures), 0.5f), y(product.outFeatures);
-  const std::vector<uint8_t> packed = randomPackedWeights(product, rng);
+  const std::vector<uint8_t> packed = randomWeights(product, rng);
   const int64_t weightBytes = int64_t(packed.size());
   const int64_t copies = std::max<int64_t>(2, (kStreamBytes + weightBytes - 1) / weightBytes);
   std::vector<uint8_t> weights(size_t(copies * weightBytes));
@@ -192,12 +192,12 @@ int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured) {
 }
 
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
-                        TuneLevel level, int threads, double maxForeignShare) {
+                        bool packPerCall, TuneLevel level, int threads, double maxForeignShare) {
   requireTunableShape(hidden, intermediate);
   if (threads < 1)
     throw std::invalid_argument("--tune: the decode measurement needs at least one thread");
   // The whole product, one row: its weights streamed once per call.
-  const FusedLinearKernel kernel = tuningProduct("tune_decode", hidden, intermediate);
+  const FusedLinearKernel kernel = tuningProduct("tune_decode", hidden, intermediate, packPerCall);
   DecodeTuning tuning;
   tuning.threads = threads;
   const std::string key = cacheKey(target, kernel, level, threads);

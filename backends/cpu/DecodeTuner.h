@@ -64,7 +64,8 @@ std::vector<DecodeSetting> decodeCandidates(TuneLevel level);
 /// others took more than `maxForeignShare` of the machine is used but not
 /// cached.
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
-                        TuneLevel level, int threads, double maxForeignShare = kMaxForeignShare);
+                        bool packPerCall, TuneLevel level, int threads,
+                        double maxForeignShare = kMaxForeignShare);
 
 /// The split chosen from `measured` (among the settings at the default
 /// prefetch distance): the fastest relative to the default, if its median

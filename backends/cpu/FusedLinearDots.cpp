@@ -13,11 +13,13 @@ static std::string prefetchAhead(const FusedLinearKernel &kernel, const std::str
   const int64_t elementBytes = kernel.weight == WeightStorage::F32 ? 4 : 2;
   const int64_t rowBytes = kernel.inFeatures * elementBytes;
   const int64_t rowsAhead = (kernel.prefetchBytes + rowBytes - 1) / rowBytes;
+  // The last row of %w (of one part, when the weight comes in parts).
   std::string text = fmt::format("    %pfAhead = arith.constant {} : index\n"
-                                 "    %pfLast = arith.constant {} : index\n"
+                                 "    %pfRows = memref.dim %w, %c0 : {}\n"
+                                 "    %pfLast = arith.subi %pfRows, %c1 : index\n"
                                  "    %pfRow0 = arith.addi %n, %pfAhead : index\n"
                                  "    %pfRow = arith.minui %pfRow0, %pfLast : index\n",
-                                 rowsAhead, kernel.weightRows() - 1);
+                                 rowsAhead, weightType);
   const int64_t elementsPerLine = 64 / elementBytes;
   for (int64_t offset = 0; offset < 4 * kLanes; offset += elementsPerLine)
     text += fmt::format("    %pfK{0} = arith.addi %k, %c{0} : index\n"
@@ -83,6 +85,19 @@ func.func private @{name}_dot(%x: {xType}, %w: {weightType}, %t: index, %n: inde
       fmt::arg("wideEnd", wideEnd), fmt::arg("vectorEnd", vectorEnd), fmt::arg("k", k),
       fmt::arg("wideBody", wideBody), fmt::arg("vectorLoad", vectorWeightLoad(kernel, weightType)),
       fmt::arg("scalarLoad", scalarWeightLoad(kernel, weightType)));
+}
+
+std::string finishFunction(const FusedLinearKernel &kernel, const std::string &yType) {
+  const Epilogue e = epilogue(kernel, "f32", "%d", "%du", "%st",
+                              fmt::format("%rv = memref.load %res[%t, %n] : {}", yType));
+  return fmt::format(R"mlir(
+func.func private @{name}_finish(%d: f32, %du: f32, %st: f32, %t: index, %n: index, %y: {yType}, %res: {yType}) {{
+{body}  memref.store {last}, %y[%t, %n] : {yType}
+  return
+}}
+)mlir",
+                     fmt::arg("name", kernel.name), fmt::arg("yType", yType),
+                     fmt::arg("body", e.ops), fmt::arg("last", e.result));
 }
 
 /// rsqrt(mean(x[t]^2) + eps) for one row.
@@ -299,9 +314,13 @@ KernelFrame kernelFrame(const FusedLinearKernel &kernel, const std::string &xTyp
     frame.closing = fmt::format("  memref.dealloc %xg : {}\n", xType);
   }
   frame.closing += "  return\n}\n";
+  // A weight read part by part: %wb, %wb1, %wb2, ...
+  std::string partArguments;
+  for (size_t p = 1; p < kernel.partRows().size(); ++p)
+    partArguments += fmt::format("%wb{}: memref<?xi8>, ", p);
   frame.opening = fmt::format(
       R"mlir(
-func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {gainArgument}{residualArgument}%yb: memref<?xi8>, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
+func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {partArguments}{gainArgument}{residualArgument}%yb: memref<?xi8>, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
 {views}  %scale = memref.alloca(%rows) : memref<?xf32>
@@ -310,7 +329,7 @@ func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {gainArgument}{resid
     memref.store %s, %scale[%t] : memref<?xf32>
   }}
 )mlir",
-      fmt::arg("name", kernel.name),
+      fmt::arg("name", kernel.name), fmt::arg("partArguments", partArguments),
       fmt::arg("gainArgument", kernel.prologueGain ? "%gb: memref<?xi8>, " : ""),
       fmt::arg("residualArgument", kernel.residual ? "%rb: memref<?xi8>, " : ""),
       fmt::arg("views", views), fmt::arg("rowScale", rowScale));

@@ -22,6 +22,10 @@ std::string dot4Function(const FusedLinearKernel &kernel, const std::string &xTy
 /// @<name>_dot4x4(x, w, t, n) -> 16 x f32: rows t .. t+3 against weight rows n .. n+3
 std::string dot4x4Function(const FusedLinearKernel &kernel, const std::string &xType,
                            const std::string &weightType);
+/// @<name>_finish(d, du, st, t, n, y, res): stores column n of row t from its
+/// dot product(s): the norm scale, SwiGLU (with the up half's dot product du),
+/// the residual.
+std::string finishFunction(const FusedLinearKernel &kernel, const std::string &yType);
 /// @<name>_inverse_rms(x, t) -> f32: Sum x^2 here, the scale from the shared
 /// RMSNorm function (@<name>_rms_scale, KernelMathFunctions.h)
 std::string inverseRmsFunction(const FusedLinearKernel &kernel, const std::string &xType);

@@ -17,29 +17,10 @@
 #include <functional>
 
 namespace q3::cpu {
-namespace {
-
 using namespace detail;
 
-/// Stores column %n of row %t from its dot product(s): the norm scale, SwiGLU
-/// (with the up half's dot product %du), the residual.
-std::string finishFunction(const FusedLinearKernel &kernel, const std::string &yType) {
-  const Epilogue e = epilogue(kernel, "f32", "%d", "%du", "%st",
-                              fmt::format("%rv = memref.load %res[%t, %n] : {}", yType));
-  return fmt::format(R"mlir(
-func.func private @{name}_finish(%d: f32, %du: f32, %st: f32, %t: index, %n: index, %y: {yType}, %res: {yType}) {{
-{body}  memref.store {last}, %y[%t, %n] : {yType}
-  return
-}}
-)mlir",
-                     fmt::arg("name", kernel.name), fmt::arg("yType", yType),
-                     fmt::arg("body", e.ops), fmt::arg("last", e.result));
-}
-
-} // namespace
-
 std::string fusedLinearSource(const FusedLinearKernel &kernel) {
-  if (kernel.columnBlocks)
+  if (kernel.tiledPrefill())
     return columnBlockLinearSource(kernel);
   const std::string xType = fmt::format("memref<?x{}xf32>", kernel.inFeatures);
   const std::string yType = fmt::format("memref<?x{}xf32>", kernel.outFeatures);

@@ -78,18 +78,36 @@ std::string productSource(func::FuncOp kernel, const std::string &name,
   cpu.swiglu = swiglu;
   cpu.residual = bool(residual);
   cpu.columnBlocks = hasColumnBlocks(weight.getType());
-  if (cpu.columnBlocks && !cpu.columnBlocksFit())
-    refuse(kernel, "its weight is in column blocks, which the CPU kernels read only for bf16 "
-                   "[16n, 2m] weights");
+  cpu.panelsPerCall = lowering.packsPerCall();
+  if (auto concat = weight.getDefiningOp<ConcatRowsOp>()) {
+    // cpu-sink-weight-concat: the kernel reads the parts where they are bound.
+    if (!cpu.panelsPerCall)
+      refuse(kernel, "concatenates its weight inside the kernel, which the CPU kernels do only "
+                     "with weight_packing = per_call");
+    for (Value part : concat.getInputs()) {
+      cpu.weightParts.push_back(dimOf(part, 0));
+      if (cpu.weightParts.back() % 16 != 0)
+        refuse(kernel, "a part of its concatenated weight has " +
+                           std::to_string(cpu.weightParts.back()) +
+                           " rows; the CPU kernels need a multiple of 16");
+    }
+  }
+  if (cpu.columnBlocks != (lowering.getWeightPacking() == "at_load"))
+    refuse(kernel, "its q3.lowering weight_packing '" + lowering.getWeightPacking().str() +
+                       "' does not match its weight type (packed at load means a "
+                       "#q3.column_blocks weight, and only then)");
+  if (cpu.tiledPrefill() && !cpu.columnBlocksFit())
+    refuse(kernel, "its weight is packed in column blocks, which the CPU kernels do only for "
+                   "bf16 [16n, 2m] weights");
   std::optional<PrefillMatmul> matmul = matmulOf(lowering.getMatmul());
   if (!matmul)
     refuse(kernel, "unknown matmul '" + lowering.getMatmul().str() + "'");
-  if (*matmul != PrefillMatmul::F32 && !cpu.columnBlocks)
-    refuse(kernel, "matmul " + lowering.getMatmul().str() + " needs a column-block weight");
+  if (*matmul != PrefillMatmul::F32 && !cpu.tiledPrefill())
+    refuse(kernel, "matmul " + lowering.getMatmul().str() + " needs a weight_packing");
   if (*matmul == PrefillMatmul::Amx && !cpu.amxFits())
-    refuse(kernel, "matmul amx needs K % 32 == 0");
+    refuse(kernel, "matmul amx needs a weight packed at load with K % 32 == 0");
   cpu.prefillMatmul = *matmul;
-  if (cpu.columnBlocks) {
+  if (cpu.tiledPrefill()) {
     ArrayRef<int64_t> tile = lowering.getTile();
     if (tile.size() != 2 || tile[1] != 2)
       refuse(kernel, "a column-block product needs a tile [rows, 2] in its q3.lowering");

@@ -49,6 +49,16 @@ struct FusedLinearKernel {
   /// and decode loops then run as 6 x 32 and 1 x 32 register tiles without
   /// horizontal sums. See columnBlocksFit().
   bool columnBlocks = false;
+  /// The weight stays row-major (the checkpoint's bytes, mapped at load) and
+  /// each prefill packs the column blocks it multiplies, two blocks of 16 rows
+  /// at a time, into a buffer the register tiles then read from cache;
+  /// decode reads the rows directly. Load copies nothing, prefill pays the
+  /// packing once per call (bf16 only, like columnBlocks).
+  bool panelsPerCall = false;
+  /// With panelsPerCall, the rows of each buffer the weight comes in, when it
+  /// is a concatenation the kernel reads part by part (cpu-sink-weight-concat;
+  /// each a multiple of 16). Empty: one buffer.
+  std::vector<int64_t> weightParts;
   /// How prefill (rows > 1) multiplies a column-block weight. F32: 6-row
   /// register tiles of f32 FMAs on the exactly widened weights. The others
   /// round the activations to bf16 (as Hugging Face's bf16 inference does) and
@@ -69,6 +79,12 @@ struct FusedLinearKernel {
   bool columnBlocksFit() const {
     return weight == WeightStorage::BF16 && outFeatures % 16 == 0 && inFeatures % 2 == 0;
   }
+  /// The rows of each weight buffer (one entry unless weightParts).
+  std::vector<int64_t> partRows() const {
+    return weightParts.empty() ? std::vector<int64_t>{weightRows()} : weightParts;
+  }
+  /// Whether the prefill runs the column-block register tiles.
+  bool tiledPrefill() const { return columnBlocks || panelsPerCall; }
   int64_t weightRows() const { return swiglu ? 2 * outFeatures : outFeatures; }
   int64_t workgroups() const {
     return (outFeatures + kColumnsPerWorkgroup - 1) / kColumnsPerWorkgroup;

@@ -28,10 +28,10 @@ constexpr int kRepetitions = 3;
 /// The SwiGLU product the variants are measured on, its outputs capped so a
 /// run stays short (the rate per multiply-add does not depend on the output
 /// count).
-FusedLinearKernel measuredProduct(int64_t hidden, int64_t intermediate,
+FusedLinearKernel measuredProduct(int64_t hidden, int64_t intermediate, bool packPerCall,
                                   const PrefillVariant &variant) {
   FusedLinearKernel kernel =
-      tuningProduct("tune", hidden, std::min(intermediate, kMaxMeasuredOutputs));
+      tuningProduct("tune", hidden, std::min(intermediate, kMaxMeasuredOutputs), packPerCall);
   kernel.prefillMatmul = variant.matmul;
   kernel.prefillTileRows = variant.tileRows;
   return kernel;
@@ -45,7 +45,7 @@ double measure(const FusedLinearKernel &kernel, const CpuTarget &target) {
   std::vector<float> x(static_cast<size_t>(kPromptRows * kernel.inFeatures));
   for (float &v : x)
     v = uniform(rng);
-  std::vector<uint8_t> weight = randomPackedWeights(kernel, rng);
+  std::vector<uint8_t> weight = randomWeights(kernel, rng);
   std::vector<uint8_t> gain = randomBf16(kernel.inFeatures, rng);
   std::vector<float> y(static_cast<size_t>(kPromptRows * kernel.outFeatures));
   std::vector<void *> buffers = {x.data(), weight.data(), gain.data(), y.data()};
@@ -70,10 +70,11 @@ double measure(const FusedLinearKernel &kernel, const CpuTarget &target) {
 /// the level and the kernel sources measured (a new q3c with other kernels
 /// measures again).
 std::string cacheKey(const CpuTarget &target, int64_t hidden, int64_t intermediate,
-                     TuneLevel level, const std::vector<PrefillVariant> &candidates) {
+                     bool packPerCall, TuneLevel level,
+                     const std::vector<PrefillVariant> &candidates) {
   std::string sources;
   for (const PrefillVariant &c : candidates)
-    sources += fusedLinearSource(measuredProduct(hidden, intermediate, c));
+    sources += fusedLinearSource(measuredProduct(hidden, intermediate, packPerCall, c));
   return fmt::format("{} {} {} {}x{} {} {:016x}", target.llvmCpu,
                      llvm::xxHash64(target.features), target.requiredFeatures.size(), hidden,
                      intermediate, level == TuneLevel::Full ? "full" : "quick",
@@ -132,8 +133,8 @@ const char *prefillMatmulName(PrefillMatmul matmul) {
   return "f32";
 }
 
-std::vector<PrefillVariant> prefillCandidates(const CpuTarget &target, int64_t in,
-                                              TuneLevel level) {
+std::vector<PrefillVariant> prefillCandidates(const CpuTarget &target, int64_t in, TuneLevel level,
+                                              bool packPerCall) {
   // Accumulators are 2 x rows vectors of 16 floats: 32 zmm registers allow
   // up to 8 rows, 16 ymm registers (two per vector) about 3.
   const bool avx512 = targetHas(target, "avx512f");
@@ -148,17 +149,18 @@ std::vector<PrefillVariant> prefillCandidates(const CpuTarget &target, int64_t i
   if (targetHas(target, "avx512bf16"))
     for (int64_t r : rows)
       candidates.push_back({PrefillMatmul::Avx512Bf16, r, 0});
-  if (targetHas(target, "avx512bf16") && targetHas(target, "amx-tile") &&
+  if (!packPerCall && targetHas(target, "avx512bf16") && targetHas(target, "amx-tile") &&
       targetHas(target, "amx-bf16") && in % FusedLinearKernel::kAmxDepth == 0)
     candidates.push_back({PrefillMatmul::Amx, avx512 ? 6 : 2, 0});
   return candidates;
 }
 
 TuningResult tunePrefill(const CpuTarget &target, int64_t hidden, int64_t intermediate,
-                         TuneLevel level, double maxForeignShare) {
+                         bool packPerCall, TuneLevel level, double maxForeignShare) {
   requireTunableShape(hidden, intermediate);
-  const std::vector<PrefillVariant> candidates = prefillCandidates(target, hidden, level);
-  const std::string key = cacheKey(target, hidden, intermediate, level, candidates);
+  const std::vector<PrefillVariant> candidates =
+      prefillCandidates(target, hidden, level, packPerCall);
+  const std::string key = cacheKey(target, hidden, intermediate, packPerCall, level, candidates);
   const std::string path = tuningCachePath();
   if (std::optional<TuningResult> cached = cachedResult(readTuningCache(path, key))) {
     cached->provenance.cachePath = path;
@@ -168,7 +170,8 @@ TuningResult tunePrefill(const CpuTarget &target, int64_t hidden, int64_t interm
   TuningResult result;
   result.provenance = measureAndCache(key, maxForeignShare, [&] {
     for (PrefillVariant candidate : candidates) {
-      candidate.gflops = measure(measuredProduct(hidden, intermediate, candidate), target);
+      candidate.gflops =
+          measure(measuredProduct(hidden, intermediate, packPerCall, candidate), target);
       result.measured.push_back(candidate);
     }
     nlohmann::json entries = nlohmann::json::array();

@@ -41,18 +41,21 @@ struct TuningResult {
 };
 
 /// The candidates `level` measures on `target` for a product of K = `in`
-/// (AMX needs K % 32 == 0): f32 FMA tiles and, where the target has them,
-/// vdpbf16ps tiles and AMX, over the tile heights the vector registers allow.
-std::vector<PrefillVariant> prefillCandidates(const CpuTarget &target, int64_t in,
-                                              TuneLevel level);
+/// (AMX needs K % 32 == 0 and weights packed at load): f32 FMA tiles and,
+/// where the target has them, vdpbf16ps tiles and AMX, over the tile heights
+/// the vector registers allow.
+std::vector<PrefillVariant> prefillCandidates(const CpuTarget &target, int64_t in, TuneLevel level,
+                                              bool packPerCall);
 
 /// Measures the candidates on the SwiGLU product of `hidden` x
-/// `intermediate` (capped so one run stays short), or returns the cached
+/// `intermediate` (capped so one run stays short), its weight packed per call
+/// or at load as `packPerCall` says, or returns the cached
 /// result for the same CPU, shape, level and kernel source. A measurement
 /// during which others took more than `maxForeignShare` of the machine is
 /// used but not cached.
 TuningResult tunePrefill(const CpuTarget &target, int64_t hidden, int64_t intermediate,
-                         TuneLevel level, double maxForeignShare = kMaxForeignShare);
+                         bool packPerCall, TuneLevel level,
+                         double maxForeignShare = kMaxForeignShare);
 
 /// Records `result` as the module's q3.tuning (matmul, prefill_rows and the
 /// measured rates), which cpu-select-matmul and cpu-select-tiles read.

@@ -14,7 +14,8 @@ void requireTunableShape(int64_t hidden, int64_t intermediate) {
     throw std::invalid_argument("--tune: the model's products have no column-block layout");
 }
 
-FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t outputs) {
+FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t outputs,
+                                bool packPerCall) {
   FusedLinearKernel kernel;
   kernel.name = name;
   kernel.inFeatures = hidden;
@@ -23,7 +24,8 @@ FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t
   kernel.normEps = 1e-6;
   kernel.swiglu = true;
   kernel.prologueGain = WeightStorage::BF16;
-  kernel.columnBlocks = true;
+  kernel.columnBlocks = !packPerCall;
+  kernel.panelsPerCall = packPerCall;
   return kernel;
 }
 
@@ -37,8 +39,10 @@ std::vector<uint8_t> randomBf16(int64_t count, std::mt19937 &rng) {
   return stored;
 }
 
-std::vector<uint8_t> randomPackedWeights(const FusedLinearKernel &kernel, std::mt19937 &rng) {
-  const std::vector<uint8_t> plain = randomBf16(kernel.weightRows() * kernel.inFeatures, rng);
+std::vector<uint8_t> randomWeights(const FusedLinearKernel &kernel, std::mt19937 &rng) {
+  std::vector<uint8_t> plain = randomBf16(kernel.weightRows() * kernel.inFeatures, rng);
+  if (!kernel.columnBlocks)
+    return plain;
   std::vector<uint8_t> packed(plain.size());
   runtime::packColumnBlocks(reinterpret_cast<const uint16_t *>(plain.data()),
                             reinterpret_cast<uint16_t *>(packed.data()), kernel.inFeatures, 0,

@@ -2,7 +2,7 @@
 //
 // Both tuners (Tuner.h: prefill variants, DecodeTuner.h: the decode split)
 // measure the model's gate/up product: SwiGLU with its RMSNorm and bf16 gain,
-// bf16 weights in column blocks, on random inputs.
+// bf16 weights packed at load or per call, on random inputs.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -25,14 +25,18 @@ namespace q3::cpu {
 /// (K = `hidden`, `intermediate` outputs) have a column-block layout.
 void requireTunableShape(int64_t hidden, int64_t intermediate);
 
-/// The measured product, `outputs` wide (a multiple of 16 at most that).
-FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t outputs);
+/// The measured product, `outputs` wide (a multiple of 16 at most that), its
+/// weight packed at load (column blocks) or per call (row-major), as the
+/// compiled model's products will be.
+FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t outputs,
+                                bool packPerCall);
 
 /// `count` random bf16 values in [-1, 1).
 std::vector<uint8_t> randomBf16(int64_t count, std::mt19937 &rng);
 
-/// Random bf16 weights for `kernel`, in its column blocks.
-std::vector<uint8_t> randomPackedWeights(const FusedLinearKernel &kernel, std::mt19937 &rng);
+/// Random bf16 weights for `kernel`, in the layout it reads (column blocks
+/// when packed at load).
+std::vector<uint8_t> randomWeights(const FusedLinearKernel &kernel, std::mt19937 &rng);
 
 /// `kernel` compiled for `target` and loaded; `entry` stays valid while
 /// `library` lives.

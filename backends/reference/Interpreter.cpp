@@ -93,6 +93,7 @@ struct Interpreter::State {
   LoweringConfigAttr lowering; // of the kernel being run, if any
   int64_t position = 0;
   std::map<Operation *, std::vector<float>> transformedWeights; // kept across runs
+  std::map<std::vector<const std::vector<float> *>, std::vector<float>> concatenations;
 
   // Per run.
   llvm::DenseMap<Value, Tensor> activations;
@@ -190,12 +191,15 @@ void Interpreter::State::runOp(FoldGainOp op) {
 }
 
 void Interpreter::State::runOp(ConcatRowsOp op) {
-  auto [it, inserted] = transformedWeights.try_emplace(op.getOperation());
+  // Keyed by the parts, not the op: a concatenation inside a kernel (see
+  // cpu-sink-weight-concat) joins another layer's parts at each dispatch.
+  std::vector<const std::vector<float> *> parts;
+  for (Value input : op.getInputs())
+    parts.push_back(&weightVector(input));
+  auto [it, inserted] = concatenations.try_emplace(parts);
   if (inserted)
-    for (Value input : op.getInputs()) {
-      const std::vector<float> &part = weightVector(input);
-      it->second.insert(it->second.end(), part.begin(), part.end());
-    }
+    for (const std::vector<float> *part : parts)
+      it->second.insert(it->second.end(), part->begin(), part->end());
   weights[op.getResult()] = &it->second;
 }
 

@@ -36,7 +36,18 @@ struct LinearCase {
   bool columnBlocks = false; // weight bound in runtime/WeightLayout.h's column blocks
   cpu::PrefillMatmul matmul = cpu::PrefillMatmul::F32; // with column blocks
   int64_t tileRows = 6;                                // rows of the prefill register tile
+  bool perCall = false;       // row-major weight, panels packed by each prefill
+  std::vector<int64_t> parts; // with perCall: the weight in buffers of these rows
 };
+
+/// `c` with its weight packed per call (and bound in `parts`).
+LinearCase perCall(LinearCase c, std::vector<int64_t> parts = {}) {
+  c.label = "percall_" + c.label;
+  c.columnBlocks = false;
+  c.perCall = true;
+  c.parts = std::move(parts);
+  return c;
+}
 
 /// The rows whose activations the kernel rounds to bf16: every row of a
 /// prefill (more than one row) with bf16 products, none in decode.
@@ -94,6 +105,8 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu, bool sameRou
   if (c.prologueGain)
     kernel.prologueGain = WeightStorage::BF16;
   kernel.columnBlocks = c.columnBlocks;
+  kernel.panelsPerCall = c.perCall;
+  kernel.weightParts = c.parts;
   kernel.prefillMatmul = c.matmul;
   kernel.prefillTileRows = c.tileRows;
 
@@ -159,8 +172,21 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu, bool sameRou
                            c.out, c.norm ? &eps : nullptr, c.swiglu);
   }
 
-  std::vector<void *> buffers = {x.data(), stored.data()};
-  std::vector<int64_t> bytes = {int64_t(x.size() * 4), int64_t(stored.size())};
+  std::vector<void *> buffers = {x.data()};
+  std::vector<int64_t> bytes = {int64_t(x.size() * 4)};
+  // Each part in a buffer of its own, as the runtime binds them.
+  std::vector<std::vector<uint8_t>> parts;
+  const int64_t rowBytes = int64_t(stored.size()) / kernel.weightRows();
+  int64_t firstRow = 0;
+  for (int64_t rows : kernel.partRows()) {
+    parts.emplace_back(stored.begin() + firstRow * rowBytes,
+                       stored.begin() + (firstRow + rows) * rowBytes);
+    firstRow += rows;
+  }
+  for (std::vector<uint8_t> &part : parts) {
+    buffers.push_back(part.data());
+    bytes.push_back(int64_t(part.size()));
+  }
   if (c.prologueGain) {
     buffers.push_back(gainStored.data());
     bytes.push_back(int64_t(gainStored.size()));
@@ -216,8 +242,12 @@ std::vector<LinearCase> bf16PrefillCases(PrefillMatmul matmul) {
 // at most 2^-9: against the reference that rounds the same rows they agree to
 // f32 summation order; against the exact reference they stay within 1% of
 // the largest output (over K products of mixed signs) and do differ.
-void expectBf16Prefill(PrefillMatmul matmul) {
-  for (const LinearCase &c : bf16PrefillCases(matmul)) {
+void expectBf16Prefill(PrefillMatmul matmul, bool packPerCall = false) {
+  std::vector<LinearCase> cases = bf16PrefillCases(matmul);
+  if (packPerCall)
+    for (LinearCase &c : cases)
+      c = perCall(c);
+  for (const LinearCase &c : cases) {
     EXPECT_LE(relativeErrorOf(c, "host", true), 1e-5) << c.label;
     const double error = relativeErrorOf(c, "host");
     EXPECT_LE(error, 1e-2) << c.label;
@@ -227,12 +257,11 @@ void expectBf16Prefill(PrefillMatmul matmul) {
   }
   // Decode (one row) stays f32; the rows the tiles leave and prefills
   // shorter than AMX's 16 rows are rounded like the rest of the prefill.
-  for (int64_t rows : {1, 5, 15})
-    EXPECT_LE(relativeErrorOf({"short", 256, 64, rows, WeightStorage::BF16, true, false, false,
-                               true, true, matmul},
-                              "host", true),
-              1e-5)
-        << rows << " rows";
+  for (int64_t rows : {1, 5, 15}) {
+    LinearCase c{"short", 256,  64,   rows,  WeightStorage::BF16, true, false,
+                 false,   true, true, matmul};
+    EXPECT_LE(relativeErrorOf(packPerCall ? perCall(c) : c, "host", true), 1e-5) << rows << " rows";
+  }
 }
 
 // Every prefill register tile height the tuner may choose gives the same
@@ -243,6 +272,23 @@ TEST(FusedLinearKernel, ColumnBlockTilesOfEveryHeight) {
     c.tileRows = tileRows;
     EXPECT_LE(relativeErrorOf(c, "host"), 1e-5) << tileRows << " rows";
   }
+}
+
+// Packed per call: the same products from every tile height, the weight in
+// one buffer or in parts (a part boundary inside a pair of output blocks).
+TEST(FusedLinearKernel, PanelTilesOfEveryHeight) {
+  for (int64_t tileRows = 1; tileRows <= 8; ++tileRows) {
+    LinearCase c{"tile", 72, 96, 13, WeightStorage::BF16, true, true, true, true, true};
+    c.tileRows = tileRows;
+    EXPECT_LE(relativeErrorOf(perCall(c), "host"), 1e-5) << tileRows << " rows";
+    EXPECT_LE(relativeErrorOf(perCall(c, {96, 96}), "host"), 1e-5) << tileRows << " rows, parts";
+  }
+}
+
+TEST(FusedLinearKernel, Avx512Bf16PanelPrefillRoundsOnlyTheActivations) {
+  if (!hostHasAvx512Bf16())
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  expectBf16Prefill(PrefillMatmul::Avx512Bf16, true);
 }
 
 TEST(FusedLinearKernel, Avx512Bf16PrefillRoundsOnlyTheActivations) {
@@ -342,7 +388,35 @@ INSTANTIATE_TEST_SUITE_P(
         LinearCase{"blocks_all_epilogues", 64, 32, 8, WeightStorage::BF16, true, true, true, false,
                    true},
         LinearCase{"blocks_qwen3_0_6b_mlp_prefill", 1024, 3072, 9, WeightStorage::BF16, true, true,
-                   false, true, true}),
+                   false, true, true},
+        // Packed per call: the gather tail of K (40, 72: K/2 not a multiple
+        // of 16), a pair cut short, every epilogue, decode and prefill, and
+        // weights in parts: q/k/v, gate/up, and parts of one 16-row block
+        // that split a pair of blocks.
+        perCall(LinearCase{"plain_decode", 64, 48, 1, WeightStorage::BF16, false, false, false}),
+        perCall(LinearCase{"plain_prefill", 40, 80, 13, WeightStorage::BF16, false, false, false}),
+        perCall(LinearCase{"norm_gain", 72, 96, 7, WeightStorage::BF16, true, false, false, true}),
+        perCall(LinearCase{"swiglu", 64, 48, 6, WeightStorage::BF16, true, true, false, true}),
+        perCall(LinearCase{"residual_decode", 192, 64, 1, WeightStorage::BF16, false, false, true}),
+        perCall(LinearCase{"all_epilogues", 64, 32, 8, WeightStorage::BF16, true, true, true}),
+        perCall(LinearCase{"qwen3_0_6b_qkv_prefill", 1024, 4096, 9, WeightStorage::BF16, true,
+                           false, false, true},
+                {2048, 1024, 1024}),
+        perCall(LinearCase{"qwen3_0_6b_qkv_decode", 1024, 4096, 1, WeightStorage::BF16, true, false,
+                           false, true},
+                {2048, 1024, 1024}),
+        perCall(LinearCase{"qwen3_0_6b_mlp_prefill", 1024, 3072, 9, WeightStorage::BF16, true, true,
+                           false, true},
+                {3072, 3072}),
+        perCall(LinearCase{"qwen3_0_6b_mlp_decode", 1024, 3072, 1, WeightStorage::BF16, true, true,
+                           false, true},
+                {3072, 3072}),
+        perCall(LinearCase{"parts_split_a_pair", 40, 80, 13, WeightStorage::BF16, false, false,
+                           true},
+                {16, 48, 16}),
+        perCall(LinearCase{"parts_split_a_pair_decode", 40, 80, 1, WeightStorage::BF16, false,
+                           false, true},
+                {16, 48, 16})),
     caseName);
 
 /// Compiles one kernel's source for the host and returns its entry.

@@ -52,6 +52,24 @@ TEST(Manifest, StreamingKernelsCarryTheirPrefetchDistance) {
   EXPECT_GE(streaming, 3);
 }
 
+TEST(Manifest, ProductsSayWhereTheirWeightIsPacked) {
+  // x86-64-v3 packs per call: each product's weights are row-major operands
+  // (q/k/v and gate/up as their parts), and the manifest says so.
+  const nlohmann::json written = compiledManifestJson("gqa4_tied_bf16", "f32");
+  int products = 0;
+  for (const nlohmann::json &kernel : written["kernels"]) {
+    const std::string name = kernel["name"];
+    if (name.rfind("fused_linear", 0) != 0)
+      continue;
+    ++products;
+    EXPECT_EQ(kernel.value("weight_packing", ""), "per_call") << name;
+    for (const nlohmann::json &operand : kernel["operands"])
+      if (operand["kind"] == "weight" && operand["shape"].size() == 2)
+        EXPECT_EQ(operand["layout"], "row_major") << name;
+  }
+  EXPECT_GE(products, 4);
+}
+
 class ManifestRoundTrip : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ManifestRoundTrip, JsonAndBackIsTheSameManifest) {
@@ -87,17 +105,21 @@ TEST(Manifest, EachDamagedFieldIsNamed) {
     std::function<void(nlohmann::json &)> damage;
   };
   const std::vector<Case> cases = {
-      {"format_version: manifest version 9",
-       [](nlohmann::json &m) { m["format_version"] = 9; }},
+      {"format_version: manifest version 9", [](nlohmann::json &m) { m["format_version"] = 9; }},
       {"config.hidden_size", [](nlohmann::json &m) { m["config"].erase("hidden_size"); }},
       {"config.num_attention_heads",
        [](nlohmann::json &m) { m["config"]["num_attention_heads"] = 3; }},
       {"kernels[0].grid.kind", [](nlohmann::json &m) { m["kernels"][0]["grid"]["kind"] = "x"; }},
       {"kernels[1].tile", [](nlohmann::json &m) { m["kernels"][1]["tile"] = "wide"; }},
       {"kernels[1].matmul", [](nlohmann::json &m) { m["kernels"][1]["matmul"] = "avx10"; }},
+      {"kernels[1].weight_packing: expected \"at_load\" or \"per_call\", found \"sometimes\"",
+       [](nlohmann::json &m) { m["kernels"][1]["weight_packing"] = "sometimes"; }},
       {"kernels[1].prefetch_bytes",
        [](nlohmann::json &m) { m["kernels"][1]["prefetch_bytes"] = 8; }},
-      {"weights[0].shape", [](nlohmann::json &m) { m["weights"][0]["shape"] = {-1, 64}; }},
+      {"weights[0].shape",
+       [](nlohmann::json &m) {
+         m["weights"][0]["shape"] = {-1, 64};
+       }},
       {"weights[0].id", [](nlohmann::json &m) { m["weights"][0]["id"] = 3; }},
       {"schedule[1].kernel", [](nlohmann::json &m) { m["schedule"][1]["kernel"] = "nope"; }},
       {"schedule[0].operands[0]: reads buffer 0 before any dispatch wrote it",

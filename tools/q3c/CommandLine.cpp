@@ -117,6 +117,16 @@ cl::opt<int64_t> targetPrefillRows(
     cl::desc("Rows of the prefill register tile, 1 to 8 (default 0: measured by --tune, else 6 "
              "with AVX-512 and 2 without)"),
     cl::cat(q3Category));
+cl::opt<std::string> targetWeightPacking(
+    "weight-packing", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init("auto"),
+    cl::desc("Where bf16 product weights are put in the kernels' column blocks: per-call (each "
+             "prefill packs the panels it multiplies; the runtime binds the checkpoint's bytes "
+             "as they are, so loading copies nothing), at-load (copied once when the model "
+             "loads, or at compile time with --embed-weights; prefill ~6% faster at 128 "
+             "tokens) or auto (at-load with --embed-weights, --prefill-matmul=amx or a target "
+             "that may run AMX, else per-call)"),
+    cl::value_desc("auto|per-call|at-load"), cl::cat(q3Category));
 cl::opt<std::string> targetKvCache(
     "kv-cache", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
     cl::init("f32"),
@@ -190,6 +200,14 @@ cl::opt<bool> dumpStats("stats", cl::sub(dumpCommand),
 cl::opt<bool> dumpJson("json", cl::sub(dumpCommand),
                        cl::desc("With --stats: print one JSON object"), cl::cat(q3Category));
 
+/// --weight-packing, with auto settled where the flags decide it: packing
+/// ahead of time (--embed-weights) is free, and AMX reads packed weights.
+static std::string weightPackingFromFlags() {
+  if (targetWeightPacking == "auto" && (compileEmbedWeights || targetPrefillMatmul == "amx"))
+    return "at-load";
+  return targetWeightPacking;
+}
+
 passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
   passes::PipelineOptions options;
   if (!target.empty() && target != "cpu" && target != "vulkan")
@@ -222,6 +240,7 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
     cpuOptions.cpu = targetCpu;
     cpuOptions.matmul = targetPrefillMatmul;
     cpuOptions.prefillRows = targetPrefillRows;
+    cpuOptions.weightPacking = weightPackingFromFlags();
     options.target = cpu::cpuTargetPipeline(cpuOptions);
   }
   return options;
@@ -255,14 +274,17 @@ HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
   const cpu::CpuTarget host = cpu::resolveCpuTarget("host");
   const int64_t hidden = configInt(config, "hidden_size");
   const int64_t intermediate = configInt(config, "intermediate_size");
+  // The products are measured packed the way the compiled ones will be.
+  const bool packPerCall = cpu::resolveWeightPacking(weightPackingFromFlags(), host) == "per_call";
   HostTuning tuning;
   if (targetPrefillMatmul == "auto" || targetPrefillRows == 0) {
-    tuning.prefill = cpu::tunePrefill(host, hidden, intermediate, level, tuneMaxForeignShare);
+    tuning.prefill =
+        cpu::tunePrefill(host, hidden, intermediate, packPerCall, level, tuneMaxForeignShare);
     cpu::recordTuning(module, *tuning.prefill);
   }
   // The runtime's default: every CPU this process may use.
-  tuning.decode = cpu::tuneDecode(host, hidden, intermediate, level, runtime::availableCpus(),
-                                  tuneMaxForeignShare);
+  tuning.decode = cpu::tuneDecode(host, hidden, intermediate, packPerCall, level,
+                                  runtime::availableCpus(), tuneMaxForeignShare);
   cpu::recordDecodeTuning(module, *tuning.decode);
   return tuning;
 }

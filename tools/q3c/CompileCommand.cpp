@@ -51,6 +51,20 @@ std::string matmulSummary(const manifest::Manifest &m) {
   return text.empty() ? "f32" : text;
 }
 
+/// Where the products' weights are packed, for the summary line.
+std::string packingSummary(const manifest::Manifest &m) {
+  std::set<std::string> choices;
+  for (const manifest::Kernel &k : m.kernels)
+    if (k.weightPacking == manifest::WeightPacking::AtLoad)
+      choices.insert("at load");
+    else if (k.weightPacking == manifest::WeightPacking::PerCall)
+      choices.insert("per call");
+  std::string text;
+  for (const std::string &c : choices)
+    text += (text.empty() ? "" : " and ") + c;
+  return text.empty() ? "" : ", weights packed " + text;
+}
+
 /// -v: what the tuner measured and chose for the prefill.
 void printPrefillTuning(const cpu::TuningResult &result) {
   llvm::outs() << "tuned the prefill on " << cpu::resolveCpuTarget("host").llvmCpu << " ("
@@ -212,9 +226,9 @@ int runCompile() {
   const manifest::Manifest &m = compiled.manifest;
   llvm::outs() << "compiled " << m.kernels.size() << " kernels, " << m.steps.size()
                << " dispatches for " << m.target.cpu << " (" << m.target.llvmCpu << ", prefill "
-               << matmulSummary(m) << ", kv cache " << manifest::elementTypeName(m.kvCache)
-               << ", ubatch " << m.prefillRows << ") in " << llvm::format("%.2f", seconds)
-               << " s -> " << compileOutput;
+               << matmulSummary(m) << packingSummary(m) << ", kv cache "
+               << manifest::elementTypeName(m.kvCache) << ", ubatch " << m.prefillRows << ") in "
+               << llvm::format("%.2f", seconds) << " s -> " << compileOutput;
   if (signer)
     llvm::outs() << ", signed by key " << runtime::keyId(signer->publicKey());
   llvm::outs() << "\n";

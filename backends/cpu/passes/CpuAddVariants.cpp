@@ -46,8 +46,8 @@ SmallVector<Attribute> variantsFor(StringRef level, LoweringConfigAttr lowering,
   }
   for (int64_t rows : {6, 8})
     variants.push_back(lowering.withMatmul("avx512bf16").withTile({rows, 2}));
-  // The tile unit takes 32 k per step.
-  if (depth % 32 == 0)
+  // The tile unit takes 32 k per step and reads weights packed at load.
+  if (depth % 32 == 0 && !lowering.packsPerCall())
     variants.push_back(lowering.withMatmul("amx").withTile({6, 2}));
   return variants;
 }
@@ -68,17 +68,12 @@ struct CpuAddVariantsPass : impl::CpuAddVariantsBase<CpuAddVariantsPass> {
     if (target.name != kPortableAvx512 && target.name != kPortableAvx2)
       return;
     for (func::FuncOp kernel : kernelsOf(module)) {
-      Operation *compute = kernelComputeOp(kernel);
       LoweringConfigAttr lowering = loweringOf(kernel);
-      if (!isa_and_nonnull<FusedLinearOp, LinearOp>(compute) || lowering.getMatmul() != "f32")
-        continue;
-      Type weight = compute->getOperand(1).getType();
-      if (!hasColumnBlocks(weight))
+      std::optional<int64_t> depth = tiledProductDepth(kernel);
+      if (!depth || lowering.getMatmul() != "f32")
         continue;
       kernel->setAttr(kVariantsAttrName,
-                      ArrayAttr::get(&getContext(),
-                                     variantsFor(target.name, lowering,
-                                                 weight.cast<RankedTensorType>().getDimSize(1))));
+                      ArrayAttr::get(&getContext(), variantsFor(target.name, lowering, *depth)));
     }
   }
 };

@@ -1,5 +1,6 @@
-//===- CpuPackColumnBlocks.cpp - bf16 product weights in column blocks ----===//
+//===- CpuPackColumnBlocks.cpp - where bf16 product weights are packed ----===//
 //
+// With packing at-load:
 // Before:
 //   %w = q3.concat_rows %wq, %wk, %wv : ... -> tensor<4096x1024xbf16>
 //   %qkv = q3.dispatch @fused_linear_rms_norm_0(%x, %w, %g) : (..., tensor<4096x1024xbf16>, ...)
@@ -12,11 +13,24 @@
 //   func.func private @fused_linear_rms_norm_0(%arg0: ...,
 //       %arg1: tensor<4096x1024xbf16, #q3.column_blocks>, ...)
 //
-// A weight that several dispatches read is packed once. Weights that do not
-// fit (f32, f16, rows not a multiple of 16, an odd K) stay row-major and take
-// the row-major kernels.
+// A weight that several dispatches read is packed once.
+//
+// With packing per-call the IR keeps the row-major weight and only the
+// lowering changes:
+//   func.func private @fused_linear_rms_norm_0(..., %arg1: tensor<4096x1024xbf16>, ...)
+//       attributes {q3.lowering = #q3.lowering<weight_packing = per_call>}
+//
+// Packing at load copies every weight into fresh memory, and on the VMs this
+// project measures a fresh page can cost far more than the copy (the
+// hypervisor backs it on first touch): 0.6B loaded in 1.1-3.5 s packed at
+// load, 0.05-0.1 s bound in place. Per call, each prefill packs its 32-row
+// panels (6-7% of a 128-row prefill on an AMD family 26). `auto` packs at
+// load only where the target may run AMX, whose tile unit reads the packed
+// weight. Weights that do not fit (f32, f16, rows not a multiple of 16, an
+// odd K) stay row-major and take the row-major kernels.
 //
 //===----------------------------------------------------------------------===//
+#include "backends/cpu/CpuPipeline.h"
 #include "backends/cpu/passes/CpuPasses.h"
 #include "ir/BuildGraph.h"
 
@@ -61,6 +75,19 @@ void retypeArgument(func::FuncOp kernel, unsigned index, Type type) {
 }
 
 struct CpuPackColumnBlocksPass : impl::CpuPackColumnBlocksBase<CpuPackColumnBlocksPass> {
+  using CpuPackColumnBlocksBase::CpuPackColumnBlocksBase;
+
+  /// at_load or per_call, or an error message.
+  FailureOr<std::string> resolve(ModuleOp module) {
+    try {
+      // Only auto asks the target.
+      return resolveWeightPacking(packing, packing == "auto" ? targetOf(module) : CpuTarget{});
+    } catch (const std::exception &error) {
+      module.emitError() << "cpu-pack-column-blocks: " << error.what();
+      return failure();
+    }
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto forward = module.lookupSymbol<func::FuncOp>(kEntryPoint);
@@ -68,9 +95,16 @@ struct CpuPackColumnBlocksPass : impl::CpuPackColumnBlocksBase<CpuPackColumnBloc
       module.emitError() << "cpu-pack-column-blocks: no func.func @" << kEntryPoint;
       return signalPassFailure();
     }
+    FailureOr<std::string> where = resolve(module);
+    if (failed(where))
+      return signalPassFailure();
+    const bool atLoad = *where == "at_load";
     llvm::StringMap<unsigned> weightArgument; // kernel -> its packed argument
     for (func::FuncOp kernel : kernelsOf(module))
       if (std::optional<unsigned> index = packableWeightArgument(kernel)) {
+        setLowering(kernel, loweringOf(kernel).withWeightPacking(*where));
+        if (!atLoad)
+          continue;
         auto type = kernel.getArgument(*index).getType().cast<RankedTensorType>();
         retypeArgument(kernel, *index,
                        RankedTensorType::get(type.getShape(), type.getElementType(),
@@ -100,8 +134,27 @@ struct CpuPackColumnBlocksPass : impl::CpuPackColumnBlocksBase<CpuPackColumnBloc
 
 } // namespace
 
+std::string resolveWeightPacking(const std::string &option, const CpuTarget &target) {
+  if (option == "at-load")
+    return "at_load";
+  if (option == "per-call")
+    return "per_call";
+  if (option != "auto")
+    throw std::invalid_argument("packing must be auto, at-load or per-call, got '" + option + "'");
+  // The tile unit reads packed weights: a host with AMX, or a portable
+  // AVX-512 artifact, which carries an AMX variant.
+  const bool mayRunAmx = target.name == "x86-64-v4" ||
+                         (targetHas(target, "amx-tile") && targetHas(target, "amx-bf16"));
+  return mayRunAmx ? "at_load" : "per_call";
+}
+
 std::unique_ptr<mlir::Pass> createCpuPackColumnBlocksPass() {
   return std::make_unique<CpuPackColumnBlocksPass>();
+}
+
+std::unique_ptr<mlir::Pass>
+createCpuPackColumnBlocksPass(const CpuPackColumnBlocksOptions &options) {
+  return std::make_unique<CpuPackColumnBlocksPass>(options);
 }
 
 } // namespace q3::cpu

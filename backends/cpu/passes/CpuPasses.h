@@ -17,6 +17,9 @@ namespace q3::cpu {
 std::unique_ptr<mlir::Pass> createCpuSetTargetPass();
 std::unique_ptr<mlir::Pass> createCpuSetTargetPass(const CpuSetTargetOptions &options);
 std::unique_ptr<mlir::Pass> createCpuPackColumnBlocksPass();
+std::unique_ptr<mlir::Pass>
+createCpuPackColumnBlocksPass(const CpuPackColumnBlocksOptions &options);
+std::unique_ptr<mlir::Pass> createCpuSinkWeightConcatPass();
 std::unique_ptr<mlir::Pass> createCpuSelectMatmulPass();
 std::unique_ptr<mlir::Pass> createCpuSelectMatmulPass(const CpuSelectMatmulOptions &options);
 std::unique_ptr<mlir::Pass> createCpuSelectTilesPass();
@@ -39,6 +42,11 @@ mlir::DictionaryAttr tuningOf(mlir::ModuleOp module);
 /// measured it.
 std::optional<int64_t> measuredInteger(mlir::ModuleOp module, llvm::StringRef key);
 inline constexpr const char *kTuningAttrName = "q3.tuning";
+
+/// The K of a product kernel whose prefill runs the column-block register
+/// tiles (its weight in column blocks, or packed per call: see
+/// cpu-pack-column-blocks), else nothing.
+std::optional<int64_t> tiledProductDepth(mlir::func::FuncOp kernel);
 
 /// Pieces per thread of a product's one-row dispatch when nothing was
 /// measured (cpu-set-chunking; the decode tuner's default candidate).

@@ -32,17 +32,44 @@ def CpuSetTarget : Pass<"cpu-set-target", "mlir::ModuleOp"> {
 }
 
 def CpuPackColumnBlocks : Pass<"cpu-pack-column-blocks", "mlir::ModuleOp"> {
-  let summary = "Store the bf16 weights of products in column blocks";
+  let summary = "Decide where the bf16 weights of products are put in column blocks";
   let description = [{
     For every product kernel (`q3.fused_linear`, bias-free `q3.linear`) whose
     weight is bf16 with a multiple of 16 rows and an even number of columns,
-    re-types the kernel's weight argument to `#q3.column_blocks` and feeds
-    every dispatch of it through `q3.pack_column_blocks` (one per weight, a
-    weight transform evaluated once at load). One 64-byte load then carries
-    16 output features x 2 inputs, which the CPU kernels widen exactly and
-    multiply without horizontal sums.
+    decides where its weight is put in column blocks (16 output features x 2
+    inputs per 64-byte load, which the CPU kernels widen exactly and multiply
+    without horizontal sums) and records it as the kernel's
+    `weight_packing`:
+
+    - `at_load`: re-types the kernel's weight argument to
+      `#q3.column_blocks` and feeds every dispatch of it through
+      `q3.pack_column_blocks` (one per weight, a weight transform evaluated
+      once at load, or at compile time with `--embed-weights`);
+    - `per_call`: the weight stays row-major, so the runtime binds the
+      checkpoint's mapped bytes and loading copies nothing; each prefill packs
+      the panels it multiplies, decode reads the rows in place.
+
+    `auto` packs at load where the target may run AMX (its tile unit reads
+    the packed weights), per call elsewhere.
   }];
   let constructor = "q3::cpu::createCpuPackColumnBlocksPass()";
+  let options = [
+    Option<"packing", "packing", "std::string", /*default=*/"\"auto\"",
+           "auto, at-load or per-call">
+  ];
+}
+
+def CpuSinkWeightConcat : Pass<"cpu-sink-weight-concat", "mlir::ModuleOp"> {
+  let summary = "Let per-call products read concatenated weights part by part";
+  let description = [{
+    For every product kernel with `weight_packing = per_call` whose weight
+    is, at every dispatch, a `q3.concat_rows` of the same part shapes (each
+    a multiple of 16 rows), passes the parts to the kernel instead and
+    concatenates them inside it: the weight plan no longer copies them at
+    load, and the kernel reads each part where it was bound. Concatenations
+    left without users are erased.
+  }];
+  let constructor = "q3::cpu::createCpuSinkWeightConcatPass()";
 }
 
 def CpuSelectMatmul : Pass<"cpu-select-matmul", "mlir::ModuleOp"> {

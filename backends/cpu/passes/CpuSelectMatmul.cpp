@@ -4,7 +4,8 @@
 //   func.func private @fused_linear_rms_norm_0(...) attributes
 //       {q3.kernel, q3.lowering = #q3.lowering<matmul = amx>}
 //
-// Only column-block products have a choice; the row-major kernels run f32.
+// Only products that run the column-block tiles (weights packed at load or
+// per call) have a choice; the row-major kernels run f32.
 // The choice is the target's to make by measurement (q3c compile's tuner
 // records it in q3.tuning); without a measurement `auto` takes AMX where the
 // target has it (2-4x the f32 rate on the machines we measured) and f32
@@ -24,17 +25,6 @@ using namespace q3::ir;
 
 namespace q3::cpu {
 namespace {
-
-/// The K of a product kernel whose weight is in column blocks, else nothing.
-std::optional<int64_t> columnBlockProductDepth(func::FuncOp kernel) {
-  Operation *compute = kernelComputeOp(kernel);
-  if (!isa_and_nonnull<FusedLinearOp, LinearOp>(compute))
-    return std::nullopt;
-  Type weight = compute->getOperand(1).getType();
-  if (!hasColumnBlocks(weight))
-    return std::nullopt;
-  return weight.cast<RankedTensorType>().getDimSize(1);
-}
 
 struct CpuSelectMatmulPass : impl::CpuSelectMatmulBase<CpuSelectMatmulPass> {
   using CpuSelectMatmulBase::CpuSelectMatmulBase;
@@ -80,10 +70,17 @@ struct CpuSelectMatmulPass : impl::CpuSelectMatmulBase<CpuSelectMatmulPass> {
     if (failed(choice))
       return signalPassFailure();
     for (func::FuncOp kernel : kernelsOf(module)) {
-      std::optional<int64_t> depth = columnBlockProductDepth(kernel);
+      std::optional<int64_t> depth = tiledProductDepth(kernel);
       if (!depth)
         continue;
-      // The tile unit takes 32 k per step (16 rows of 64 bytes).
+      // The tile unit takes 32 k per step (16 rows of 64 bytes) and reads
+      // weights packed at load.
+      if (*choice == "amx" && loweringOf(kernel).packsPerCall()) {
+        kernel.emitError() << "cpu-select-matmul: matmul=amx reads weights packed at load, and @"
+                           << kernel.getSymName()
+                           << " packs its weight per call (use --weight-packing=at-load)";
+        return signalPassFailure();
+      }
       const std::string kernelChoice = *choice == "amx" && *depth % 32 != 0 ? "f32" : *choice;
       setLowering(kernel, loweringOf(kernel).withMatmul(kernelChoice));
     }

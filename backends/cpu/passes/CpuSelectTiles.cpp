@@ -52,9 +52,7 @@ struct CpuSelectTilesPass : impl::CpuSelectTilesBase<CpuSelectTilesPass> {
       return signalPassFailure();
     }
     for (func::FuncOp kernel : kernelsOf(module)) {
-      Operation *compute = kernelComputeOp(kernel);
-      if (isa_and_nonnull<FusedLinearOp, LinearOp>(compute) &&
-          hasColumnBlocks(compute->getOperand(1).getType()))
+      if (tiledProductDepth(kernel))
         setLowering(kernel, loweringOf(kernel).withTile({rows, 2}));
     }
   }

@@ -94,4 +94,14 @@ std::optional<int64_t> measuredInteger(mlir::ModuleOp module, llvm::StringRef ke
   return std::nullopt;
 }
 
+std::optional<int64_t> tiledProductDepth(mlir::func::FuncOp kernel) {
+  mlir::Operation *compute = q3::ir::kernelComputeOp(kernel);
+  if (!mlir::isa_and_nonnull<q3::ir::FusedLinearOp, q3::ir::LinearOp>(compute))
+    return std::nullopt;
+  mlir::Type weight = compute->getOperand(1).getType();
+  if (!q3::ir::hasColumnBlocks(weight) && !q3::ir::loweringOf(kernel).packsPerCall())
+    return std::nullopt;
+  return weight.cast<mlir::RankedTensorType>().getDimSize(1);
+}
+
 } // namespace q3::cpu

@@ -1,8 +1,18 @@
-// RUN: %q3-opt %s -split-input-file -cpu-pack-column-blocks | FileCheck %s
+// RUN: %q3-opt %s -split-input-file -cpu-pack-column-blocks=packing=at-load | FileCheck %s
+// RUN: %q3-opt %s -split-input-file -cpu-pack-column-blocks=packing=per-call | FileCheck %s --check-prefix=CALL
+// RUN: not %q3-opt %s -split-input-file -cpu-pack-column-blocks=packing=sometimes 2>&1 | FileCheck %s --check-prefix=BAD
 
-// A bf16 product weight is re-laid out in column blocks by a weight transform
-// at the dispatch site; the kernel's argument type says so. The gain and the
-// embedding table keep the checkpoint's layout.
+// At load: a bf16 product weight is re-laid out in column blocks by a weight
+// transform at the dispatch site; the kernel's argument type and its
+// lowering say so. The gain and the embedding table keep the checkpoint's
+// layout.
+// Per call: the IR keeps the row-major weight; only the lowering changes.
+// BAD: packing must be auto, at-load or per-call, got 'sometimes'
+// CALL-LABEL: func.func @forward
+// CALL-NOT: q3.pack_column_blocks
+// CALL: q3.dispatch @fused_linear_rms_norm_0(%{{.*}}, %{{.*}}, %model.norm.weight) : (tensor<?x64xf32>, tensor<96x64xbf16>, tensor<64xbf16>)
+// CALL: func.func private @embedding_0(%arg0: tensor<96x64xbf16>, %arg1: tensor<?xi32>) -> tensor<?x64xf32> attributes {q3.kernel}
+// CALL: func.func private @fused_linear_rms_norm_0(%arg0: tensor<?x64xf32>, %arg1: tensor<96x64xbf16>, %arg2: tensor<64xbf16>) -> tensor<?x96xf32> attributes {q3.kernel, q3.lowering = #q3.lowering<weight_packing = per_call>}
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[T:.*]] = q3.param "model.embed_tokens.weight" : tensor<96x64xbf16>
 // CHECK: q3.dispatch @embedding_0(%[[T]], %arg0)
@@ -10,7 +20,7 @@
 // CHECK: %[[P:.*]] = q3.pack_column_blocks %[[W]] : tensor<96x64xbf16> -> tensor<96x64xbf16, #q3.column_blocks>
 // CHECK: q3.dispatch @fused_linear_rms_norm_0(%{{.*}}, %[[P]], %model.norm.weight) : (tensor<?x64xf32>, tensor<96x64xbf16, #q3.column_blocks>, tensor<64xbf16>)
 // CHECK: func.func private @embedding_0(%arg0: tensor<96x64xbf16>,
-// CHECK: func.func private @fused_linear_rms_norm_0(%arg0: tensor<?x64xf32>, %arg1: tensor<96x64xbf16, #q3.column_blocks>, %arg2: tensor<64xbf16>)
+// CHECK: func.func private @fused_linear_rms_norm_0(%arg0: tensor<?x64xf32>, %arg1: tensor<96x64xbf16, #q3.column_blocks>, %arg2: tensor<64xbf16>) -> tensor<?x96xf32> attributes {q3.kernel, q3.lowering = #q3.lowering<weight_packing = at_load>}
 // CHECK: q3.fused_linear %arg0, %arg1 gain %arg2 {{.*}} tensor<96x64xbf16, #q3.column_blocks> -> tensor<?x96xf32>
 module {
   func.func @forward(%tokens: tensor<?xi32>) -> tensor<?x96xf32> {
@@ -37,8 +47,11 @@ module {
 // weight whose row count is not a multiple of 16.
 // CHECK-LABEL: func.func @forward
 // CHECK-NOT: q3.pack_column_blocks
-// CHECK: func.func private @f32_0(%arg0: tensor<?x64xf32>, %arg1: tensor<96x64xf32>)
-// CHECK: func.func private @odd_rows_0(%arg0: tensor<?x64xf32>, %arg1: tensor<40x64xbf16>)
+// CHECK: func.func private @f32_0(%arg0: tensor<?x64xf32>, %arg1: tensor<96x64xf32>) -> tensor<?x96xf32> attributes {q3.kernel} {
+// CHECK: func.func private @odd_rows_0(%arg0: tensor<?x64xf32>, %arg1: tensor<40x64xbf16>) -> tensor<?x40xf32> attributes {q3.kernel} {
+// CALL-LABEL: func.func @forward
+// CALL: func.func private @f32_0({{.*}}) -> tensor<?x96xf32> attributes {q3.kernel} {
+// CALL: func.func private @odd_rows_0({{.*}}) -> tensor<?x40xf32> attributes {q3.kernel} {
 module {
   func.func @forward(%x: tensor<?x64xf32>) -> (tensor<?x96xf32>, tensor<?x40xf32>) {
     %w = q3.param "w" : tensor<96x64xf32>

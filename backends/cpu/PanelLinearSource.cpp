@@ -1,0 +1,454 @@
+//===- PanelLinearSource.cpp - fused_linear packing its panels per call ---===//
+//
+// fused_linear for a bf16 weight left row-major (q3.lowering weight_packing =
+// per_call): the runtime binds the checkpoint's mapped bytes, so loading
+// copies nothing; a weight concatenated by merge-sibling-matmuls comes as its
+// parts, one buffer each (cpu-sink-weight-concat). A prefill packs, for each
+// pair of 16-row blocks it owns, those 32 weight rows into the column-block
+// order of runtime/WeightLayout.h (16 rows x 16 (k, k+1) pairs at a time: 16
+// loads, a transpose in registers, 16 stores) in a 2 x K x 32-byte panel that
+// stays in cache while every row tile of the prompt multiplies it: the same
+// register tiles as the column-block kernel (ColumnBlockLinearSource.cpp).
+// While it does, it prefetches the next pair's rows, a slice per row tile.
+// The packing is paid once per block pair and call instead of once at load:
+// 5-9% of a 128-row prefill on an AMD family 26, nothing measurable at 512.
+// Decode (one row) reads the weight rows in place: one dot product per
+// output column, prefetching prefetch_bytes ahead (FusedLinearDots.cpp).
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/ColumnBlockLinear.h"
+#include "backends/cpu/FusedLinearDots.h"
+#include "backends/cpu/KernelSourceUtil.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+
+namespace q3::cpu::detail {
+namespace {
+
+/// The views a panel kernel reads its weight (each part of it) through.
+struct PanelViews {
+  std::string rowsType;  // a part, one i16 per element: [rows][K]
+  std::string pairsType; // a part as (k, k+1) pairs: [rows * K/2] i32
+  std::string panelType; // the packed pair of blocks as i32: [2][K/2][16]
+  int64_t panelBytes = 0;
+  std::vector<int64_t> partRows, partStarts; // rows; first row of each part
+};
+
+PanelViews panelViews(const FusedLinearKernel &kernel, const ColumnBlockLayout &l) {
+  PanelViews v;
+  v.rowsType = fmt::format("memref<?x{}xi16>", l.k);
+  v.pairsType = "memref<?xi32>";
+  v.panelType = fmt::format("memref<2x{}x16xi32>", l.pairs);
+  v.panelBytes = 2 * l.pairs * 64;
+  v.partRows = kernel.partRows();
+  int64_t start = 0;
+  for (int64_t rows : v.partRows) {
+    v.partStarts.push_back(start);
+    start += rows;
+  }
+  return v;
+}
+
+/// The buffer argument of weight part `p` (kernelFrame: %wb, %wb1, ...).
+std::string partBuffer(size_t p) { return p == 0 ? "%wb" : fmt::format("%wb{}", p); }
+
+/// `prefix`0, `prefix`1, ...: one name per part.
+std::string partList(const PanelViews &v, const std::string &prefix) {
+  std::string text;
+  for (size_t p = 0; p < v.partRows.size(); ++p)
+    text += fmt::format("{}{}{}", p ? ", " : "", prefix, p);
+  return text;
+}
+/// `type`, once per part.
+std::string partTypes(const PanelViews &v, const std::string &type) {
+  std::string text;
+  for (size_t p = 0; p < v.partRows.size(); ++p)
+    text += (p ? ", " : "") + type;
+  return text;
+}
+
+/// The views %wRows<p> and %wPairs<p> of every part, at the kernel's top.
+std::string partViews(const PanelViews &v, const ColumnBlockLayout &l) {
+  std::string text;
+  for (size_t p = 0; p < v.partRows.size(); ++p)
+    text += fmt::format(
+        "  %cPartRows{0} = arith.constant {1} : index\n"
+        "  %cPartPairs{0} = arith.constant {2} : index\n"
+        "  %wRows{0} = memref.view {3}[%c0][%cPartRows{0}] : memref<?xi8> to {4}\n"
+        "  %wPairs{0} = memref.view {3}[%c0][%cPartPairs{0}] : memref<?xi8> to {5}\n",
+        p, v.partRows[p], v.partRows[p] * l.pairs, partBuffer(p), v.rowsType, v.pairsType);
+  return text;
+}
+
+/// The calls of `call(p, local)` for the part holding global row (or
+/// block) %`index`, where parts start at `starts`: a chain of scf.if on
+/// the index, `local` being the index within the part.
+std::string inPart(const std::vector<int64_t> &starts, const std::string &index,
+                   const std::function<std::string(size_t, const std::string &)> &call,
+                   const std::string &indent) {
+  std::string text, closing;
+  for (size_t p = 0; p < starts.size(); ++p) {
+    const std::string local = fmt::format("%local{}", p);
+    const std::string body = fmt::format("{0}  %cStart{1} = arith.constant {2} : index\n"
+                                         "{0}  {3} = arith.subi {4}, %cStart{1} : index\n{5}",
+                                         indent, p, starts[p], local, index, call(p, local));
+    if (p + 1 == starts.size()) {
+      text += body;
+      break;
+    }
+    text += fmt::format("{0}  %cEnd{1} = arith.constant {2} : index\n"
+                        "{0}  %inPart{1} = arith.cmpi ult, {3}, %cEnd{1} : index\n"
+                        "{0}  scf.if %inPart{1} {{\n{4}{0}  }} else {{\n",
+                        indent, p, starts[p + 1], index, body);
+    closing = indent + "  }\n" + closing;
+  }
+  return text + closing;
+}
+
+/// A 16 x 16 transpose of the i32 (k, k+1) pairs in %in0 .. %in15 into
+/// %<out>0 .. %<out>15 (row j of the result holds element j of every input),
+/// in four rounds of two-vector shuffles whose masks x86 has single
+/// instructions for: interleaving 32-bit and then 64-bit elements within
+/// 128-bit lanes (vpunpck*), then swapping 128-bit and 256-bit blocks.
+std::string transpose16(const std::string &out) {
+  // Each round: (first result, second result, first source, second source).
+  struct Pair {
+    int low, high, x, y;
+  };
+  auto mask = [](auto element) {
+    std::string text;
+    for (int j = 0; j < 16; ++j)
+      text += fmt::format("{}{}", j ? ", " : "", element(j));
+    return text;
+  };
+  // Within each 128-bit lane l: 32-bit interleave of x and y (low / high
+  // halves), then 64-bit interleave.
+  const std::string low32 = mask([](int j) { return 4 * (j / 4) + (j % 4) / 2 + (j % 2) * 16; });
+  const std::string high32 =
+      mask([](int j) { return 4 * (j / 4) + 2 + (j % 4) / 2 + (j % 2) * 16; });
+  const std::string low64 = mask([](int j) { return 4 * (j / 4) + j % 2 + (j % 4) / 2 * 16; });
+  const std::string high64 = mask([](int j) { return 4 * (j / 4) + 2 + j % 2 + (j % 4) / 2 * 16; });
+  auto blockSwap = [&](int s, bool low) {
+    return mask([=](int j) {
+      const bool left = (j & s) == 0;
+      return low ? (left ? j : 16 + j - s) : (left ? j + s : 16 + j);
+    });
+  };
+  struct Round {
+    std::vector<Pair> pairs;
+    std::string lowMask, highMask;
+  };
+  std::vector<Round> rounds(4);
+  for (int i = 0; i < 8; ++i)
+    rounds[0].pairs.push_back({2 * i, 2 * i + 1, 2 * i, 2 * i + 1});
+  rounds[0].lowMask = low32;
+  rounds[0].highMask = high32;
+  for (int i = 0; i < 4; ++i) {
+    rounds[1].pairs.push_back({4 * i, 4 * i + 1, 4 * i, 4 * i + 2});
+    rounds[1].pairs.push_back({4 * i + 2, 4 * i + 3, 4 * i + 1, 4 * i + 3});
+  }
+  rounds[1].lowMask = low64;
+  rounds[1].highMask = high64;
+  for (int r = 2; r < 4; ++r) {
+    const int s = r == 2 ? 4 : 8;
+    for (int i = 0; i < 16; ++i)
+      if (!(i & s))
+        rounds[r].pairs.push_back({i, i + s, i, i + s});
+    rounds[r].lowMask = blockSwap(s, true);
+    rounds[r].highMask = blockSwap(s, false);
+  }
+  std::string text;
+  std::string from = "%in";
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    const std::string to = r + 1 == rounds.size() ? out : fmt::format("%tr{}_", r);
+    for (const Pair &p : rounds[r].pairs)
+      text += fmt::format("    {0}{1} = vector.shuffle {2}{3}, {2}{4} [{5}] : vector<16xi32>, "
+                          "vector<16xi32>\n"
+                          "    {0}{6} = vector.shuffle {2}{3}, {2}{4} [{7}] : vector<16xi32>, "
+                          "vector<16xi32>\n",
+                          to, p.low, from, p.x, p.y, rounds[r].lowMask, p.high, rounds[r].highMask);
+    from = to;
+  }
+  return text;
+}
+
+/// @<name>_pack_panel(w, panel, slot, b): block b (weight rows 16b .. 16b+15)
+/// into panel slot `slot`: 16 pairs of the 16 rows at a time (16 loads, a
+/// transpose in registers, 16 stores), the last K/2 % 16 pairs one gather of
+/// a pair of the 16 rows each.
+std::string packPanelFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
+                              const PanelViews &v) {
+  std::string offsets, loads, stores;
+  for (int64_t row = 0; row < kBlock; ++row) {
+    offsets += fmt::format("{}{}", row ? ", " : "", row * l.pairs);
+    loads += fmt::format("    %at{0} = arith.addi %rowAt{0}, %kp : index\n"
+                         "    %in{0} = vector.load %w[%at{0}] : {1}, vector<16xi32>\n",
+                         row, v.pairsType);
+    stores += fmt::format("    %kp{0} = arith.addi %kp, %c{0} : index\n"
+                          "    vector.store %out{0}, %panel[%slot, %kp{0}, %c0] : {1}, "
+                          "vector<16xi32>\n",
+                          row, v.panelType);
+  }
+  std::string rowStarts;
+  for (int64_t row = 0; row < kBlock; ++row)
+    rowStarts +=
+        fmt::format("{2}"
+                    "  %rowOffset{0} = arith.constant {1} : index\n"
+                    "  %rowAt{0} = arith.addi %base, %rowOffset{0} : index\n",
+                    row, row * l.pairs,
+                    row < 2 ? "" : fmt::format("  %c{0} = arith.constant {0} : index\n", row));
+  return fmt::format(R"mlir(
+func.func private @{name}_pack_panel(%w: {rowPairsType}, %panel: {pairsType}, %slot: index, %b: index) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %cStep = arith.constant 16 : index
+  %cSquareEnd = arith.constant {squareEnd} : index
+  %cPairs = arith.constant {pairs} : index
+  %cBlockPairs = arith.constant {blockPairs} : index
+  %rowOffsets = arith.constant dense<[{offsets}]> : vector<16xi32>
+  %all = arith.constant dense<true> : vector<16xi1>
+  %none = arith.constant dense<0> : vector<16xi32>
+  %base = arith.muli %b, %cBlockPairs : index
+{rowStarts}  scf.for %kp = %c0 to %cSquareEnd step %cStep {{
+{loads}{transpose}{stores}  }}
+  scf.for %kp = %cSquareEnd to %cPairs step %c1 {{
+    %at = arith.addi %base, %kp : index
+    %pair = vector.gather %w[%at][%rowOffsets], %all, %none : {rowPairsType}, vector<16xi32>, vector<16xi1>, vector<16xi32> into vector<16xi32>
+    vector.store %pair, %panel[%slot, %kp, %c0] : {pairsType}, vector<16xi32>
+  }}
+  return
+}}
+)mlir",
+                     fmt::arg("name", kernel.name), fmt::arg("rowPairsType", v.pairsType),
+                     fmt::arg("pairsType", v.panelType), fmt::arg("pairs", l.pairs),
+                     fmt::arg("squareEnd", l.pairs - l.pairs % kBlock),
+                     fmt::arg("blockPairs", kBlock * l.pairs), fmt::arg("offsets", offsets),
+                     fmt::arg("rowStarts", rowStarts), fmt::arg("loads", loads),
+                     fmt::arg("transpose", transpose16("%out")), fmt::arg("stores", stores));
+}
+
+/// @<name>_pack_block(w0, .., panel, slot, b): global block b into the
+/// panel, from the part that holds it.
+std::string packBlockFunction(const FusedLinearKernel &kernel, const PanelViews &v) {
+  std::vector<int64_t> blockStarts;
+  for (int64_t start : v.partStarts)
+    blockStarts.push_back(start / kBlock);
+  auto call = [&](size_t p, const std::string &local) {
+    return fmt::format("      func.call @{0}_pack_panel(%w{1}, %panel, %slot, {2}) : ({3}, {4}, "
+                       "index, index) -> ()\n",
+                       kernel.name, p, local, v.pairsType, v.panelType);
+  };
+  std::string arguments;
+  for (size_t p = 0; p < v.partRows.size(); ++p)
+    arguments += fmt::format("%w{}: {}, ", p, v.pairsType);
+  return fmt::format(R"mlir(
+func.func private @{name}_pack_block({arguments}%panel: {panelType}, %slot: index, %b: index) {{
+{body}  return
+}}
+)mlir",
+                     fmt::arg("name", kernel.name), fmt::arg("arguments", arguments),
+                     fmt::arg("panelType", v.panelType),
+                     fmt::arg("body", inPart(blockStarts, "%b", call, "  ")));
+}
+
+/// @<name>_prefetch_row(w0, .., r): global weight row r into L2, one hint
+/// per cache line, from the part that holds it.
+std::string prefetchRowFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
+                                const PanelViews &v) {
+  auto call = [&](size_t p, const std::string &local) {
+    return fmt::format("      scf.for %k = %c0 to %cK step %cLine {{\n"
+                       "        memref.prefetch %w{0}[{1}, %k], read, locality<2>, data : {2}\n"
+                       "      }}\n",
+                       p, local, v.rowsType);
+  };
+  std::string arguments;
+  for (size_t p = 0; p < v.partRows.size(); ++p)
+    arguments += fmt::format("%w{}: {}, ", p, v.rowsType);
+  return fmt::format(R"mlir(
+func.func private @{name}_prefetch_row({arguments}%r: index) {{
+  %c0 = arith.constant 0 : index
+  %cK = arith.constant {k} : index
+  %cLine = arith.constant 32 : index
+{body}  return
+}}
+)mlir",
+                     fmt::arg("name", kernel.name), fmt::arg("arguments", arguments),
+                     fmt::arg("k", l.k), fmt::arg("body", inPart(v.partStarts, "%r", call, "  ")));
+}
+
+/// @<name>_dot_row(x, w0, .., t, r) -> f32: row t of x against global
+/// weight row r, in the part that holds it (a chain of scf.if that yields
+/// the product).
+std::string dotRowFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
+                           const PanelViews &v) {
+  // The ops from part p on; sets `value` to the SSA name of the product.
+  std::function<std::string(size_t, std::string &)> from = [&](size_t p, std::string &value) {
+    std::string text = fmt::format("  %cStart{0} = arith.constant {1} : index\n"
+                                   "  %local{0} = arith.subi %r, %cStart{0} : index\n"
+                                   "  %d{0} = func.call @{2}_dot(%x, %w{0}, %t, %local{0}) : ({3}, "
+                                   "{4}, index, index) -> f32\n",
+                                   p, v.partStarts[p], kernel.name, l.xType, v.rowsType);
+    if (p + 1 == v.partRows.size()) {
+      value = fmt::format("%d{}", p);
+      return text;
+    }
+    std::string rest;
+    std::string later = from(p + 1, rest);
+    value = fmt::format("%v{}", p);
+    return fmt::format("  %cEnd{0} = arith.constant {1} : index\n"
+                       "  %inPart{0} = arith.cmpi ult, %r, %cEnd{0} : index\n"
+                       "  %v{0} = scf.if %inPart{0} -> (f32) {{\n{2}  scf.yield %d{0} : f32\n"
+                       "  }} else {{\n{3}  scf.yield {4} : f32\n  }}\n",
+                       p, v.partStarts[p + 1], text, later, rest);
+  };
+  std::string arguments;
+  for (size_t p = 0; p < v.partRows.size(); ++p)
+    arguments += fmt::format("%w{}: {}, ", p, v.rowsType);
+  std::string value;
+  const std::string body = from(0, value);
+  return fmt::format(R"mlir(
+func.func private @{name}_dot_row(%x: {xType}, {arguments}%t: index, %r: index) -> f32 {{
+{body}  return {value} : f32
+}}
+)mlir",
+                     fmt::arg("name", kernel.name), fmt::arg("xType", l.xType),
+                     fmt::arg("arguments", arguments), fmt::arg("body", body),
+                     fmt::arg("value", value));
+}
+
+/// Decode (one row, or none): the row against each weight row n the
+/// workgroups own, in place.
+std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
+                           const PanelViews &v, const KernelFrame &frame) {
+  const std::string dotType =
+      fmt::format("({}, {}, index, index) -> f32", l.xType, partTypes(v, v.rowsType));
+  const std::string rows = partList(v, "%wRows");
+  std::string up = "%d";
+  std::string upDot;
+  if (kernel.swiglu) {
+    upDot = fmt::format("      %nUp = arith.addi %n, %cOut : index\n"
+                        "      %du = func.call @{}_dot_row({}, {}, %t, %nUp) : {}\n",
+                        kernel.name, frame.dotInput, rows, dotType);
+    up = "%du";
+  }
+  return fmt::format(
+      R"mlir(    %cColumnsPerGroup = arith.constant {columnsPerGroup} : index
+    %cOut = arith.constant {out} : index
+    %nBegin = arith.muli %wgBegin, %cColumnsPerGroup : index
+    %nEndGroup = arith.muli %wgEnd, %cColumnsPerGroup : index
+    %nEnd = arith.minui %nEndGroup, %cOut : index
+    scf.for %t = %c0 to %rows step %c1 {{
+    %st = memref.load %scale[%t] : memref<?xf32>
+    scf.for %n = %nBegin to %nEnd step %c1 {{
+      %d = func.call @{name}_dot_row({x}, {rows}, %t, %n) : {dotType}
+{upDot}      func.call @{name}_finish(%d, {up}, %st, %t, %n, %y, {residual}) : (f32, f32, f32, index, index, {yType}, {yType}) -> ()
+    }}
+    }}
+)mlir",
+      fmt::arg("columnsPerGroup", FusedLinearKernel::kColumnsPerWorkgroup),
+      fmt::arg("out", kernel.outFeatures), fmt::arg("name", kernel.name),
+      fmt::arg("x", frame.dotInput), fmt::arg("rows", rows), fmt::arg("dotType", dotType),
+      fmt::arg("upDot", upDot), fmt::arg("up", up), fmt::arg("residual", frame.residualOperand),
+      fmt::arg("yType", l.yType));
+}
+
+} // namespace
+
+std::string panelLinearSource(const FusedLinearKernel &kernel) {
+  ColumnBlockLayout l = columnBlockLayout(kernel);
+  l.weightType = fmt::format("memref<2x{}x32xi16>", l.pairs); // the tiles read the panel
+  const PanelViews v = panelViews(kernel, l);
+  const int64_t tileRows = kernel.prefillTileRows;
+  const bool bf16 = kernel.prefillMatmul == PrefillMatmul::Avx512Bf16;
+  const KernelFrame frame = kernelFrame(kernel, l.xType, l.yType);
+  std::string source = storeFunction(kernel, l) + tileFunction(kernel, l, int(tileRows), bf16);
+  if (tileRows != 1)
+    source += tileFunction(kernel, l, 1, bf16);
+  source += packPanelFunction(kernel, l, v) + packBlockFunction(kernel, v) +
+            prefetchRowFunction(kernel, l, v) + dotFunction(kernel, l.xType, v.rowsType) +
+            dotRowFunction(kernel, l, v) + finishFunction(kernel, l.yType) + frame.helpers;
+  const RoundedActivations rounding =
+      roundedActivations(kernel, l, frame.dotInput, "%rows", "%rows");
+  if (bf16)
+    source += rounding.helpers;
+  const std::string x = bf16 ? "%xp" : frame.dotInput;
+  const std::string blocks = "%panel, %t, %c0, %c1";
+  const std::string packType =
+      fmt::format("({}, {}, index, index) -> ()", partTypes(v, v.pairsType), v.panelType);
+  const std::string prefetchType = fmt::format("({}, index) -> ()", partTypes(v, v.rowsType));
+  source += frame.opening;
+  source += partViews(v, l);
+  source += fmt::format(
+      R"mlir(  %c16 = arith.constant 16 : index
+  %multiRow = arith.cmpi ugt, %rows, %c1 : index
+  scf.if %multiRow {{
+    %cTwo = arith.constant 2 : index
+    %cBlocksPerGroup = arith.constant {blocksPerGroup} : index
+    %cOutBlocks = arith.constant {outBlocks} : index
+    %cTileRows = arith.constant {tileRows} : index
+    %cLastBlock = arith.constant {lastBlock} : index
+    %panelRaw = memref.alloc() {{alignment = 64 : i64}} : memref<{panelBytes}xi8>
+    %panel = memref.view %panelRaw[%c0][] : memref<{panelBytes}xi8> to {tileWeightType}
+    %panelPairs = memref.view %panelRaw[%c0][] : memref<{panelBytes}xi8> to {panelType}
+    %bBegin = arith.muli %wgBegin, %cBlocksPerGroup : index
+    %bEndGroup = arith.muli %wgEnd, %cBlocksPerGroup : index
+    %bEnd = arith.minui %bEndGroup, %cOutBlocks : index
+    %tiles = arith.divui %rows, %cTileRows : index
+    %tiledRows = arith.muli %tiles, %cTileRows : index
+    %cPanelRows = arith.constant 32 : index
+    %someTiles = arith.maxui %tiles, %c1 : index
+    %pfSpread = arith.addi %cPanelRows, %someTiles : index
+    %pfSpread1 = arith.subi %pfSpread, %c1 : index
+    %pfRowsPerTile = arith.divui %pfSpread1, %someTiles : index
+{rounding}    scf.for %bA = %bBegin to %bEnd step {step} {{
+{pairing}      %colA = arith.muli %bA, %c16 : index
+      %colB = arith.muli %bB, %c16 : index
+      %nextA_ = arith.addi %bA, {step} : index
+      %nextB_ = arith.addi %bB, {step} : index
+      %nextA = arith.minui %nextA_, %cLastBlock : index
+      %nextB = arith.minui %nextB_, %cLastBlock : index
+      %firstA = arith.muli %nextA, %c16 : index
+      %firstB_ = arith.muli %nextB, %c16 : index
+      %firstB = arith.subi %firstB_, %c16 : index
+      func.call @{name}_pack_block({pairs}, %panelPairs, %c0, %bA) : {packType}
+      func.call @{name}_pack_block({pairs}, %panelPairs, %c1, %bB) : {packType}
+      scf.for %t = %c0 to %tiledRows step %cTileRows {{
+        %tile = arith.divui %t, %cTileRows : index
+        %pfFirst = arith.muli %tile, %pfRowsPerTile : index
+        %pfEnd_ = arith.addi %pfFirst, %pfRowsPerTile : index
+        %pfEnd = arith.minui %pfEnd_, %cPanelRows : index
+        scf.for %pr = %pfFirst to %pfEnd step %c1 {{
+          %inA = arith.cmpi ult, %pr, %c16 : index
+          %pfBase = arith.select %inA, %firstA, %firstB : index
+          %pfRow = arith.addi %pfBase, %pr : index
+          func.call @{name}_prefetch_row({rows}, %pfRow) : {prefetchType}
+        }}
+{prefillTile}      }}
+      scf.for %t = %tiledRows to %rows step %c1 {{
+{leftoverTile}      }}
+    }}
+{roundingClosing}    memref.dealloc %panelRaw : memref<{panelBytes}xi8>
+  }} else {{
+{decode}  }}
+)mlir",
+      fmt::arg("pairs", partList(v, "%wPairs")), fmt::arg("packType", packType),
+      fmt::arg("rows", partList(v, "%wRows")), fmt::arg("prefetchType", prefetchType),
+      fmt::arg("panelType", v.panelType), fmt::arg("tileWeightType", l.weightType),
+      fmt::arg("panelBytes", v.panelBytes), fmt::arg("name", kernel.name),
+      fmt::arg("blocksPerGroup", FusedLinearKernel::kColumnsPerWorkgroup / kBlock),
+      fmt::arg("outBlocks", l.outBlocks), fmt::arg("tileRows", tileRows),
+      fmt::arg("lastBlock", l.blocks - 1), fmt::arg("rounding", bf16 ? rounding.opening : ""),
+      fmt::arg("roundingClosing", bf16 ? rounding.closing : ""),
+      fmt::arg("step", kernel.swiglu ? "%c1" : "%cTwo"),
+      fmt::arg("pairing", blockPairing(kernel, l)),
+      fmt::arg("prefillTile",
+               tileAndStore(kernel, l, int(tileRows), bf16, x, frame.residualOperand, blocks)),
+      fmt::arg("leftoverTile", tileAndStore(kernel, l, 1, bf16, x, frame.residualOperand, blocks)),
+      fmt::arg("decode", rowMajorDecode(kernel, l, v, frame)));
+  source += frame.closing;
+  return source;
+}
+
+} // namespace q3::cpu::detail
