@@ -27,17 +27,22 @@ ColumnBlockLayout columnBlockLayout(const FusedLinearKernel &kernel);
 /// @<name>_tile<R>[_bf16](x, w, t0, b0, b1) -> 2R accumulators, row-major
 /// (row r: block b0, then block b1) of rows t0 .. t0+R-1 against blocks b0
 /// and b1 of `w` (l.weightType). With `bf16`, x is the [rows][K/2] i32 pairs
-/// of bf16-rounded activations.
+/// of bf16-rounded activations. With `prefetchNext` (@<name>_tile<R>[_bf16]
+/// _prefetching, panelLinearSource), the function also takes two parts of
+/// the weight and first pairs (pfA, pfBaseA, pfB, pfBaseB) and a line range
+/// (pfFirst, pfLast, pfEnd): k step kp prefetches line
+/// min(pfFirst + min(kp, pfLast), pfEnd) of both blocks.
 std::string tileFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l, int rows,
-                         bool bf16);
+                         bool bf16, bool prefetchNext = false);
 
 /// The calls that run one tile of `rows` rows from row %t and store it; the
 /// tile function's arguments after x are `blocks` (weight view, row, the two
-/// blocks). SwiGLU stores gate*up into output block %bA; plain kernels store
-/// both blocks (the second only when %pairFull).
+/// blocks), then `prefetch` when given (the prefetching tile's arguments).
+/// SwiGLU stores gate*up into output block %bA; plain kernels store both
+/// blocks (the second only when %pairFull).
 std::string tileAndStore(const FusedLinearKernel &kernel, const ColumnBlockLayout &l, int rows,
                          bool bf16, const std::string &x, const std::string &residual,
-                         const std::string &blocks);
+                         const std::string &blocks, const std::string &prefetch = "");
 
 /// @<name>_store(v, up, scale, t, column, y, res): 16 columns of row t from
 /// their accumulator(s): the norm scale, SwiGLU with the up accumulator, the

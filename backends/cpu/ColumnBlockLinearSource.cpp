@@ -88,8 +88,18 @@ std::string rowMultiplyAdds(const Layout &l, int r, bool bf16) {
 
 } // namespace
 
-std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int rows, bool bf16) {
+std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int rows, bool bf16,
+                         bool prefetchNext) {
   std::string setup, loads, body, iterArgs, yields, types;
+  if (prefetchNext)
+    loads += "    %pfStep = arith.minui %kp, %pfLast : index\n"
+             "    %pfLine_ = arith.addi %pfFirst, %pfStep : index\n"
+             "    %pfLine = arith.minui %pfLine_, %pfEnd : index\n"
+             "    %pfAt = arith.muli %pfLine, %c16 : index\n"
+             "    %pfAtA = arith.addi %pfBaseA, %pfAt : index\n"
+             "    %pfAtB = arith.addi %pfBaseB, %pfAt : index\n"
+             "    memref.prefetch %pfA[%pfAtA], read, locality<2>, data : memref<?xi32>\n"
+             "    memref.prefetch %pfB[%pfAtB], read, locality<2>, data : memref<?xi32>\n";
   for (int r = 1; r < rows; ++r)
     setup += fmt::format("  %cRow{0} = arith.constant {0} : index\n"
                          "  %t{0} = arith.addi %t0, %cRow{0} : index\n",
@@ -124,9 +134,10 @@ std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int r
     results += fmt::format("{}%acc#{}", i ? ", " : "", i);
   return fmt::format(
       R"mlir(
-func.func private @{name}_tile{rows}{suffix}(%x: {xType}, %w: {weightType}, %t0: index, %b0: index, %b1: index) -> ({types}) {{
+func.func private @{name}_tile{rows}{suffix}{pfSuffix}(%x: {xType}, %w: {weightType}, %t0: index, %b0: index, %b1: index{pfArgs}) -> ({types}) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
   %cPairs = arith.constant {pairs} : index
   %shift = arith.constant dense<16> : vector<16xi32>
   %highHalf = arith.constant dense<-65536> : vector<16xi32>
@@ -144,7 +155,12 @@ func.func private @{name}_tile{rows}{suffix}(%x: {xType}, %w: {weightType}, %t0:
       fmt::arg("weightType", l.weightType), fmt::arg("flatType", l.flatType),
       fmt::arg("types", types), fmt::arg("pairs", l.pairs), fmt::arg("setup", setup),
       fmt::arg("count", 2 * rows), fmt::arg("iterArgs", iterArgs), fmt::arg("loads", loads),
-      fmt::arg("body", body), fmt::arg("yields", yields), fmt::arg("results", results));
+      fmt::arg("body", body), fmt::arg("yields", yields), fmt::arg("results", results),
+      fmt::arg("pfSuffix", prefetchNext ? "_prefetching" : ""),
+      fmt::arg("pfArgs", prefetchNext ? ", %pfA: memref<?xi32>, %pfBaseA: index, %pfB: "
+                                        "memref<?xi32>, %pfBaseB: index, %pfFirst: index, "
+                                        "%pfLast: index, %pfEnd: index"
+                                      : ""));
 }
 
 namespace {
@@ -255,14 +271,18 @@ std::string decodeAndStore(const FusedLinearKernel &kernel, const Layout &l, con
 
 std::string tileAndStore(const FusedLinearKernel &kernel, const Layout &l, int rows, bool bf16,
                          const std::string &x, const std::string &residual,
-                         const std::string &blocks) {
+                         const std::string &blocks, const std::string &prefetch) {
   std::string types;
   for (int i = 0; i < 2 * rows; ++i)
     types += i ? ", vector<16xf32>" : "vector<16xf32>";
-  std::string text = fmt::format("        %r{0}:{1} = func.call @{2}_tile{0}{3}({4}, {8}) : "
-                                 "({5}, {6}, index, index, index) -> ({7})\n",
-                                 rows, 2 * rows, kernel.name, bf16 ? "_bf16" : "", x,
-                                 bf16 ? l.pairType : l.xType, l.weightType, types, blocks);
+  const std::string prefetchTypes =
+      prefetch.empty() ? "" : ", memref<?xi32>, index, memref<?xi32>, index, index, index, index";
+  std::string text =
+      fmt::format("        %r{0}:{1} = func.call @{2}_tile{0}{3}{11}({4}, {8}{9}) : "
+                  "({5}, {6}, index, index, index{10}) -> ({7})\n",
+                  rows, 2 * rows, kernel.name, bf16 ? "_bf16" : "", x, bf16 ? l.pairType : l.xType,
+                  l.weightType, types, blocks, prefetch.empty() ? "" : ", " + prefetch,
+                  prefetchTypes, prefetch.empty() ? "" : "_prefetching");
   auto store = [&](const std::string &v, const std::string &up, const std::string &row,
                    const std::string &column) {
     return storeCall(kernel, l, v, up, "%st" + row, "%t" + row, column, residual);

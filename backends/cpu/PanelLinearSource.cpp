@@ -9,9 +9,14 @@
 // loads, a transpose in registers, 16 stores) in a 2 x K x 32-byte panel that
 // stays in cache while every row tile of the prompt multiplies it: the same
 // register tiles as the column-block kernel (ColumnBlockLinearSource.cpp).
-// While it does, it prefetches the next pair's rows, a slice per row tile.
-// The packing is paid once per block pair and call instead of once at load:
-// 5-9% of a 128-row prefill on an AMD family 26, nothing measurable at 512.
+//
+// The packing's cost is its reads: packing a pair whose rows are in cache
+// cost nothing measurable, packing it from memory 6-12% of a 128-row
+// prefill. So the row tiles prefetch the next pair's rows as they go (each
+// tile a slice, one line per block per k step until its slice is done), and
+// the packing finds them in L2: pp128 on par with packing at load for 0.6B,
+// ~5% below it for 1.7B (AMD family 26).
+//
 // Decode (one row) reads the weight rows in place: one dot product per
 // output column, prefetching prefetch_bytes ahead (FusedLinearDots.cpp).
 //
@@ -253,29 +258,41 @@ func.func private @{name}_pack_block({arguments}%panel: {panelType}, %slot: inde
                      fmt::arg("body", inPart(blockStarts, "%b", call, "  ")));
 }
 
-/// @<name>_prefetch_row(w0, .., r): global weight row r into L2, one hint
-/// per cache line, from the part that holds it.
-std::string prefetchRowFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
-                                const PanelViews &v) {
-  auto call = [&](size_t p, const std::string &local) {
-    return fmt::format("      scf.for %k = %c0 to %cK step %cLine {{\n"
-                       "        memref.prefetch %w{0}[{1}, %k], read, locality<2>, data : {2}\n"
-                       "      }}\n",
-                       p, local, v.rowsType);
-  };
-  std::string arguments;
+/// @<name>_block_at(w0, .., b) -> (part, first): the part that holds
+/// global block b and the block's first pair in it.
+std::string blockAtFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
+                            const PanelViews &v) {
+  const size_t last = v.partRows.size() - 1;
+  std::string arguments, body;
   for (size_t p = 0; p < v.partRows.size(); ++p)
-    arguments += fmt::format("%w{}: {}, ", p, v.rowsType);
+    arguments += fmt::format("%w{}: {}, ", p, v.pairsType);
+  body += fmt::format("  %start{0} = arith.constant {1} : index\n"
+                      "  %local{0} = arith.subi %b, %start{0} : index\n"
+                      "  %first{0} = arith.muli %local{0}, %cBlockPairs : index\n",
+                      last, v.partStarts[last] / kBlock);
+  std::string part = fmt::format("%w{}", last), first = fmt::format("%first{}", last);
+  for (size_t p = last; p-- > 0;) {
+    body += fmt::format("  %start{0} = arith.constant {1} : index\n"
+                        "  %end{0} = arith.constant {2} : index\n"
+                        "  %in{0} = arith.cmpi ult, %b, %end{0} : index\n"
+                        "  %local{0} = arith.subi %b, %start{0} : index\n"
+                        "  %first{0}_ = arith.muli %local{0}, %cBlockPairs : index\n"
+                        "  %part{0} = arith.select %in{0}, %w{0}, {3} : {5}\n"
+                        "  %first{0} = arith.select %in{0}, %first{0}_, {4} : index\n",
+                        p, v.partStarts[p] / kBlock, v.partStarts[p + 1] / kBlock, part, first,
+                        v.pairsType);
+    part = fmt::format("%part{}", p);
+    first = fmt::format("%first{}", p);
+  }
   return fmt::format(R"mlir(
-func.func private @{name}_prefetch_row({arguments}%r: index) {{
-  %c0 = arith.constant 0 : index
-  %cK = arith.constant {k} : index
-  %cLine = arith.constant 32 : index
-{body}  return
+func.func private @{name}_block_at({arguments}%b: index) -> ({pairsType}, index) {{
+  %cBlockPairs = arith.constant {blockPairs} : index
+{body}  return {part}, {first} : {pairsType}, index
 }}
 )mlir",
                      fmt::arg("name", kernel.name), fmt::arg("arguments", arguments),
-                     fmt::arg("k", l.k), fmt::arg("body", inPart(v.partStarts, "%r", call, "  ")));
+                     fmt::arg("pairsType", v.pairsType), fmt::arg("blockPairs", kBlock * l.pairs),
+                     fmt::arg("body", body), fmt::arg("part", part), fmt::arg("first", first));
 }
 
 /// @<name>_dot_row(x, w0, .., t, r) -> f32: row t of x against global
@@ -363,11 +380,12 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
   const int64_t tileRows = kernel.prefillTileRows;
   const bool bf16 = kernel.prefillMatmul == PrefillMatmul::Avx512Bf16;
   const KernelFrame frame = kernelFrame(kernel, l.xType, l.yType);
-  std::string source = storeFunction(kernel, l) + tileFunction(kernel, l, int(tileRows), bf16);
-  if (tileRows != 1)
-    source += tileFunction(kernel, l, 1, bf16);
+  // The row tiles prefetch the next pair's rows as they go.
+  std::string source = storeFunction(kernel, l) +
+                       tileFunction(kernel, l, int(tileRows), bf16, /*prefetchNext=*/true) +
+                       tileFunction(kernel, l, 1, bf16);
   source += packPanelFunction(kernel, l, v) + packBlockFunction(kernel, v) +
-            prefetchRowFunction(kernel, l, v) + dotFunction(kernel, l.xType, v.rowsType) +
+            blockAtFunction(kernel, l, v) + dotFunction(kernel, l.xType, v.rowsType) +
             dotRowFunction(kernel, l, v) + finishFunction(kernel, l.yType) + frame.helpers;
   const RoundedActivations rounding =
       roundedActivations(kernel, l, frame.dotInput, "%rows", "%rows");
@@ -377,7 +395,8 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
   const std::string blocks = "%panel, %t, %c0, %c1";
   const std::string packType =
       fmt::format("({}, {}, index, index) -> ()", partTypes(v, v.pairsType), v.panelType);
-  const std::string prefetchType = fmt::format("({}, index) -> ()", partTypes(v, v.rowsType));
+  const std::string blockAtType =
+      fmt::format("({}, index) -> ({}, index)", partTypes(v, v.pairsType), v.pairsType);
   source += frame.opening;
   source += partViews(v, l);
   source += fmt::format(
@@ -397,11 +416,13 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
     %bEnd = arith.minui %bEndGroup, %cOutBlocks : index
     %tiles = arith.divui %rows, %cTileRows : index
     %tiledRows = arith.muli %tiles, %cTileRows : index
-    %cPanelRows = arith.constant 32 : index
+    %cBlockLines = arith.constant {pairs_} : index
+    %cLastLine = arith.constant {lastLine} : index
     %someTiles = arith.maxui %tiles, %c1 : index
-    %pfSpread = arith.addi %cPanelRows, %someTiles : index
+    %pfSpread = arith.addi %cBlockLines, %someTiles : index
     %pfSpread1 = arith.subi %pfSpread, %c1 : index
-    %pfRowsPerTile = arith.divui %pfSpread1, %someTiles : index
+    %pfLinesPerTile = arith.divui %pfSpread1, %someTiles : index
+    %pfLast = arith.subi %pfLinesPerTile, %c1 : index
 {rounding}    scf.for %bA = %bBegin to %bEnd step {step} {{
 {pairing}      %colA = arith.muli %bA, %c16 : index
       %colB = arith.muli %bB, %c16 : index
@@ -409,22 +430,13 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
       %nextB_ = arith.addi %bB, {step} : index
       %nextA = arith.minui %nextA_, %cLastBlock : index
       %nextB = arith.minui %nextB_, %cLastBlock : index
-      %firstA = arith.muli %nextA, %c16 : index
-      %firstB_ = arith.muli %nextB, %c16 : index
-      %firstB = arith.subi %firstB_, %c16 : index
+      %pfA, %pfBaseA = func.call @{name}_block_at({pairs}, %nextA) : {blockAtType}
+      %pfB, %pfBaseB = func.call @{name}_block_at({pairs}, %nextB) : {blockAtType}
       func.call @{name}_pack_block({pairs}, %panelPairs, %c0, %bA) : {packType}
       func.call @{name}_pack_block({pairs}, %panelPairs, %c1, %bB) : {packType}
       scf.for %t = %c0 to %tiledRows step %cTileRows {{
         %tile = arith.divui %t, %cTileRows : index
-        %pfFirst = arith.muli %tile, %pfRowsPerTile : index
-        %pfEnd_ = arith.addi %pfFirst, %pfRowsPerTile : index
-        %pfEnd = arith.minui %pfEnd_, %cPanelRows : index
-        scf.for %pr = %pfFirst to %pfEnd step %c1 {{
-          %inA = arith.cmpi ult, %pr, %c16 : index
-          %pfBase = arith.select %inA, %firstA, %firstB : index
-          %pfRow = arith.addi %pfBase, %pr : index
-          func.call @{name}_prefetch_row({rows}, %pfRow) : {prefetchType}
-        }}
+        %pfFirst = arith.muli %tile, %pfLinesPerTile : index
 {prefillTile}      }}
       scf.for %t = %tiledRows to %rows step %c1 {{
 {leftoverTile}      }}
@@ -434,9 +446,10 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
 {decode}  }}
 )mlir",
       fmt::arg("pairs", partList(v, "%wPairs")), fmt::arg("packType", packType),
-      fmt::arg("rows", partList(v, "%wRows")), fmt::arg("prefetchType", prefetchType),
-      fmt::arg("panelType", v.panelType), fmt::arg("tileWeightType", l.weightType),
-      fmt::arg("panelBytes", v.panelBytes), fmt::arg("name", kernel.name),
+      fmt::arg("blockAtType", blockAtType), fmt::arg("pairs_", l.pairs),
+      fmt::arg("lastLine", l.pairs - 1), fmt::arg("panelType", v.panelType),
+      fmt::arg("tileWeightType", l.weightType), fmt::arg("panelBytes", v.panelBytes),
+      fmt::arg("name", kernel.name),
       fmt::arg("blocksPerGroup", FusedLinearKernel::kColumnsPerWorkgroup / kBlock),
       fmt::arg("outBlocks", l.outBlocks), fmt::arg("tileRows", tileRows),
       fmt::arg("lastBlock", l.blocks - 1), fmt::arg("rounding", bf16 ? rounding.opening : ""),
@@ -444,7 +457,8 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
       fmt::arg("step", kernel.swiglu ? "%c1" : "%cTwo"),
       fmt::arg("pairing", blockPairing(kernel, l)),
       fmt::arg("prefillTile",
-               tileAndStore(kernel, l, int(tileRows), bf16, x, frame.residualOperand, blocks)),
+               tileAndStore(kernel, l, int(tileRows), bf16, x, frame.residualOperand, blocks,
+                            "%pfA, %pfBaseA, %pfB, %pfBaseB, %pfFirst, %pfLast, %cLastLine")),
       fmt::arg("leftoverTile", tileAndStore(kernel, l, 1, bf16, x, frame.residualOperand, blocks)),
       fmt::arg("decode", rowMajorDecode(kernel, l, v, frame)));
   source += frame.closing;
