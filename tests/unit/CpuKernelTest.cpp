@@ -37,7 +37,7 @@ struct LinearCase {
   cpu::PrefillMatmul matmul = cpu::PrefillMatmul::F32; // with column blocks
   int64_t tileRows = 6;                                // rows of the prefill register tile
   bool perCall = false;       // row-major weight, panels packed by each prefill
-  std::vector<int64_t> parts; // with perCall: the weight in buffers of these rows
+  std::vector<int64_t> parts = {}; // with perCall: the weight in buffers of these rows
 };
 
 /// `c` with its weight packed per call (and bound in `parts`).

@@ -64,8 +64,9 @@ TEST(Manifest, ProductsSayWhereTheirWeightIsPacked) {
     ++products;
     EXPECT_EQ(kernel.value("weight_packing", ""), "per_call") << name;
     for (const nlohmann::json &operand : kernel["operands"])
-      if (operand["kind"] == "weight" && operand["shape"].size() == 2)
+      if (operand["kind"] == "weight" && operand["shape"].size() == 2) {
         EXPECT_EQ(operand["layout"], "row_major") << name;
+      }
   }
   EXPECT_GE(products, 4);
 }

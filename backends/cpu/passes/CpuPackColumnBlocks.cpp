@@ -22,9 +22,9 @@
 //
 // Packing at load copies every weight into fresh memory, and on the VMs this
 // project measures a fresh page can cost far more than the copy (the
-// hypervisor backs it on first touch): 0.6B loaded in 1.1-3.5 s packed at
-// load, 0.05-0.1 s bound in place. Per call, each prefill packs its 32-row
-// panels (6-7% of a 128-row prefill on an AMD family 26). `auto` packs at
+// hypervisor backs it on first touch): 0.6B loaded in 2.2-3.5 s packed at
+// load, 0.004 s bound in place. Per call, each prefill packs its 32-row
+// panels (0-5% of a 128-row prefill on an AMD family 26). `auto` packs at
 // load only where the target may run AMX, whose tile unit reads the packed
 // weight. Weights that do not fit (f32, f16, rows not a multiple of 16, an
 // odd K) stay row-major and take the row-major kernels.
