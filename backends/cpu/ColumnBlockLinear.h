@@ -31,7 +31,8 @@ ColumnBlockLayout columnBlockLayout(const FusedLinearKernel &kernel);
 /// _prefetching, panelLinearSource), the function also takes two parts of
 /// the weight and first pairs (pfA, pfBaseA, pfB, pfBaseB) and a line range
 /// (pfFirst, pfLast, pfEnd): k step kp prefetches line
-/// min(pfFirst + min(kp, pfLast), pfEnd) of both blocks.
+/// min(pfFirst + kp * pfLast / (K/2), pfEnd) of both blocks, the tile's
+/// slice spread over its k loop.
 std::string tileFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l, int rows,
                          bool bf16, bool prefetchNext = false);
 

@@ -92,7 +92,8 @@ std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int r
                          bool prefetchNext) {
   std::string setup, loads, body, iterArgs, yields, types;
   if (prefetchNext)
-    loads += "    %pfStep = arith.minui %kp, %pfLast : index\n"
+    loads += "    %pfSpread = arith.muli %kp, %pfLast : index\n"
+             "    %pfStep = arith.divui %pfSpread, %cPairs : index\n"
              "    %pfLine_ = arith.addi %pfFirst, %pfStep : index\n"
              "    %pfLine = arith.minui %pfLine_, %pfEnd : index\n"
              "    %pfAt = arith.muli %pfLine, %c16 : index\n"

@@ -13,9 +13,9 @@
 // The packing's cost is its reads: packing a pair whose rows are in cache
 // cost nothing measurable, packing it from memory 6-12% of a 128-row
 // prefill. So the row tiles prefetch the next pair's rows as they go (each
-// tile a slice, one line per block per k step until its slice is done), and
-// the packing finds them in L2: pp128 on par with packing at load for 0.6B,
-// ~5% below it for 1.7B (AMD family 26).
+// tile a slice, spread over its k loop), and the packing finds them in L2:
+// pp128 on par with packing at load for 0.6B, 2-5% below it for 1.7B (AMD
+// family 26).
 //
 // Decode (one row) reads the weight rows in place: one dot product per
 // output column, prefetching prefetch_bytes ahead (FusedLinearDots.cpp).
