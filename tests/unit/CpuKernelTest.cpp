@@ -329,7 +329,10 @@ bool compilesAndLinks(const LinearCase &c, const cpu::CpuTarget &target) {
 TEST(FusedLinearKernel, CompilesForEveryCpuLevel) {
   const std::vector<LinearCase> cases = {
       {"f16", 40, 72, 3, WeightStorage::F16, true, true, true},
-      {"bf16", 64, 64, 2, WeightStorage::BF16, true, false, true}};
+      {"bf16", 64, 64, 2, WeightStorage::BF16, true, false, true},
+      {"bf16_blocks", 64, 64, 9, WeightStorage::BF16, true, false, true, true, true},
+      perCall({"bf16", 64, 64, 9, WeightStorage::BF16, true, false, true, true}, {32, 32}),
+      perCall({"bf16_decode", 64, 64, 1, WeightStorage::BF16, true, true, false, true})};
   for (const char *level : {"x86-64-v2", "x86-64-v3", "x86-64-v4"}) {
     const cpu::CpuTarget target = cpu::resolveCpuTarget(level);
     const bool runnable = runtime::missingCpuFeatures(target.requiredFeatures).empty();
