@@ -27,8 +27,6 @@
 
 #include <fmt/format.h>
 
-#include <functional>
-
 namespace q3::cpu::detail {
 namespace {
 
@@ -85,31 +83,6 @@ std::string partViews(const PanelViews &v, const ColumnBlockLayout &l) {
         "  %wPairs{0} = memref.view {3}[%c0][%cPartPairs{0}] : memref<?xi8> to {5}\n",
         p, v.partRows[p], v.partRows[p] * l.pairs, partBuffer(p), v.rowsType, v.pairsType);
   return text;
-}
-
-/// The calls of `call(p, local)` for the part holding global row (or
-/// block) %`index`, where parts start at `starts`: a chain of scf.if on
-/// the index, `local` being the index within the part.
-std::string inPart(const std::vector<int64_t> &starts, const std::string &index,
-                   const std::function<std::string(size_t, const std::string &)> &call,
-                   const std::string &indent) {
-  std::string text, closing;
-  for (size_t p = 0; p < starts.size(); ++p) {
-    const std::string local = fmt::format("%local{}", p);
-    const std::string body = fmt::format("{0}  %cStart{1} = arith.constant {2} : index\n"
-                                         "{0}  {3} = arith.subi {4}, %cStart{1} : index\n{5}",
-                                         indent, p, starts[p], local, index, call(p, local));
-    if (p + 1 == starts.size()) {
-      text += body;
-      break;
-    }
-    text += fmt::format("{0}  %cEnd{1} = arith.constant {2} : index\n"
-                        "{0}  %inPart{1} = arith.cmpi ult, {3}, %cEnd{1} : index\n"
-                        "{0}  scf.if %inPart{1} {{\n{4}{0}  }} else {{\n",
-                        indent, p, starts[p + 1], index, body);
-    closing = indent + "  }\n" + closing;
-  }
-  return text + closing;
 }
 
 /// A 16 x 16 transpose of the i32 (k, k+1) pairs in %in0 .. %in15 into
@@ -179,10 +152,10 @@ std::string transpose16(const std::string &out) {
   return text;
 }
 
-/// @<name>_pack_panel(w, panel, slot, b): block b (weight rows 16b .. 16b+15)
-/// into panel slot `slot`: 16 pairs of the 16 rows at a time (16 loads, a
-/// transpose in registers, 16 stores), the last K/2 % 16 pairs one gather of
-/// a pair of the 16 rows each.
+/// @<name>_pack_panel(w, panel, slot, base): the block whose first pair is
+/// element `base` of part `w` (block_at) into panel slot `slot`: 16 pairs
+/// of the 16 rows at a time (16 loads, a transpose in registers, 16 stores),
+/// the last K/2 % 16 pairs one gather of a pair of the 16 rows each.
 std::string packPanelFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
                               const PanelViews &v) {
   std::string offsets, loads, stores;
@@ -205,17 +178,15 @@ std::string packPanelFunction(const FusedLinearKernel &kernel, const ColumnBlock
                     row, row * l.pairs,
                     row < 2 ? "" : fmt::format("  %c{0} = arith.constant {0} : index\n", row));
   return fmt::format(R"mlir(
-func.func private @{name}_pack_panel(%w: {rowPairsType}, %panel: {pairsType}, %slot: index, %b: index) {{
+func.func private @{name}_pack_panel(%w: {rowPairsType}, %panel: {pairsType}, %slot: index, %base: index) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %cStep = arith.constant 16 : index
   %cSquareEnd = arith.constant {squareEnd} : index
   %cPairs = arith.constant {pairs} : index
-  %cBlockPairs = arith.constant {blockPairs} : index
   %rowOffsets = arith.constant dense<[{offsets}]> : vector<16xi32>
   %all = arith.constant dense<true> : vector<16xi1>
   %none = arith.constant dense<0> : vector<16xi32>
-  %base = arith.muli %b, %cBlockPairs : index
 {rowStarts}  scf.for %kp = %c0 to %cSquareEnd step %cStep {{
 {loads}{transpose}{stores}  }}
   scf.for %kp = %cSquareEnd to %cPairs step %c1 {{
@@ -229,125 +200,70 @@ func.func private @{name}_pack_panel(%w: {rowPairsType}, %panel: {pairsType}, %s
                      fmt::arg("name", kernel.name), fmt::arg("rowPairsType", v.pairsType),
                      fmt::arg("pairsType", v.panelType), fmt::arg("pairs", l.pairs),
                      fmt::arg("squareEnd", l.pairs - l.pairs % kBlock),
-                     fmt::arg("blockPairs", kBlock * l.pairs), fmt::arg("offsets", offsets),
+                     fmt::arg("offsets", offsets),
                      fmt::arg("rowStarts", rowStarts), fmt::arg("loads", loads),
                      fmt::arg("transpose", transpose16("%out")), fmt::arg("stores", stores));
 }
 
-/// @<name>_pack_block(w0, .., panel, slot, b): global block b into the
-/// panel, from the part that holds it.
-std::string packBlockFunction(const FusedLinearKernel &kernel, const PanelViews &v) {
-  std::vector<int64_t> blockStarts;
-  for (int64_t start : v.partStarts)
-    blockStarts.push_back(start / kBlock);
-  auto call = [&](size_t p, const std::string &local) {
-    return fmt::format("      func.call @{0}_pack_panel(%w{1}, %panel, %slot, {2}) : ({3}, {4}, "
-                       "index, index) -> ()\n",
-                       kernel.name, p, local, v.pairsType, v.panelType);
-  };
-  std::string arguments;
-  for (size_t p = 0; p < v.partRows.size(); ++p)
-    arguments += fmt::format("%w{}: {}, ", p, v.pairsType);
-  return fmt::format(R"mlir(
-func.func private @{name}_pack_block({arguments}%panel: {panelType}, %slot: index, %b: index) {{
-{body}  return
-}}
-)mlir",
-                     fmt::arg("name", kernel.name), fmt::arg("arguments", arguments),
-                     fmt::arg("panelType", v.panelType),
-                     fmt::arg("body", inPart(blockStarts, "%b", call, "  ")));
-}
-
-/// @<name>_block_at(w0, .., b) -> (part, first): the part that holds
-/// global block b and the block's first pair in it.
-std::string blockAtFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
-                            const PanelViews &v) {
+/// @<name>_<function>(w0, .., i) -> (part, local): the part (of `type`,
+/// one argument per part) that holds unit i of the weight, a unit being
+/// `unitRows` rows, and (i - the part's first unit) x `localScale`. A chain
+/// of selects, so a kernel calls whatever reads the part once.
+std::string partAtFunction(const FusedLinearKernel &kernel, const PanelViews &v,
+                           const std::string &function, const std::string &type,
+                           int64_t unitRows, int64_t localScale) {
   const size_t last = v.partRows.size() - 1;
   std::string arguments, body;
   for (size_t p = 0; p < v.partRows.size(); ++p)
-    arguments += fmt::format("%w{}: {}, ", p, v.pairsType);
-  body += fmt::format("  %start{0} = arith.constant {1} : index\n"
-                      "  %local{0} = arith.subi %b, %start{0} : index\n"
-                      "  %first{0} = arith.muli %local{0}, %cBlockPairs : index\n",
-                      last, v.partStarts[last] / kBlock);
-  std::string part = fmt::format("%w{}", last), first = fmt::format("%first{}", last);
-  for (size_t p = last; p-- > 0;) {
+    arguments += fmt::format("%w{}: {}, ", p, type);
+  std::string part, local;
+  for (size_t p = last + 1; p-- > 0;) {
     body += fmt::format("  %start{0} = arith.constant {1} : index\n"
-                        "  %end{0} = arith.constant {2} : index\n"
-                        "  %in{0} = arith.cmpi ult, %b, %end{0} : index\n"
-                        "  %local{0} = arith.subi %b, %start{0} : index\n"
-                        "  %first{0}_ = arith.muli %local{0}, %cBlockPairs : index\n"
-                        "  %part{0} = arith.select %in{0}, %w{0}, {3} : {5}\n"
-                        "  %first{0} = arith.select %in{0}, %first{0}_, {4} : index\n",
-                        p, v.partStarts[p] / kBlock, v.partStarts[p + 1] / kBlock, part, first,
-                        v.pairsType);
+                        "  %units{0} = arith.subi %i, %start{0} : index\n"
+                        "  %local{0}_ = arith.muli %units{0}, %cScale : index\n",
+                        p, v.partStarts[p] / unitRows);
+    if (p == last) {
+      part = fmt::format("%w{}", p);
+      local = fmt::format("%local{}_", p);
+      continue;
+    }
+    body += fmt::format("  %end{0} = arith.constant {1} : index\n"
+                        "  %in{0} = arith.cmpi ult, %i, %end{0} : index\n"
+                        "  %part{0} = arith.select %in{0}, %w{0}, {2} : {4}\n"
+                        "  %local{0} = arith.select %in{0}, %local{0}_, {3} : index\n",
+                        p, v.partStarts[p + 1] / unitRows, part, local, type);
     part = fmt::format("%part{}", p);
-    first = fmt::format("%first{}", p);
+    local = fmt::format("%local{}", p);
   }
   return fmt::format(R"mlir(
-func.func private @{name}_block_at({arguments}%b: index) -> ({pairsType}, index) {{
-  %cBlockPairs = arith.constant {blockPairs} : index
-{body}  return {part}, {first} : {pairsType}, index
+func.func private @{name}_{function}({arguments}%i: index) -> ({type}, index) {{
+  %cScale = arith.constant {scale} : index
+{body}  return {part}, {local} : {type}, index
 }}
 )mlir",
-                     fmt::arg("name", kernel.name), fmt::arg("arguments", arguments),
-                     fmt::arg("pairsType", v.pairsType), fmt::arg("blockPairs", kBlock * l.pairs),
-                     fmt::arg("body", body), fmt::arg("part", part), fmt::arg("first", first));
-}
-
-/// @<name>_dot_row(x, w0, .., t, r) -> f32: row t of x against global
-/// weight row r, in the part that holds it (a chain of scf.if that yields
-/// the product).
-std::string dotRowFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
-                           const PanelViews &v) {
-  // The ops from part p on; sets `value` to the SSA name of the product.
-  std::function<std::string(size_t, std::string &)> from = [&](size_t p, std::string &value) {
-    std::string text = fmt::format("  %cStart{0} = arith.constant {1} : index\n"
-                                   "  %local{0} = arith.subi %r, %cStart{0} : index\n"
-                                   "  %d{0} = func.call @{2}_dot(%x, %w{0}, %t, %local{0}) : ({3}, "
-                                   "{4}, index, index) -> f32\n",
-                                   p, v.partStarts[p], kernel.name, l.xType, v.rowsType);
-    if (p + 1 == v.partRows.size()) {
-      value = fmt::format("%d{}", p);
-      return text;
-    }
-    std::string rest;
-    std::string later = from(p + 1, rest);
-    value = fmt::format("%v{}", p);
-    return fmt::format("  %cEnd{0} = arith.constant {1} : index\n"
-                       "  %inPart{0} = arith.cmpi ult, %r, %cEnd{0} : index\n"
-                       "  %v{0} = scf.if %inPart{0} -> (f32) {{\n{2}  scf.yield %d{0} : f32\n"
-                       "  }} else {{\n{3}  scf.yield {4} : f32\n  }}\n",
-                       p, v.partStarts[p + 1], text, later, rest);
-  };
-  std::string arguments;
-  for (size_t p = 0; p < v.partRows.size(); ++p)
-    arguments += fmt::format("%w{}: {}, ", p, v.rowsType);
-  std::string value;
-  const std::string body = from(0, value);
-  return fmt::format(R"mlir(
-func.func private @{name}_dot_row(%x: {xType}, {arguments}%t: index, %r: index) -> f32 {{
-{body}  return {value} : f32
-}}
-)mlir",
-                     fmt::arg("name", kernel.name), fmt::arg("xType", l.xType),
-                     fmt::arg("arguments", arguments), fmt::arg("body", body),
-                     fmt::arg("value", value));
+                     fmt::arg("name", kernel.name), fmt::arg("function", function),
+                     fmt::arg("arguments", arguments), fmt::arg("type", type),
+                     fmt::arg("scale", localScale), fmt::arg("body", body),
+                     fmt::arg("part", part), fmt::arg("local", local));
 }
 
 /// Decode (one row, or none): the row against each weight row n the
 /// workgroups own, in place.
 std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
                            const PanelViews &v, const KernelFrame &frame) {
-  const std::string dotType =
-      fmt::format("({}, {}, index, index) -> f32", l.xType, partTypes(v, v.rowsType));
-  const std::string rows = partList(v, "%wRows");
+  // The dot product of row %t with global weight row `row`, as `result`.
+  auto dotOfRow = [&](const std::string &row, const std::string &result) {
+    return fmt::format(
+        "      {1}Part, {1}Row = func.call @{0}_row_at({2}, {3}) : ({4}, index) -> ({5}, index)\n"
+        "      {1} = func.call @{0}_dot({6}, {1}Part, %t, {1}Row) : ({7}, {5}, index, index) -> "
+        "f32\n",
+        kernel.name, result, partList(v, "%wRows"), row, partTypes(v, v.rowsType), v.rowsType,
+        frame.dotInput, l.xType);
+  };
   std::string up = "%d";
   std::string upDot;
   if (kernel.swiglu) {
-    upDot = fmt::format("      %nUp = arith.addi %n, %cOut : index\n"
-                        "      %du = func.call @{}_dot_row({}, {}, %t, %nUp) : {}\n",
-                        kernel.name, frame.dotInput, rows, dotType);
+    upDot = "      %nUp = arith.addi %n, %cOut : index\n" + dotOfRow("%nUp", "%du");
     up = "%du";
   }
   return fmt::format(
@@ -359,15 +275,13 @@ std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLay
     scf.for %t = %c0 to %rows step %c1 {{
     %st = memref.load %scale[%t] : memref<?xf32>
     scf.for %n = %nBegin to %nEnd step %c1 {{
-      %d = func.call @{name}_dot_row({x}, {rows}, %t, %n) : {dotType}
-{upDot}      func.call @{name}_finish(%d, {up}, %st, %t, %n, %y, {residual}) : (f32, f32, f32, index, index, {yType}, {yType}) -> ()
+{dot}{upDot}      func.call @{name}_finish(%d, {up}, %st, %t, %n, %y, {residual}) : (f32, f32, f32, index, index, {yType}, {yType}) -> ()
     }}
     }}
 )mlir",
       fmt::arg("columnsPerGroup", FusedLinearKernel::kColumnsPerWorkgroup),
       fmt::arg("out", kernel.outFeatures), fmt::arg("name", kernel.name),
-      fmt::arg("x", frame.dotInput), fmt::arg("rows", rows), fmt::arg("dotType", dotType),
-      fmt::arg("upDot", upDot), fmt::arg("up", up), fmt::arg("residual", frame.residualOperand),
+      fmt::arg("dot", dotOfRow("%n", "%d")), fmt::arg("upDot", upDot), fmt::arg("up", up), fmt::arg("residual", frame.residualOperand),
       fmt::arg("yType", l.yType));
 }
 
@@ -384,9 +298,13 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
   std::string source = storeFunction(kernel, l) +
                        tileFunction(kernel, l, int(tileRows), bf16, /*prefetchNext=*/true) +
                        tileFunction(kernel, l, 1, bf16);
-  source += packPanelFunction(kernel, l, v) + packBlockFunction(kernel, v) +
-            blockAtFunction(kernel, l, v) + dotFunction(kernel, l.xType, v.rowsType) +
-            dotRowFunction(kernel, l, v) + finishFunction(kernel, l.yType) + frame.helpers;
+  // A block's part and first pair (the packing and its prefetch), a row's
+  // part and index in it (decode).
+  source += packPanelFunction(kernel, l, v) +
+            partAtFunction(kernel, v, "block_at", v.pairsType, kBlock, kBlock * l.pairs) +
+            partAtFunction(kernel, v, "row_at", v.rowsType, 1, 1) +
+            dotFunction(kernel, l.xType, v.rowsType) + finishFunction(kernel, l.yType) +
+            frame.helpers;
   const RoundedActivations rounding =
       roundedActivations(kernel, l, frame.dotInput, "%rows", "%rows");
   if (bf16)
@@ -394,7 +312,7 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
   const std::string x = bf16 ? "%xp" : frame.dotInput;
   const std::string blocks = "%panel, %t, %c0, %c1";
   const std::string packType =
-      fmt::format("({}, {}, index, index) -> ()", partTypes(v, v.pairsType), v.panelType);
+      fmt::format("({}, {}, index, index) -> ()", v.pairsType, v.panelType);
   const std::string blockAtType =
       fmt::format("({}, index) -> ({}, index)", partTypes(v, v.pairsType), v.pairsType);
   source += frame.opening;
@@ -432,8 +350,10 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
       %nextB = arith.minui %nextB_, %cLastBlock : index
       %pfA, %pfBaseA = func.call @{name}_block_at({pairs}, %nextA) : {blockAtType}
       %pfB, %pfBaseB = func.call @{name}_block_at({pairs}, %nextB) : {blockAtType}
-      func.call @{name}_pack_block({pairs}, %panelPairs, %c0, %bA) : {packType}
-      func.call @{name}_pack_block({pairs}, %panelPairs, %c1, %bB) : {packType}
+      %wA, %baseA = func.call @{name}_block_at({pairs}, %bA) : {blockAtType}
+      %wB, %baseB = func.call @{name}_block_at({pairs}, %bB) : {blockAtType}
+      func.call @{name}_pack_panel(%wA, %panelPairs, %c0, %baseA) : {packType}
+      func.call @{name}_pack_panel(%wB, %panelPairs, %c1, %baseB) : {packType}
       scf.for %t = %c0 to %tiledRows step %cTileRows {{
         %tile = arith.divui %t, %cTileRows : index
         %pfFirst = arith.muli %tile, %pfLinesPerTile : index
