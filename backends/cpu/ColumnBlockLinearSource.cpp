@@ -1,9 +1,10 @@
 //===- ColumnBlockLinearSource.cpp - fused_linear on column-block weights -===//
 //
-// fused_linear for a bf16 weight in the column-block layout
+// fused_linear for a bf16 or f16 weight in the column-block layout
 // ([N/16][K/2][16][2], #q3.column_blocks). A register tile is R rows x
 // 2 blocks of 16 columns: per pair of k, each block is one 64-byte load that
-// widens exactly to the f32 weights of k (shift) and k+1 (mask), and every
+// widens exactly to the f32 weights of k and k+1 (bf16: a shift and a mask;
+// f16: the low and high halves through vcvtph2ps), and every
 // row's x[t, k] and x[t, k+1] are broadcast into 2R fused multiply-adds per
 // block. Prefill runs R-row tiles (R from the kernel's q3.lowering tile: 2R
 // accumulators, each weight load serves R rows), the remaining rows 1-row
@@ -52,6 +53,27 @@ namespace {
 /// Fewer rows take the vdpbf16ps tiles: the tile unit pads to 32 rows.
 constexpr int64_t kAmxMinRows = 16;
 using Layout = ColumnBlockLayout;
+
+/// %we<id> and %wo<id>, the f32 weights of k and k+1 in the 16 (k, k+1)
+/// pairs %wi<id> (vector<16xi32>), exactly: bf16 by a shift and a mask, f16
+/// by truncating each pair to its low or high half and vcvtph2ps. Expects
+/// %shift (dense<16>) and %highHalf (dense<0xFFFF0000>).
+std::string widenPairs(const FusedLinearKernel &kernel, const std::string &id) {
+  if (kernel.weight == WeightStorage::F16)
+    return fmt::format("    %wel{0} = arith.trunci %wi{0} : vector<16xi32> to vector<16xi16>\n"
+                       "    %weh{0} = arith.bitcast %wel{0} : vector<16xi16> to vector<16xf16>\n"
+                       "    %we{0} = arith.extf %weh{0} : vector<16xf16> to vector<16xf32>\n"
+                       "    %wos{0} = arith.shrui %wi{0}, %shift : vector<16xi32>\n"
+                       "    %wol{0} = arith.trunci %wos{0} : vector<16xi32> to vector<16xi16>\n"
+                       "    %woh{0} = arith.bitcast %wol{0} : vector<16xi16> to vector<16xf16>\n"
+                       "    %wo{0} = arith.extf %woh{0} : vector<16xf16> to vector<16xf32>\n",
+                       id);
+  return fmt::format("    %wes{0} = arith.shli %wi{0}, %shift : vector<16xi32>\n"
+                     "    %we{0} = arith.bitcast %wes{0} : vector<16xi32> to vector<16xf32>\n"
+                     "    %wom{0} = arith.andi %wi{0}, %highHalf : vector<16xi32>\n"
+                     "    %wo{0} = arith.bitcast %wom{0} : vector<16xi32> to vector<16xf32>\n",
+                     id);
+}
 
 /// The multiply-adds of one k pair for row r into %q<r>_<c> from %a<r>_<c>:
 /// f32 FMAs on the widened weights %we<c>/%wo<c> and broadcast x[t, k],
@@ -114,12 +136,9 @@ std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int r
       continue;
     }
     loads += fmt::format("    %wv{0} = vector.load %w[%b{0}, %kp, %c0] : {1}, vector<32xi16>\n"
-                         "    %wi{0} = vector.bitcast %wv{0} : vector<32xi16> to vector<16xi32>\n"
-                         "    %wes{0} = arith.shli %wi{0}, %shift : vector<16xi32>\n"
-                         "    %we{0} = arith.bitcast %wes{0} : vector<16xi32> to vector<16xf32>\n"
-                         "    %wom{0} = arith.andi %wi{0}, %highHalf : vector<16xi32>\n"
-                         "    %wo{0} = arith.bitcast %wom{0} : vector<16xi32> to vector<16xf32>\n",
-                         c, l.weightType);
+                         "    %wi{0} = vector.bitcast %wv{0} : vector<32xi16> to vector<16xi32>\n",
+                         c, l.weightType) +
+             widenPairs(kernel, std::to_string(c));
   }
   for (int r = 0; r < rows; ++r) {
     body += rowMultiplyAdds(l, r, bf16);
@@ -187,11 +206,7 @@ std::string decodeBlockFunction(const FusedLinearKernel &kernel, const Layout &l
     memref.prefetch %wflat[%pfAt], read, locality<2>, data : {flatType}
     %wv = vector.load %w[%b, %kp, %c0] : {weightType}, vector<32xi16>
     %wi = vector.bitcast %wv : vector<32xi16> to vector<16xi32>
-    %wes = arith.shli %wi, %shift : vector<16xi32>
-    %we = arith.bitcast %wes : vector<16xi32> to vector<16xf32>
-    %wom = arith.andi %wi, %highHalf : vector<16xi32>
-    %wo = arith.bitcast %wom : vector<16xi32> to vector<16xf32>
-    %xes = memref.load %x[%t0, %k0] : {xType}
+{widen}    %xes = memref.load %x[%t0, %k0] : {xType}
     %xos = memref.load %x[%t0, %k1] : {xType}
     %xe = vector.broadcast %xes : f32 to vector<16xf32>
     %xo = vector.broadcast %xos : f32 to vector<16xf32>
@@ -200,10 +215,10 @@ std::string decodeBlockFunction(const FusedLinearKernel &kernel, const Layout &l
     scf.yield %qe, %qo : vector<16xf32>, vector<16xf32>
   }}
 )mlir",
-        fmt::arg("out", out), fmt::arg("from", from), fmt::arg("to", to),
-        fmt::arg("inE", inE), fmt::arg("inO", inO),
-        fmt::arg("prefetchBase", prefetchBase), fmt::arg("flatType", l.flatType),
-        fmt::arg("weightType", l.weightType), fmt::arg("xType", l.xType));
+        fmt::arg("out", out), fmt::arg("from", from), fmt::arg("to", to), fmt::arg("inE", inE),
+        fmt::arg("inO", inO), fmt::arg("prefetchBase", prefetchBase),
+        fmt::arg("flatType", l.flatType), fmt::arg("weightType", l.weightType),
+        fmt::arg("xType", l.xType), fmt::arg("widen", widenPairs(kernel, "")));
   };
   // Pairs [0, pairs - aheadPairs) prefetch inside block b; the rest in `next`.
   return fmt::format(

@@ -98,12 +98,15 @@ std::string productSource(func::FuncOp kernel, const std::string &name,
                        "#q3.column_blocks weight, and only then)");
   if (cpu.tiledPrefill() && !cpu.columnBlocksFit())
     refuse(kernel, "its weight is packed in column blocks, which the CPU kernels do only for "
-                   "bf16 [16n, 2m] weights");
+                   "bf16 and f16 [16n, 2m] weights");
   std::optional<PrefillMatmul> matmul = matmulOf(lowering.getMatmul());
   if (!matmul)
     refuse(kernel, "unknown matmul '" + lowering.getMatmul().str() + "'");
   if (*matmul != PrefillMatmul::F32 && !cpu.tiledPrefill())
     refuse(kernel, "matmul " + lowering.getMatmul().str() + " needs a weight_packing");
+  if (*matmul != PrefillMatmul::F32 && cpu.weight != WeightStorage::BF16)
+    refuse(kernel, "matmul " + lowering.getMatmul().str() + " multiplies bf16 weights, not " +
+                       (cpu.weight == WeightStorage::F16 ? "f16" : "f32"));
   if (*matmul == PrefillMatmul::Amx && !cpu.amxFits())
     refuse(kernel, "matmul amx needs a weight packed at load with K % 32 == 0");
   cpu.prefillMatmul = *matmul;

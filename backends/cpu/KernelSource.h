@@ -45,7 +45,7 @@ struct FusedLinearKernel {
   /// in: exact, and the weight keeps the checkpoint's (narrower) dtype.
   std::optional<WeightStorage> prologueGain;
   /// The weight is bound in the column-block layout of runtime/WeightLayout.h
-  /// (bf16 only; weightRows() % 16 == 0, inFeatures % 2 == 0): the prefill
+  /// (bf16 or f16; weightRows() % 16 == 0, inFeatures % 2 == 0): the prefill
   /// and decode loops then run as 6 x 32 and 1 x 32 register tiles without
   /// horizontal sums. See columnBlocksFit().
   bool columnBlocks = false;
@@ -53,7 +53,7 @@ struct FusedLinearKernel {
   /// each prefill packs the column blocks it multiplies, two blocks of 16 rows
   /// at a time, into a buffer the register tiles then read from cache;
   /// decode reads the rows directly. Load copies nothing, prefill pays the
-  /// packing once per call (bf16 only, like columnBlocks).
+  /// packing once per call (bf16 or f16, like columnBlocks).
   bool panelsPerCall = false;
   /// With panelsPerCall, the rows of each buffer the weight comes in, when it
   /// is a concatenation the kernel reads part by part (cpu-sink-weight-concat;
@@ -66,18 +66,21 @@ struct FusedLinearKernel {
   /// the same 6-row tiles (twice the multiply-adds per instruction); Amx with
   /// the tile unit of AMX-BF16 on 32 x 32 output tiles, for 16 rows or more
   /// (needs inFeatures % 32 == 0, see amxFits()). Decode and the rows the
-  /// tiles leave stay f32 either way.
+  /// tiles leave stay f32 either way. An f16 weight takes F32 only (its
+  /// halves widened exactly by vcvtph2ps).
   PrefillMatmul prefillMatmul = PrefillMatmul::F32;
   /// Rows of the column-block prefill register tile (each weight load serves
   /// this many rows x 2 blocks of 16 outputs; the q3.lowering tile).
   int64_t prefillTileRows = 6;
   /// Decode prefetches the weight this many bytes ahead of its loads.
   int64_t prefetchBytes = kDefaultPrefetchBytes;
-  bool amxFits() const { return columnBlocks && inFeatures % kAmxDepth == 0; }
+  bool amxFits() const {
+    return columnBlocks && weight == WeightStorage::BF16 && inFeatures % kAmxDepth == 0;
+  }
   static constexpr int64_t kAmxDepth = 32; // k per AMX step: 16 rows of 64 bytes
   static constexpr int64_t kColumnsPerWorkgroup = 64;
   bool columnBlocksFit() const {
-    return weight == WeightStorage::BF16 && outFeatures % 16 == 0 && inFeatures % 2 == 0;
+    return weight != WeightStorage::F32 && outFeatures % 16 == 0 && inFeatures % 2 == 0;
   }
   /// The rows of each weight buffer (one entry unless weightParts).
   std::vector<int64_t> partRows() const {

@@ -1,6 +1,6 @@
 //===- PanelLinearSource.cpp - fused_linear packing its panels per call ---===//
 //
-// fused_linear for a bf16 weight left row-major (q3.lowering weight_packing =
+// fused_linear for a bf16 or f16 weight left row-major (q3.lowering weight_packing =
 // per_call): the runtime binds the checkpoint's mapped bytes, so loading
 // copies nothing; a weight concatenated by merge-sibling-matmuls comes as its
 // parts, one buffer each (cpu-sink-weight-concat). A prefill packs, for each
@@ -32,7 +32,7 @@ namespace {
 
 /// The views a panel kernel reads its weight (each part of it) through.
 struct PanelViews {
-  std::string rowsType;  // a part, one i16 per element: [rows][K]
+  std::string rowsType;  // a part as the dot products read it: [rows][K]
   std::string pairsType; // a part as (k, k+1) pairs: [rows * K/2] i32
   std::string panelType; // the packed pair of blocks as i32: [2][K/2][16]
   int64_t panelBytes = 0;
@@ -41,7 +41,7 @@ struct PanelViews {
 
 PanelViews panelViews(const FusedLinearKernel &kernel, const ColumnBlockLayout &l) {
   PanelViews v;
-  v.rowsType = fmt::format("memref<?x{}xi16>", l.k);
+  v.rowsType = fmt::format("memref<?x{}x{}>", l.k, storageType(kernel.weight));
   v.pairsType = "memref<?xi32>";
   v.panelType = fmt::format("memref<2x{}x16xi32>", l.pairs);
   v.panelBytes = 2 * l.pairs * 64;

@@ -275,14 +275,16 @@ TEST(FusedLinearKernel, ColumnBlockTilesOfEveryHeight) {
 }
 
 // Packed per call: the same products from every tile height, the weight in
-// one buffer or in parts (a part boundary inside a pair of output blocks).
+// one buffer or in parts (a part boundary inside a pair of output blocks),
+// bf16 or f16 (each pair's halves widened apart).
 TEST(FusedLinearKernel, PanelTilesOfEveryHeight) {
-  for (int64_t tileRows = 1; tileRows <= 8; ++tileRows) {
-    LinearCase c{"tile", 72, 96, 13, WeightStorage::BF16, true, true, true, true, true};
-    c.tileRows = tileRows;
-    EXPECT_LE(relativeErrorOf(perCall(c), "host"), 1e-5) << tileRows << " rows";
-    EXPECT_LE(relativeErrorOf(perCall(c, {96, 96}), "host"), 1e-5) << tileRows << " rows, parts";
-  }
+  for (WeightStorage weight : {WeightStorage::BF16, WeightStorage::F16})
+    for (int64_t tileRows = 1; tileRows <= 8; ++tileRows) {
+      LinearCase c{"tile", 72, 96, 13, weight, true, true, true, true, true};
+      c.tileRows = tileRows;
+      EXPECT_LE(relativeErrorOf(perCall(c), "host"), 1e-5) << tileRows << " rows";
+      EXPECT_LE(relativeErrorOf(perCall(c, {96, 96}), "host"), 1e-5) << tileRows << " rows, parts";
+    }
 }
 
 TEST(FusedLinearKernel, Avx512Bf16PanelPrefillRoundsOnlyTheActivations) {
@@ -332,7 +334,10 @@ TEST(FusedLinearKernel, CompilesForEveryCpuLevel) {
       {"bf16", 64, 64, 2, WeightStorage::BF16, true, false, true},
       {"bf16_blocks", 64, 64, 9, WeightStorage::BF16, true, false, true, true, true},
       perCall({"bf16", 64, 64, 9, WeightStorage::BF16, true, false, true, true}, {32, 32}),
-      perCall({"bf16_decode", 64, 64, 1, WeightStorage::BF16, true, true, false, true})};
+      perCall({"bf16_decode", 64, 64, 1, WeightStorage::BF16, true, true, false, true}),
+      {"f16_blocks", 40, 64, 9, WeightStorage::F16, true, true, true, true, true},
+      perCall({"f16", 40, 64, 9, WeightStorage::F16, true, false, true, true}, {16, 48}),
+      perCall({"f16_decode", 40, 64, 1, WeightStorage::F16, true, true, false, true})};
   for (const char *level : {"x86-64-v2", "x86-64-v3", "x86-64-v4"}) {
     const cpu::CpuTarget target = cpu::resolveCpuTarget(level);
     const bool runnable = runtime::missingCpuFeatures(target.requiredFeatures).empty();
@@ -419,6 +424,19 @@ INSTANTIATE_TEST_SUITE_P(
                 {16, 48, 16}),
         perCall(LinearCase{"parts_split_a_pair_decode", 40, 80, 1, WeightStorage::BF16, false,
                            false, true},
+                {16, 48, 16}),
+        // f16 weights take the same layouts (f32 FMAs on the widened halves).
+        LinearCase{"blocks_f16_prefill", 72, 96, 13, WeightStorage::F16, true, true, true, true,
+                   true},
+        LinearCase{"blocks_f16_decode", 72, 96, 1, WeightStorage::F16, true, false, true, true,
+                   true},
+        perCall(LinearCase{"f16_qwen3_0_6b_qkv_prefill", 1024, 4096, 9, WeightStorage::F16, true,
+                           false, false, true},
+                {2048, 1024, 1024}),
+        perCall(LinearCase{"f16_qwen3_0_6b_mlp_decode", 1024, 3072, 1, WeightStorage::F16, true,
+                           true, false, true},
+                {3072, 3072}),
+        perCall(LinearCase{"f16_gather_tail", 40, 80, 13, WeightStorage::F16, false, false, true},
                 {16, 48, 16})),
     caseName);
 

@@ -120,12 +120,13 @@ cl::opt<int64_t> targetPrefillRows(
 cl::opt<std::string> targetWeightPacking(
     "weight-packing", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
     cl::init("auto"),
-    cl::desc("Where bf16 product weights are put in the kernels' column blocks: per-call (each "
-             "prefill packs the panels it multiplies; the runtime binds the checkpoint's bytes "
-             "as they are, so loading copies nothing), at-load (copied once when the model "
-             "loads, or at compile time with --embed-weights; prefill ~6% faster at 128 "
-             "tokens) or auto (at-load with --embed-weights, --prefill-matmul=amx or a target "
-             "that may run AMX, else per-call)"),
+    cl::desc(
+        "Where bf16 and f16 product weights are put in the kernels' column blocks: per-call (each "
+        "prefill packs the panels it multiplies; the runtime binds the checkpoint's bytes "
+        "as they are, so loading copies nothing), at-load (copied once when the model "
+        "loads, or at compile time with --embed-weights; prefill ~6% faster at 128 "
+        "tokens) or auto (at-load with --embed-weights, --prefill-matmul=amx or a target "
+        "that may run AMX, else per-call)"),
     cl::value_desc("auto|per-call|at-load"), cl::cat(q3Category));
 cl::opt<std::string> targetKvCache(
     "kv-cache", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),

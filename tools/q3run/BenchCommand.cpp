@@ -134,6 +134,7 @@ json orNull(const std::optional<double> &value) { return value ? json(*value) : 
 struct PhaseProfile {
   std::string phase;
   int64_t tokens = 0; // positions the phase ran (decode: steps)
+  double wallSeconds = 0; // the whole phase, kernels and what runs between them
   std::vector<runtime::KernelProfile> kernels;
 };
 
@@ -145,7 +146,10 @@ json profileJson(const PhaseProfile &phase) {
                        {"seconds", k.seconds},
                        {"weight_bytes", k.weightBytes},
                        {"cache_bytes", k.cacheBytes}});
-  return {{"phase", phase.phase}, {"tokens", phase.tokens}, {"kernels", kernels}};
+  return {{"phase", phase.phase},
+          {"tokens", phase.tokens},
+          {"wall_seconds", phase.wallSeconds},
+          {"kernels", kernels}};
 }
 
 // Per kernel: share of the phase's time and, for kernels that read weights
@@ -165,7 +169,10 @@ void printProfile(const PhaseProfile &phase) {
          k.cacheBytes ? formatBytes(double(k.cacheBytes)) : "-",
          read && k.seconds > 0 ? fmt::format("{:.1f}", double(read) / k.seconds / 1e9) : "-"});
   }
-  fmt::print("\n{} of {} tokens, {:.2f} ms in kernels:\n", phase.phase, phase.tokens, total * 1e3);
+  fmt::print("\n{} of {} tokens, {:.2f} ms in kernels, {:.2f} ms in all ({:.1f}% between "
+             "kernels):\n",
+             phase.phase, phase.tokens, total * 1e3, phase.wallSeconds * 1e3,
+             phase.wallSeconds > 0 ? 100 * (1 - total / phase.wallSeconds) : 0.0);
   printTable(rows);
 }
 
@@ -175,14 +182,18 @@ std::vector<PhaseProfile> profilePhases(runtime::Model &model, const std::vector
   model.reset();
   if (!prompt.empty()) {
     model.setProfiling(true);
+    const Clock::time_point start = Clock::now();
     model.forward(prompt, runtime::Model::Logits::Last);
-    phases.push_back({"prefill", int64_t(prompt.size()), model.profile()});
+    const double wall = secondsSince(start);
+    phases.push_back({"prefill", int64_t(prompt.size()), wall, model.profile()});
   }
   if (!decodeTokens.empty()) {
     model.setProfiling(true);
+    const Clock::time_point start = Clock::now();
     for (int32_t id : decodeTokens)
       model.forward({id}, runtime::Model::Logits::Last);
-    phases.push_back({"decode", int64_t(decodeTokens.size()), model.profile()});
+    const double wall = secondsSince(start);
+    phases.push_back({"decode", int64_t(decodeTokens.size()), wall, model.profile()});
   }
   model.setProfiling(false);
   model.reset();

@@ -18,6 +18,8 @@
 #include "backends/cpu/CpuTarget.h"
 #include "backends/cpu/passes/CpuPasses.h"
 
+#include <vector>
+
 namespace q3::cpu {
 #define GEN_PASS_DEF_CPUADDVARIANTS
 #include "backends/cpu/passes/CpuPasses.h.inc"
@@ -36,10 +38,14 @@ constexpr const char *kPortableAvx2 = "x86-64-v3";
 
 /// The alternatives to `lowering` (an f32 column-block product's) that a
 /// `level` artifact carries; K is the product's depth.
-SmallVector<Attribute> variantsFor(StringRef level, LoweringConfigAttr lowering, int64_t depth) {
+SmallVector<Attribute> variantsFor(StringRef level, LoweringConfigAttr lowering, int64_t depth,
+                                   bool bf16) {
   SmallVector<Attribute> variants;
-  if (level == kPortableAvx2) {
-    for (int64_t rows : {1, 2, 3, 4})
+  if (level == kPortableAvx2 || !bf16) {
+    // Only the tile height to choose: AVX2, or an f16 weight (f32 FMAs only).
+    const std::vector<int64_t> heights =
+        level == kPortableAvx2 ? std::vector<int64_t>{1, 2, 3, 4} : std::vector<int64_t>{4, 6, 8};
+    for (int64_t rows : heights)
       if (lowering.getTile().empty() || lowering.getTile()[0] != rows)
         variants.push_back(lowering.withTile({rows, 2}));
     return variants;
@@ -73,7 +79,8 @@ struct CpuAddVariantsPass : impl::CpuAddVariantsBase<CpuAddVariantsPass> {
       if (!depth || lowering.getMatmul() != "f32")
         continue;
       kernel->setAttr(kVariantsAttrName,
-                      ArrayAttr::get(&getContext(), variantsFor(target.name, lowering, *depth)));
+                      ArrayAttr::get(&getContext(), variantsFor(target.name, lowering, *depth,
+                                                                tiledProductIsBf16(kernel))));
     }
   }
 };

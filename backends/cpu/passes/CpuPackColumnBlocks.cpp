@@ -1,4 +1,4 @@
-//===- CpuPackColumnBlocks.cpp - where bf16 product weights are packed ----===//
+//===- CpuPackColumnBlocks.cpp - where 16-bit product weights are packed -===/
 //
 // With packing at-load:
 // Before:
@@ -26,8 +26,9 @@
 // load, 0.004 s bound in place. Per call, each prefill packs its 32-row
 // panels (0-5% of a 128-row prefill on an AMD family 26). `auto` packs at
 // load only where the target may run AMX, whose tile unit reads the packed
-// weight. Weights that do not fit (f32, f16, rows not a multiple of 16, an
-// odd K) stay row-major and take the row-major kernels.
+// weight. bf16 and f16 weights are packed (the layout moves 16-bit pairs);
+// those that do not fit (f32, rows not a multiple of 16, an odd K) stay
+// row-major and take the row-major kernels.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/CpuPipeline.h"
@@ -61,7 +62,8 @@ std::optional<unsigned> packableWeightArgument(func::FuncOp kernel) {
   if (!argument || argument.getOwner() != &kernel.getBody().front())
     return std::nullopt;
   auto type = weight.getType().cast<RankedTensorType>();
-  if (!type.getElementType().isBF16() || type.getEncoding() || type.getRank() != 2 ||
+  const Type element = type.getElementType();
+  if (!(element.isBF16() || element.isF16()) || type.getEncoding() || type.getRank() != 2 ||
       type.getDimSize(0) % 16 != 0 || type.getDimSize(1) % 2 != 0)
     return std::nullopt;
   return argument.getArgNumber();

@@ -47,6 +47,9 @@ inline constexpr const char *kTuningAttrName = "q3.tuning";
 /// tiles (its weight in column blocks, or packed per call: see
 /// cpu-pack-column-blocks), else nothing.
 std::optional<int64_t> tiledProductDepth(mlir::func::FuncOp kernel);
+/// Whether a tiled product's weight is bf16, which the vdpbf16ps and AMX
+/// prefills multiply (an f16 one takes f32 FMAs only).
+bool tiledProductIsBf16(mlir::func::FuncOp kernel);
 
 /// Pieces per thread of a product's one-row dispatch when nothing was
 /// measured (cpu-set-chunking; the decode tuner's default candidate).

@@ -4,8 +4,8 @@
 //   func.func private @fused_linear_rms_norm_0(...) attributes
 //       {q3.kernel, q3.lowering = #q3.lowering<matmul = amx>}
 //
-// Only products that run the column-block tiles (weights packed at load or
-// per call) have a choice; the row-major kernels run f32.
+// Only bf16 products that run the column-block tiles (weights packed at load
+// or per call) have a choice; f16 ones and the row-major kernels run f32.
 // The choice is the target's to make by measurement (q3c compile's tuner
 // records it in q3.tuning); without a measurement `auto` takes AMX where the
 // target has it (2-4x the f32 rate on the machines we measured) and f32
@@ -81,7 +81,9 @@ struct CpuSelectMatmulPass : impl::CpuSelectMatmulBase<CpuSelectMatmulPass> {
                            << " packs its weight per call (use --weight-packing=at-load)";
         return signalPassFailure();
       }
-      const std::string kernelChoice = *choice == "amx" && *depth % 32 != 0 ? "f32" : *choice;
+      // vdpbf16ps and the tile unit multiply bf16; an f16 weight widens to f32.
+      const bool f32Only = !tiledProductIsBf16(kernel) || (*choice == "amx" && *depth % 32 != 0);
+      const std::string kernelChoice = f32Only ? "f32" : *choice;
       setLowering(kernel, loweringOf(kernel).withMatmul(kernelChoice));
     }
   }

@@ -9,6 +9,7 @@
 #include "backends/cpu/CpuTarget.h"
 #include "backends/cpu/passes/CpuPasses.h"
 #include "ir/Q3Dialect.h"
+#include "mlir/IR/TypeUtilities.h"
 
 #include <algorithm>
 
@@ -102,6 +103,12 @@ std::optional<int64_t> tiledProductDepth(mlir::func::FuncOp kernel) {
   if (!q3::ir::hasColumnBlocks(weight) && !q3::ir::loweringOf(kernel).packsPerCall())
     return std::nullopt;
   return weight.cast<mlir::RankedTensorType>().getDimSize(1);
+}
+
+bool tiledProductIsBf16(mlir::func::FuncOp kernel) {
+  mlir::Operation *compute = q3::ir::kernelComputeOp(kernel);
+  return compute && compute->getNumOperands() > 1 &&
+         mlir::getElementTypeOrSelf(compute->getOperand(1).getType()).isBF16();
 }
 
 } // namespace q3::cpu

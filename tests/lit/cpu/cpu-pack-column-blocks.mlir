@@ -43,6 +43,27 @@ module {
 
 // -----
 
+// An f16 weight is packed the same way (the layout moves 16-bit pairs).
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[P:.*]] = q3.pack_column_blocks %{{.*}} : tensor<96x64xf16> -> tensor<96x64xf16, #q3.column_blocks>
+// CHECK: func.func private @f16_0(%arg0: tensor<?x64xf32>, %arg1: tensor<96x64xf16, #q3.column_blocks>) -> tensor<?x96xf32> attributes {q3.kernel, q3.lowering = #q3.lowering<weight_packing = at_load>}
+// CALL-LABEL: func.func @forward
+// CALL-NOT: q3.pack_column_blocks
+// CALL: func.func private @f16_0(%arg0: tensor<?x64xf32>, %arg1: tensor<96x64xf16>) -> tensor<?x96xf32> attributes {q3.kernel, q3.lowering = #q3.lowering<weight_packing = per_call>}
+module {
+  func.func @forward(%x: tensor<?x64xf32>) -> tensor<?x96xf32> {
+    %w = q3.param "w" : tensor<96x64xf16>
+    %y = q3.dispatch @f16_0(%x, %w) : (tensor<?x64xf32>, tensor<96x64xf16>) -> tensor<?x96xf32>
+    return %y : tensor<?x96xf32>
+  }
+  func.func private @f16_0(%x: tensor<?x64xf32>, %w: tensor<96x64xf16>) -> tensor<?x96xf32> attributes {q3.kernel} {
+    %0 = q3.fused_linear %x, %w : tensor<?x64xf32>, tensor<96x64xf16> -> tensor<?x96xf32>
+    return %0 : tensor<?x96xf32>
+  }
+}
+
+// -----
+
 // Must NOT fire: f32 weights (the kernels read them row-major) and a bf16
 // weight whose row count is not a multiple of 16.
 // CHECK-LABEL: func.func @forward
