@@ -17,6 +17,7 @@
 #include "runtime/DType.h"
 #include "runtime/Driver.h"
 #include "runtime/LoadError.h"
+#include "runtime/MemoryLock.h"
 #include "runtime/ModelMemory.h"
 #include "runtime/WeightPlan.h"
 
@@ -39,6 +40,7 @@ struct Model::State {
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Driver> driver;
   std::vector<WeightData> weights;
+  LockedMemory lockedWeights;           // with ModelOptions::lockWeights
   std::vector<int64_t> weightBuffers;   // driver buffer of each weight the schedule reads
   std::vector<int64_t> stepKernels;     // the driver's kernel of each step
   std::vector<const manifest::Kernel *> stepKernelInfo; // the manifest's
@@ -53,6 +55,9 @@ struct Model::State {
   std::map<std::string, std::string> variantChoices; // kernel -> the build it runs
 
   void allocate();
+  /// Locks the weights in memory (ModelOptions::lockWeights); `source` is
+  /// the checkpoint or the artifact that embeds them, for the message.
+  void lockWeights(const std::string &source);
   /// For each kernel with variants this machine can run: times one dispatch
   /// of its first step on `kVariantProbeRows` rows with each build (the
   /// buffers hold no request yet) and keeps the fastest.
@@ -307,6 +312,10 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   } catch (const manifest::ManifestError &e) {
     throw LoadError(artifactPath + ": manifest: " + e.what());
   }
+  if (options.lockWeights && s.manifest.target.backend != "cpu")
+    throw LoadError(fmt::format("{}: --mlock keeps the weights the CPU kernels read in memory; "
+                                "this artifact runs on {}, whose weights live in device memory",
+                                artifactPath, s.manifest.target.backend));
   s.pool = std::make_unique<ThreadPool>(options.threads); // also packs weights in parallel
   s.driver = createDriver(*s.artifact, s.manifest, artifactPath, *s.pool,
                          DriverOptions{options.device});
@@ -332,9 +341,19 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
     s.weights =
         evaluateWeightPlan(s.manifest, *s.checkpoint, *s.pool, &warnings, options.progress);
   }
+  if (options.lockWeights)
+    s.lockWeights(embedded ? artifactPath : weightsPath);
   s.allocate();
   s.chooseKernelVariants(options.kernelBuild);
   return model;
+}
+
+void Model::State::lockWeights(const std::string &source) {
+  std::vector<MemoryRange> ranges;
+  for (const WeightData &w : weights)
+    if (w.data)
+      ranges.push_back({w.data, size_t(w.bytes())});
+  lockedWeights = lockInMemory(ranges, fmt::format("{}: the weights", source));
 }
 
 const std::vector<float> &Model::forward(const std::vector<int32_t> &tokens, Logits which) {
@@ -429,6 +448,7 @@ int64_t Model::weightBytes() const {
       total += w.bytes();
   return total;
 }
+uint64_t Model::lockedBytes() const { return state->lockedWeights.bytes(); }
 const manifest::Manifest &Model::manifest() const { return state->manifest; }
 const manifest::ModelConfig &Model::config() const { return state->manifest.config; }
 ThreadPool &Model::pool() { return *state->pool; }

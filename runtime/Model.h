@@ -49,6 +49,10 @@ struct ModelOptions {
   /// When set, the artifact must carry a signature that verifies with this
   /// key, checked before any of its code is loaded (runtime/Signature.h).
   std::optional<PublicKey> requiredSigner;
+  /// CPU artifacts: lock the weights the kernels read in memory (mlock), so
+  /// memory pressure cannot evict them (a checkpoint bound in place is page
+  /// cache). Fails the load with ResourceError when they cannot be locked.
+  bool lockWeights = false;
   /// Called as weights are bound (done of total weight-plan entries), for a
   /// progress bar.
   std::function<void(int64_t done, int64_t total)> progress;
@@ -87,6 +91,9 @@ public:
   int64_t decodeBytesPerToken() const;
   /// Bytes of all bound weights (transforms applied), as held in memory.
   int64_t weightBytes() const;
+  /// Bytes locked in memory by ModelOptions::lockWeights (whole pages); 0
+  /// without it.
+  uint64_t lockedBytes() const;
   /// The artifact's manifest (validated), with the model's config.
   const manifest::Manifest &manifest() const;
   const manifest::ModelConfig &config() const;

@@ -401,6 +401,7 @@ int benchCommand(const std::vector<std::string> &args) {
         {"fraction_of_bandwidth", orNull(fraction)},
         {"fraction_of_best_bandwidth", orNull(fractionOfBest)},
         {"peak_rss_bytes", peakRss},
+        {"locked_bytes", model->lockedBytes()},
         {"kernel_variants", model->kernelVariantChoices()},
     };
     if (profile) {
@@ -437,8 +438,12 @@ int benchCommand(const std::vector<std::string> &args) {
     fmt::print("against the best probe, {:.1f} GB/s, decode runs at {:.0f}%\n", bestBandwidth,
                *fractionOfBest * 100);
   fmt::print("load {:.2f} s (CPU, all threads: {:.2f} s user, {:.2f} s in the kernel; {} page "
-             "faults); peak RSS {}\n",
+             "faults){}; peak RSS {}\n",
              loadSeconds, load.userSeconds, load.systemSeconds, load.pageFaults,
+             model->lockedBytes()
+                 ? fmt::format(", weights locked in memory ({})",
+                               formatBytes(double(model->lockedBytes())))
+                 : std::string(),
              peakRss >= 0 ? formatBytes(double(peakRss)) : std::string("unknown"));
   if (!model->kernelVariantChoices().empty()) {
     std::vector<std::string> choices;

@@ -22,9 +22,10 @@ struct CommonOptions {
   int64_t device = -1; // Vulkan artifacts: the device index; -1: the default
   std::string requireSignature; // a public key file, or empty
   std::string kernelBuild;      // --kernel-build: "" (time the variants), "default" or a variant
+  bool lockWeights = false;     // --mlock
 };
 
-/// Adds MODEL.q3, --weights, --threads, --ctx and --device to `parser`.
+/// Adds MODEL.q3, --weights, --threads, --ctx, --device and --mlock to `parser`.
 void addCommonOptions(ArgParser &parser, CommonOptions &options);
 
 /// Model::load with the common options (threads capped to the CPUs, the

@@ -45,6 +45,10 @@ void addCommonOptions(ArgParser &parser, CommonOptions &options) {
                 "Vulkan artifacts: the device to run on (q3run --list-devices; default: the "
                 "first discrete GPU, else integrated, else a CPU device)",
                 0, 1 << 16);
+  parser.addFlag({"--mlock"}, &options.lockWeights,
+                 "CPU artifacts: lock the weights in memory, so memory pressure cannot evict them "
+                 "(the checkpoint is read in place, as page cache) and stall generation on disk "
+                 "reads; needs the locked-memory limit (ulimit -l) to hold them");
 }
 
 std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options,
@@ -65,6 +69,7 @@ std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options,
   modelOptions.contextLength = options.context;
   modelOptions.device = int(options.device);
   modelOptions.kernelBuild = options.kernelBuild;
+  modelOptions.lockWeights = options.lockWeights;
   if (!options.requireSignature.empty())
     modelOptions.requiredSigner = runtime::readPublicKey(options.requireSignature);
   modelOptions.progress = progress;
