@@ -93,5 +93,38 @@ TEST(KernelSelection, RefusesAStreamingKernelWithoutAPrefetchDistance) {
   });
 }
 
+// vdpbf16ps and the tile unit read bf16 pairs: an f16 product's lowering
+// that asks for them (edited by hand; cpu-select-matmul never does) is
+// refused with the weight's dtype, not compiled into garbage.
+TEST(KernelSelection, RefusesBf16InstructionsForAnF16Weight) {
+  int products = 0;
+  GoldenRunner runner(loadGoldenCase("gqa2_hdsmaller_tied_f16"), [&](mlir::ModuleOp module) {
+    passes::PipelineOptions options;
+    options.stage = passes::Stage::Target;
+    cpu::CpuPipelineOptions cpuOptions;
+    cpuOptions.cpu = "x86-64-v4";
+    cpuOptions.matmul = "f32";
+    options.target = cpu::cpuTargetPipeline(cpuOptions);
+    ASSERT_TRUE(mlir::succeeded(passes::runPipeline(module, options)));
+    for (mlir::func::FuncOp kernel : cpu::kernelsOf(module)) {
+      if (!cpu::tiledProductDepth(kernel))
+        continue;
+      ++products;
+      EXPECT_NO_THROW(cpu::cpuKernelSource(module, kernel));
+      ir::setLowering(kernel, ir::loweringOf(kernel).withMatmul("avx512bf16"));
+      try {
+        cpu::cpuKernelSource(module, kernel);
+        ADD_FAILURE() << "no error for " << kernel.getSymName().str();
+      } catch (const std::runtime_error &error) {
+        EXPECT_NE(std::string(error.what()).find("matmul avx512bf16 multiplies bf16 weights, not "
+                                                 "f16"),
+                  std::string::npos)
+            << error.what();
+      }
+    }
+  });
+  EXPECT_GE(products, 3);
+}
+
 } // namespace
 } // namespace q3::testing
