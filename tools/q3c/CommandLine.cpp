@@ -117,6 +117,13 @@ cl::opt<int64_t> targetPrefillRows(
     cl::desc("Rows of the prefill register tile, 1 to 8 (default 0: measured by --tune, else 6 "
              "with AVX-512 and 2 without)"),
     cl::cat(q3Category));
+cl::opt<int64_t> targetDecodeChunks(
+    "decode-chunks", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init(0),
+    cl::desc("Pieces per thread a decode product's columns are split into (work stealing evens "
+             "them out; more pieces, more DRAM streams started) (default 0: measured by --tune, "
+             "else 4)"),
+    cl::cat(q3Category));
 cl::opt<std::string> targetWeightPacking(
     "weight-packing", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
     cl::init("auto"),
@@ -241,6 +248,7 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
     cpuOptions.cpu = targetCpu;
     cpuOptions.matmul = targetPrefillMatmul;
     cpuOptions.prefillRows = targetPrefillRows;
+    cpuOptions.decodeChunks = targetDecodeChunks;
     cpuOptions.weightPacking = weightPackingFromFlags();
     options.target = cpu::cpuTargetPipeline(cpuOptions);
   }
