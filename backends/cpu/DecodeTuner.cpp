@@ -50,7 +50,7 @@ std::vector<DecodeRate> measureRates(const FusedLinearKernel &product, const Cpu
   std::vector<uint8_t> weights(size_t(copies * weightBytes));
   for (int64_t c = 0; c < copies; ++c)
     std::memcpy(weights.data() + c * weightBytes, packed.data(), size_t(weightBytes));
-  const std::vector<uint8_t> gain = randomBf16(product.inFeatures, rng);
+  const std::vector<uint8_t> gain = randomHalves(*product.prologueGain, product.inFeatures, rng);
   std::vector<void *> buffers = {x.data(), weights.data(), const_cast<uint8_t *>(gain.data()),
                                  y.data()};
   const std::vector<int64_t> bytes = {int64_t(x.size() * 4), weightBytes, int64_t(gain.size()),
@@ -192,12 +192,13 @@ int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured) {
 }
 
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
-                        bool packPerCall, TuneLevel level, int threads, double maxForeignShare) {
+                        const TunedWeights &weights, TuneLevel level, int threads,
+                        double maxForeignShare) {
   requireTunableShape(hidden, intermediate);
   if (threads < 1)
     throw std::invalid_argument("--tune: the decode measurement needs at least one thread");
   // The whole product, one row: its weights streamed once per call.
-  const FusedLinearKernel kernel = tuningProduct("tune_decode", hidden, intermediate, packPerCall);
+  const FusedLinearKernel kernel = tuningProduct("tune_decode", hidden, intermediate, weights);
   DecodeTuning tuning;
   tuning.threads = threads;
   const std::string key = cacheKey(target, kernel, level, threads);

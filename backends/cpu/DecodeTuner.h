@@ -64,7 +64,7 @@ std::vector<DecodeSetting> decodeCandidates(TuneLevel level);
 /// others took more than `maxForeignShare` of the machine is used but not
 /// cached.
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
-                        bool packPerCall, TuneLevel level, int threads,
+                        const TunedWeights &weights, TuneLevel level, int threads,
                         double maxForeignShare = kMaxForeignShare);
 
 /// The split chosen from `measured` (among the settings at the default

@@ -28,10 +28,10 @@ constexpr int kRepetitions = 3;
 /// The SwiGLU product the variants are measured on, its outputs capped so a
 /// run stays short (the rate per multiply-add does not depend on the output
 /// count).
-FusedLinearKernel measuredProduct(int64_t hidden, int64_t intermediate, bool packPerCall,
-                                  const PrefillVariant &variant) {
+FusedLinearKernel measuredProduct(int64_t hidden, int64_t intermediate,
+                                  const TunedWeights &weights, const PrefillVariant &variant) {
   FusedLinearKernel kernel =
-      tuningProduct("tune", hidden, std::min(intermediate, kMaxMeasuredOutputs), packPerCall);
+      tuningProduct("tune", hidden, std::min(intermediate, kMaxMeasuredOutputs), weights);
   kernel.prefillMatmul = variant.matmul;
   kernel.prefillTileRows = variant.tileRows;
   return kernel;
@@ -46,7 +46,7 @@ double measure(const FusedLinearKernel &kernel, const CpuTarget &target) {
   for (float &v : x)
     v = uniform(rng);
   std::vector<uint8_t> weight = randomWeights(kernel, rng);
-  std::vector<uint8_t> gain = randomBf16(kernel.inFeatures, rng);
+  std::vector<uint8_t> gain = randomHalves(*kernel.prologueGain, kernel.inFeatures, rng);
   std::vector<float> y(static_cast<size_t>(kPromptRows * kernel.outFeatures));
   std::vector<void *> buffers = {x.data(), weight.data(), gain.data(), y.data()};
   const std::vector<int64_t> bytes = {int64_t(x.size() * 4), int64_t(weight.size()),
@@ -70,11 +70,11 @@ double measure(const FusedLinearKernel &kernel, const CpuTarget &target) {
 /// the level and the kernel sources measured (a new q3c with other kernels
 /// measures again).
 std::string cacheKey(const CpuTarget &target, int64_t hidden, int64_t intermediate,
-                     bool packPerCall, TuneLevel level,
+                     const TunedWeights &weights, TuneLevel level,
                      const std::vector<PrefillVariant> &candidates) {
   std::string sources;
   for (const PrefillVariant &c : candidates)
-    sources += fusedLinearSource(measuredProduct(hidden, intermediate, packPerCall, c));
+    sources += fusedLinearSource(measuredProduct(hidden, intermediate, weights, c));
   return fmt::format("{} {} {} {}x{} {} {:016x}", target.llvmCpu,
                      llvm::xxHash64(target.features), target.requiredFeatures.size(), hidden,
                      intermediate, level == TuneLevel::Full ? "full" : "quick",
@@ -134,7 +134,7 @@ const char *prefillMatmulName(PrefillMatmul matmul) {
 }
 
 std::vector<PrefillVariant> prefillCandidates(const CpuTarget &target, int64_t in, TuneLevel level,
-                                              bool packPerCall) {
+                                              const TunedWeights &weights) {
   // Accumulators are 2 x rows vectors of 16 floats: 32 zmm registers allow
   // up to 8 rows, 16 ymm registers (two per vector) about 3.
   const bool avx512 = targetHas(target, "avx512f");
@@ -146,21 +146,23 @@ std::vector<PrefillVariant> prefillCandidates(const CpuTarget &target, int64_t i
   std::vector<PrefillVariant> candidates;
   for (int64_t r : rows)
     candidates.push_back({PrefillMatmul::F32, r, 0});
+  // vdpbf16ps and the tile unit multiply bf16 weights only.
+  if (weights.dtype != WeightStorage::BF16)
+    return candidates;
   if (targetHas(target, "avx512bf16"))
     for (int64_t r : rows)
       candidates.push_back({PrefillMatmul::Avx512Bf16, r, 0});
-  if (!packPerCall && targetHas(target, "avx512bf16") && targetHas(target, "amx-tile") &&
+  if (!weights.packPerCall && targetHas(target, "avx512bf16") && targetHas(target, "amx-tile") &&
       targetHas(target, "amx-bf16") && in % FusedLinearKernel::kAmxDepth == 0)
     candidates.push_back({PrefillMatmul::Amx, avx512 ? 6 : 2, 0});
   return candidates;
 }
 
 TuningResult tunePrefill(const CpuTarget &target, int64_t hidden, int64_t intermediate,
-                         bool packPerCall, TuneLevel level, double maxForeignShare) {
+                         const TunedWeights &weights, TuneLevel level, double maxForeignShare) {
   requireTunableShape(hidden, intermediate);
-  const std::vector<PrefillVariant> candidates =
-      prefillCandidates(target, hidden, level, packPerCall);
-  const std::string key = cacheKey(target, hidden, intermediate, packPerCall, level, candidates);
+  const std::vector<PrefillVariant> candidates = prefillCandidates(target, hidden, level, weights);
+  const std::string key = cacheKey(target, hidden, intermediate, weights, level, candidates);
   const std::string path = tuningCachePath();
   if (std::optional<TuningResult> cached = cachedResult(readTuningCache(path, key))) {
     cached->provenance.cachePath = path;
@@ -171,7 +173,7 @@ TuningResult tunePrefill(const CpuTarget &target, int64_t hidden, int64_t interm
   result.provenance = measureAndCache(key, maxForeignShare, [&] {
     for (PrefillVariant candidate : candidates) {
       candidate.gflops =
-          measure(measuredProduct(hidden, intermediate, packPerCall, candidate), target);
+          measure(measuredProduct(hidden, intermediate, weights, candidate), target);
       result.measured.push_back(candidate);
     }
     nlohmann::json entries = nlohmann::json::array();

@@ -14,6 +14,7 @@
 #include "backends/cpu/ForeignLoad.h"
 #include "backends/cpu/KernelSource.h"
 #include "backends/cpu/TuningCache.h"
+#include "backends/cpu/TuningKernel.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -42,19 +43,19 @@ struct TuningResult {
 
 /// The candidates `level` measures on `target` for a product of K = `in`
 /// (AMX needs K % 32 == 0 and weights packed at load): f32 FMA tiles and,
-/// where the target has them, vdpbf16ps tiles and AMX, over the tile heights
-/// the vector registers allow.
+/// for bf16 weights where the target has them, vdpbf16ps tiles and AMX, over
+/// the tile heights the vector registers allow.
 std::vector<PrefillVariant> prefillCandidates(const CpuTarget &target, int64_t in, TuneLevel level,
-                                              bool packPerCall);
+                                              const TunedWeights &weights);
 
 /// Measures the candidates on the SwiGLU product of `hidden` x
-/// `intermediate` (capped so one run stays short), its weight packed per call
-/// or at load as `packPerCall` says, or returns the cached
+/// `intermediate` (capped so one run stays short), its weights as `weights`
+/// says (dtype, packed per call or at load), or returns the cached
 /// result for the same CPU, shape, level and kernel source. A measurement
 /// during which others took more than `maxForeignShare` of the machine is
 /// used but not cached.
 TuningResult tunePrefill(const CpuTarget &target, int64_t hidden, int64_t intermediate,
-                         bool packPerCall, TuneLevel level,
+                         const TunedWeights &weights, TuneLevel level,
                          double maxForeignShare = kMaxForeignShare);
 
 /// Records `result` as the module's q3.tuning (matmul, prefill_rows and the

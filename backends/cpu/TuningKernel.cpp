@@ -9,38 +9,50 @@
 
 namespace q3::cpu {
 
+namespace {
+
+runtime::DType runtimeDType(WeightStorage dtype) {
+  if (dtype != WeightStorage::BF16 && dtype != WeightStorage::F16)
+    throw std::invalid_argument("--tune: measures bf16 and f16 products only");
+  return dtype == WeightStorage::F16 ? runtime::DType::F16 : runtime::DType::BF16;
+}
+
+} // namespace
+
 void requireTunableShape(int64_t hidden, int64_t intermediate) {
   if (hidden % 2 != 0 || intermediate < 16)
     throw std::invalid_argument("--tune: the model's products have no column-block layout");
 }
 
 FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t outputs,
-                                bool packPerCall) {
+                                const TunedWeights &weights) {
+  runtimeDType(weights.dtype); // bf16 or f16
   FusedLinearKernel kernel;
   kernel.name = name;
   kernel.inFeatures = hidden;
   kernel.outFeatures = outputs / 16 * 16;
-  kernel.weight = WeightStorage::BF16;
+  kernel.weight = weights.dtype;
   kernel.normEps = 1e-6;
   kernel.swiglu = true;
-  kernel.prologueGain = WeightStorage::BF16;
-  kernel.columnBlocks = !packPerCall;
-  kernel.panelsPerCall = packPerCall;
+  kernel.prologueGain = weights.dtype;
+  kernel.columnBlocks = !weights.packPerCall;
+  kernel.panelsPerCall = weights.packPerCall;
   return kernel;
 }
 
-std::vector<uint8_t> randomBf16(int64_t count, std::mt19937 &rng) {
+std::vector<uint8_t> randomHalves(WeightStorage dtype, int64_t count, std::mt19937 &rng) {
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> values(static_cast<size_t>(count));
   for (float &v : values)
     v = uniform(rng);
   std::vector<uint8_t> stored(values.size() * 2);
-  runtime::convertFromF32(runtime::DType::BF16, values.data(), stored.data(), values.size());
+  runtime::convertFromF32(runtimeDType(dtype), values.data(), stored.data(), values.size());
   return stored;
 }
 
 std::vector<uint8_t> randomWeights(const FusedLinearKernel &kernel, std::mt19937 &rng) {
-  std::vector<uint8_t> plain = randomBf16(kernel.weightRows() * kernel.inFeatures, rng);
+  std::vector<uint8_t> plain =
+      randomHalves(kernel.weight, kernel.weightRows() * kernel.inFeatures, rng);
   if (!kernel.columnBlocks)
     return plain;
   std::vector<uint8_t> packed(plain.size());

@@ -1,8 +1,9 @@
 //===- TuningKernel.h - the product the tuners compile and run ------------===//
 //
 // Both tuners (Tuner.h: prefill variants, DecodeTuner.h: the decode split)
-// measure the model's gate/up product: SwiGLU with its RMSNorm and bf16 gain,
-// bf16 weights packed at load or per call, on random inputs.
+// measure the model's gate/up product: SwiGLU with its RMSNorm and gain, the
+// checkpoint's bf16 or f16 weights packed at load or per call, on random
+// inputs.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -25,17 +26,24 @@ namespace q3::cpu {
 /// (K = `hidden`, `intermediate` outputs) have a column-block layout.
 void requireTunableShape(int64_t hidden, int64_t intermediate);
 
+/// How the compiled model's products hold their weights, which is what the
+/// tuners measure.
+struct TunedWeights {
+  WeightStorage dtype = WeightStorage::BF16; // the checkpoint's: bf16 or f16
+  bool packPerCall = true;                   // else packed at load (column blocks)
+};
+
 /// The measured product, `outputs` wide (a multiple of 16 at most that), its
-/// weight packed at load (column blocks) or per call (row-major), as the
-/// compiled model's products will be.
+/// weight of `weights.dtype` (and its gain) packed at load (column blocks)
+/// or per call (row-major), as the compiled model's products will be.
 FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t outputs,
-                                bool packPerCall);
+                                const TunedWeights &weights);
 
-/// `count` random bf16 values in [-1, 1).
-std::vector<uint8_t> randomBf16(int64_t count, std::mt19937 &rng);
+/// `count` random values in [-1, 1) stored as `dtype` (bf16 or f16).
+std::vector<uint8_t> randomHalves(WeightStorage dtype, int64_t count, std::mt19937 &rng);
 
-/// Random bf16 weights for `kernel`, in the layout it reads (column blocks
-/// when packed at load).
+/// Random weights for `kernel` (its dtype), in the layout it reads (column
+/// blocks when packed at load).
 std::vector<uint8_t> randomWeights(const FusedLinearKernel &kernel, std::mt19937 &rng);
 
 /// `kernel` compiled for `target` and loaded; `entry` stays valid while

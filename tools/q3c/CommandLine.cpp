@@ -262,8 +262,8 @@ int64_t configInt(mlir::DictionaryAttr config, const char *key) {
   return value ? value.getInt() : 0;
 }
 
-/// Measures for --cpu=host, when the weights are bf16 (only bf16 products
-/// have variants and column blocks): the prefill variants (unless both were
+/// Measures for --cpu=host, when the weights are bf16 or f16 (the products
+/// with column blocks and variants): the prefill variants (unless both were
 /// given) and the decode split; records them in the module for the CPU
 /// target passes.
 HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
@@ -278,21 +278,24 @@ HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
   }
   auto config = module->getAttrOfType<mlir::DictionaryAttr>("q3.config");
   auto dtype = config ? config.getAs<mlir::StringAttr>("torch_dtype") : nullptr;
-  if (!dtype || dtype.getValue() != "bfloat16")
+  if (!dtype || (dtype.getValue() != "bfloat16" && dtype.getValue() != "float16"))
     return {};
   const cpu::CpuTarget host = cpu::resolveCpuTarget("host");
   const int64_t hidden = configInt(config, "hidden_size");
   const int64_t intermediate = configInt(config, "intermediate_size");
-  // The products are measured packed the way the compiled ones will be.
-  const bool packPerCall = cpu::resolveWeightPacking(weightPackingFromFlags(), host) == "per_call";
+  // The products are measured with the model's dtype, packed the way the
+  // compiled ones will be.
+  cpu::TunedWeights weights;
+  weights.dtype = dtype.getValue() == "float16" ? cpu::WeightStorage::F16 : cpu::WeightStorage::BF16;
+  weights.packPerCall = cpu::resolveWeightPacking(weightPackingFromFlags(), host) == "per_call";
   HostTuning tuning;
   if (targetPrefillMatmul == "auto" || targetPrefillRows == 0) {
     tuning.prefill =
-        cpu::tunePrefill(host, hidden, intermediate, packPerCall, level, tuneMaxForeignShare);
+        cpu::tunePrefill(host, hidden, intermediate, weights, level, tuneMaxForeignShare);
     cpu::recordTuning(module, *tuning.prefill);
   }
   // The runtime's default: every CPU this process may use.
-  tuning.decode = cpu::tuneDecode(host, hidden, intermediate, packPerCall, level,
+  tuning.decode = cpu::tuneDecode(host, hidden, intermediate, weights, level,
                                   runtime::availableCpus(), tuneMaxForeignShare);
   cpu::recordDecodeTuning(module, *tuning.decode);
   return tuning;
