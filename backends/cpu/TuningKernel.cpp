@@ -26,7 +26,7 @@ void requireTunableShape(int64_t hidden, int64_t intermediate) {
 
 FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t outputs,
                                 const TunedWeights &weights) {
-  runtimeDType(weights.dtype); // bf16 or f16
+  runtimeDType(weights.dtype); // refuses f32 weights
   FusedLinearKernel kernel;
   kernel.name = name;
   kernel.inFeatures = hidden;
