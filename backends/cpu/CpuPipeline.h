@@ -2,6 +2,7 @@
 #pragma once
 
 #include "backends/cpu/CpuTarget.h"
+#include "backends/cpu/KernelSource.h"
 #include "passes/Pipeline.h"
 
 #include <cstdint>
@@ -21,9 +22,10 @@ struct CpuPipelineOptions {
 };
 
 /// cpu-pack-column-blocks' choice for `option` (auto, at-load or per-call)
-/// on `target`: "at_load" or "per_call". Throws std::invalid_argument for
-/// another option.
-std::string resolveWeightPacking(const std::string &option, const CpuTarget &target);
+/// on `target` for weights of `element` (bf16 or f16): "at_load" or
+/// "per_call". Throws std::invalid_argument for another option.
+std::string resolveWeightPacking(const std::string &option, const CpuTarget &target,
+                                 WeightStorage element);
 
 /// The CPU target stage: cpu-set-target, cpu-pack-column-blocks,
 /// cpu-sink-weight-concat, cpu-select-matmul, cpu-select-tiles, cpu-assign-grids, cpu-set-chunking,

@@ -132,8 +132,8 @@ cl::opt<std::string> targetWeightPacking(
         "prefill packs the panels it multiplies; the runtime binds the checkpoint's bytes "
         "as they are, so loading copies nothing), at-load (copied once when the model "
         "loads, or at compile time with --embed-weights; prefill ~6% faster at 128 "
-        "tokens) or auto (at-load with --embed-weights, --prefill-matmul=amx or a target "
-        "that may run AMX, else per-call)"),
+        "tokens) or auto (at-load with --embed-weights, --prefill-matmul=amx or, for bf16 "
+        "weights, a target that may run AMX; else per-call)"),
     cl::value_desc("auto|per-call|at-load"), cl::cat(q3Category));
 cl::opt<std::string> targetKvCache(
     "kv-cache", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
@@ -287,7 +287,8 @@ HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
   // compiled ones will be.
   cpu::TunedWeights weights;
   weights.dtype = dtype.getValue() == "float16" ? cpu::WeightStorage::F16 : cpu::WeightStorage::BF16;
-  weights.packPerCall = cpu::resolveWeightPacking(weightPackingFromFlags(), host) == "per_call";
+  weights.packPerCall =
+      cpu::resolveWeightPacking(weightPackingFromFlags(), host, weights.dtype) == "per_call";
   HostTuning tuning;
   if (targetPrefillMatmul == "auto" || targetPrefillRows == 0) {
     tuning.prefill =

@@ -79,11 +79,12 @@ void retypeArgument(func::FuncOp kernel, unsigned index, Type type) {
 struct CpuPackColumnBlocksPass : impl::CpuPackColumnBlocksBase<CpuPackColumnBlocksPass> {
   using CpuPackColumnBlocksBase::CpuPackColumnBlocksBase;
 
-  /// at_load or per_call, or an error message.
-  FailureOr<std::string> resolve(ModuleOp module) {
+  /// at_load or per_call for a weight of `element`, or an error message.
+  FailureOr<std::string> resolve(ModuleOp module, Type element) {
     try {
       // Only auto asks the target.
-      return resolveWeightPacking(packing, packing == "auto" ? targetOf(module) : CpuTarget{});
+      return resolveWeightPacking(packing, packing == "auto" ? targetOf(module) : CpuTarget{},
+                                  element.isBF16() ? WeightStorage::BF16 : WeightStorage::F16);
     } catch (const std::exception &error) {
       module.emitError() << "cpu-pack-column-blocks: " << error.what();
       return failure();
@@ -97,17 +98,19 @@ struct CpuPackColumnBlocksPass : impl::CpuPackColumnBlocksBase<CpuPackColumnBloc
       module.emitError() << "cpu-pack-column-blocks: no func.func @" << kEntryPoint;
       return signalPassFailure();
     }
-    FailureOr<std::string> where = resolve(module);
-    if (failed(where))
+    // An invalid option is refused even where no weight can be packed.
+    if (failed(resolve(module, Builder(&getContext()).getBF16Type())))
       return signalPassFailure();
-    const bool atLoad = *where == "at_load";
     llvm::StringMap<unsigned> weightArgument; // kernel -> its packed argument
     for (func::FuncOp kernel : kernelsOf(module))
       if (std::optional<unsigned> index = packableWeightArgument(kernel)) {
-        setLowering(kernel, loweringOf(kernel).withWeightPacking(*where));
-        if (!atLoad)
-          continue;
         auto type = kernel.getArgument(*index).getType().cast<RankedTensorType>();
+        FailureOr<std::string> where = resolve(module, type.getElementType());
+        if (failed(where))
+          return signalPassFailure();
+        setLowering(kernel, loweringOf(kernel).withWeightPacking(*where));
+        if (*where != "at_load")
+          continue;
         retypeArgument(kernel, *index,
                        RankedTensorType::get(type.getShape(), type.getElementType(),
                                              ColumnBlocksAttr::get(&getContext())));
@@ -136,18 +139,20 @@ struct CpuPackColumnBlocksPass : impl::CpuPackColumnBlocksBase<CpuPackColumnBloc
 
 } // namespace
 
-std::string resolveWeightPacking(const std::string &option, const CpuTarget &target) {
+std::string resolveWeightPacking(const std::string &option, const CpuTarget &target,
+                                 WeightStorage element) {
   if (option == "at-load")
     return "at_load";
   if (option == "per-call")
     return "per_call";
   if (option != "auto")
     throw std::invalid_argument("packing must be auto, at-load or per-call, got '" + option + "'");
-  // The tile unit reads packed weights: a host with AMX, or a portable
-  // AVX-512 artifact, which carries an AMX variant.
+  // The tile unit reads packed bf16 weights: a host with AMX, or a portable
+  // AVX-512 artifact, which carries an AMX variant. An f16 weight never
+  // takes it, so packing it at load would only cost the load.
   const bool mayRunAmx = target.name == "x86-64-v4" ||
                          (targetHas(target, "amx-tile") && targetHas(target, "amx-bf16"));
-  return mayRunAmx ? "at_load" : "per_call";
+  return mayRunAmx && element == WeightStorage::BF16 ? "at_load" : "per_call";
 }
 
 std::unique_ptr<mlir::Pass> createCpuPackColumnBlocksPass() {

@@ -73,6 +73,11 @@ struct CpuSelectMatmulPass : impl::CpuSelectMatmulBase<CpuSelectMatmulPass> {
       std::optional<int64_t> depth = tiledProductDepth(kernel);
       if (!depth)
         continue;
+      // vdpbf16ps and the tile unit multiply bf16; an f16 weight widens to f32.
+      if (!tiledProductIsBf16(kernel)) {
+        setLowering(kernel, loweringOf(kernel).withMatmul("f32"));
+        continue;
+      }
       // The tile unit takes 32 k per step (16 rows of 64 bytes) and reads
       // weights packed at load.
       if (*choice == "amx" && loweringOf(kernel).packsPerCall()) {
@@ -81,9 +86,7 @@ struct CpuSelectMatmulPass : impl::CpuSelectMatmulBase<CpuSelectMatmulPass> {
                            << " packs its weight per call (use --weight-packing=at-load)";
         return signalPassFailure();
       }
-      // vdpbf16ps and the tile unit multiply bf16; an f16 weight widens to f32.
-      const bool f32Only = !tiledProductIsBf16(kernel) || (*choice == "amx" && *depth % 32 != 0);
-      const std::string kernelChoice = f32Only ? "f32" : *choice;
+      const std::string kernelChoice = *choice == "amx" && *depth % 32 != 0 ? "f32" : *choice;
       setLowering(kernel, loweringOf(kernel).withMatmul(kernelChoice));
     }
   }
