@@ -103,14 +103,15 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
       the number of rows T) or `per_row N` (T x N).
     - `matmul`: the instructions of a product's prefill (more than one row):
       `f32` (f32 FMAs on exactly widened weights), `avx512bf16` or `amx`
-      (activations rounded to bf16, exact bf16 products accumulated in f32).
+      (activations rounded to bf16, exact bf16 products accumulated in f32;
+      bf16 weights only).
     - `tile`: the register tile of a product's prefill, rows x column blocks;
       for attention, the query heads of a workgroup x the rows of a prefill
       block.
     - `prefill_chunks`, `decode_chunks`: how finely the runtime splits a
       dispatch of several rows / of one row for its threads to claim, per
       thread (1 to 64).
-    - `weight_packing`: where a bf16 product's weight is put in column
+    - `weight_packing`: where a bf16 or f16 product's weight is put in column
       blocks: `at_load` (a `q3.pack_column_blocks` weight transform feeds
       the kernel, whose weight argument is `#q3.column_blocks`) or
       `per_call` (the weight stays row-major, bound straight from the
