@@ -1,4 +1,4 @@
-//===- CpuPackColumnBlocks.cpp - where 16-bit product weights are packed -===/
+//===- CpuPackColumnBlocks.cpp - where 16-bit product weights go ----------===//
 //
 // With packing at-load:
 // Before:
@@ -79,12 +79,17 @@ void retypeArgument(func::FuncOp kernel, unsigned index, Type type) {
 struct CpuPackColumnBlocksPass : impl::CpuPackColumnBlocksBase<CpuPackColumnBlocksPass> {
   using CpuPackColumnBlocksBase::CpuPackColumnBlocksBase;
 
-  /// at_load or per_call for a weight of `element`, or an error message.
-  FailureOr<std::string> resolve(ModuleOp module, Type element) {
+  /// Where bf16 and where f16 weights go (at_load or per_call), or an error
+  /// message.
+  struct Placement {
+    std::string bf16, f16;
+  };
+  FailureOr<Placement> resolve(ModuleOp module) {
     try {
       // Only auto asks the target.
-      return resolveWeightPacking(packing, packing == "auto" ? targetOf(module) : CpuTarget{},
-                                  element.isBF16() ? WeightStorage::BF16 : WeightStorage::F16);
+      const CpuTarget target = packing == "auto" ? targetOf(module) : CpuTarget{};
+      return Placement{resolveWeightPacking(packing, target, WeightStorage::BF16),
+                       resolveWeightPacking(packing, target, WeightStorage::F16)};
     } catch (const std::exception &error) {
       module.emitError() << "cpu-pack-column-blocks: " << error.what();
       return failure();
@@ -98,18 +103,17 @@ struct CpuPackColumnBlocksPass : impl::CpuPackColumnBlocksBase<CpuPackColumnBloc
       module.emitError() << "cpu-pack-column-blocks: no func.func @" << kEntryPoint;
       return signalPassFailure();
     }
-    // An invalid option is refused even where no weight can be packed.
-    if (failed(resolve(module, Builder(&getContext()).getBF16Type())))
+    FailureOr<Placement> placement = resolve(module);
+    if (failed(placement))
       return signalPassFailure();
     llvm::StringMap<unsigned> weightArgument; // kernel -> its packed argument
     for (func::FuncOp kernel : kernelsOf(module))
       if (std::optional<unsigned> index = packableWeightArgument(kernel)) {
         auto type = kernel.getArgument(*index).getType().cast<RankedTensorType>();
-        FailureOr<std::string> where = resolve(module, type.getElementType());
-        if (failed(where))
-          return signalPassFailure();
-        setLowering(kernel, loweringOf(kernel).withWeightPacking(*where));
-        if (*where != "at_load")
+        const std::string &where =
+            type.getElementType().isBF16() ? placement->bf16 : placement->f16;
+        setLowering(kernel, loweringOf(kernel).withWeightPacking(where));
+        if (where != "at_load")
           continue;
         retypeArgument(kernel, *index,
                        RankedTensorType::get(type.getShape(), type.getElementType(),
