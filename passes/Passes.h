@@ -12,7 +12,7 @@
 namespace q3::passes {
 
 std::unique_ptr<mlir::Pass> createFuseRMSNormMatmulPass();
-/// `foldGain`: f32-weights, always or never (the pass option fold-gain).
+/// `foldGain`: never, f32-weights or always (the pass option fold-gain).
 std::unique_ptr<mlir::Pass> createFuseRMSNormMatmulPass(const std::string &foldGain);
 std::unique_ptr<mlir::Pass> createMergeSiblingMatmulsPass();
 std::unique_ptr<mlir::Pass> createFuseQKNormRopePass();

@@ -21,17 +21,19 @@ def FuseRMSNormMatmul : Pass<"fuse-rmsnorm-matmul", "mlir::func::FuncOp"> {
     applied to x in the prologue: the weight keeps the checkpoint's bytes) or
     is folded into an f32 copy of the weight by a recorded weight transform
     (`q3.fold_gain`, exact to f32 rounding). `fold-gain` chooses:
-    `f32-weights` (the default) folds only into weights that are f32 already,
-    where folding costs no bytes; `always` folds every weight (bf16 and f16
-    weights then double their bytes); `never` keeps every gain an operand.
+    `never` (the default) keeps every gain an operand, so a product reads
+    the checkpoint's bytes where they are mapped and loading copies nothing;
+    `f32-weights` folds only into weights that are f32 already (no bytes per
+    token, but a copy of each at load); `always` folds every weight (bf16 and
+    f16 weights then double their bytes).
     Fires only when every user of the norm is a bias-free `q3.linear` on a
     rank-2 input.
   }];
   let constructor = "q3::passes::createFuseRMSNormMatmulPass()";
   let options = [
-    Option<"foldGain", "fold-gain", "std::string", /*default=*/"\"f32-weights\"",
-           "Where the gain goes: f32-weights (fold into f32 weights, else a prologue "
-           "operand), always (fold into f32 copies), never (always an operand)">
+    Option<"foldGain", "fold-gain", "std::string", /*default=*/"\"never\"",
+           "Where the gain goes: never (always a prologue operand), f32-weights (fold "
+           "into f32 weights, else an operand), always (fold into f32 copies)">
   ];
   let dependentDialects = ["q3::ir::Q3Dialect"];
 }

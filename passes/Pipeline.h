@@ -40,7 +40,7 @@ struct PipelineOptions {
   bool printIRAfterAll = false;         // --print-ir-after-all
   std::set<std::string> printIRAfter;   // --print-ir-after=PASS
   int64_t maxSeqLen = 4096;             // for plan-buffers
-  std::string foldGain = "f32-weights"; // fuse-rmsnorm-matmul fold-gain
+  std::string foldGain = "never";       // fuse-rmsnorm-matmul fold-gain
   std::string kvCache = "f32";           // set-kv-cache-type element (target stage)
   std::optional<TargetPipeline> target;  // the target stage's passes
 };

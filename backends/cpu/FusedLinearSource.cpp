@@ -11,6 +11,7 @@
 #include "backends/cpu/FusedLinearDots.h"
 #include "backends/cpu/KernelSource.h"
 #include "backends/cpu/KernelSourceUtil.h"
+#include "backends/cpu/WeightParts.h"
 
 #include <fmt/format.h>
 
@@ -24,13 +25,27 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
     return columnBlockLinearSource(kernel);
   const std::string xType = fmt::format("memref<?x{}xf32>", kernel.inFeatures);
   const std::string yType = fmt::format("memref<?x{}xf32>", kernel.outFeatures);
-  const std::string weightType = fmt::format("memref<{}x{}x{}>", kernel.weightRows(),
-                                             kernel.inFeatures, storageType(kernel.weight));
+  // The rows of each part of the weight (one part unless
+  // cpu-sink-weight-concat gave the kernel a concatenation's parts); a
+  // 4-column tile never straddles two parts (each a multiple of 16 rows).
+  const WeightParts parts = weightParts(kernel);
+  const std::string &weightType = parts.rowsType;
   const KernelFrame frame = kernelFrame(kernel, xType, yType);
-  std::string source = dotFunction(kernel, xType, weightType) + frame.helpers;
-  auto dotOf = [&](const std::string &column) {
-    return fmt::format("func.call @{}_dot({}, %w, %t, {}) : ({}, {}, index, index) -> f32",
-                       kernel.name, frame.dotInput, column, xType, weightType);
+  std::string source = dotFunction(kernel, xType, weightType) + frame.helpers +
+                       partAtFunction(kernel, parts, "row_at", weightType, 1, 1);
+  // `result` = @<name>_<function>(x, the part of `column`, ...), after the
+  // call that finds that part (its values named after `result`).
+  auto callOnPart = [&](const std::string &function, const std::string &column,
+                        const std::string &result, int results, const std::string &resultTypes) {
+    const std::string at = "%at" + result.substr(1);
+    return rowAtCall(kernel, parts, column, at) +
+           fmt::format("      {}{} = func.call @{}_{}({}, {}Part, %t, {}Row) : ({}, {}, index, "
+                       "index) -> ({})",
+                       result, results > 1 ? ":" + std::to_string(results) : "", kernel.name,
+                       function, frame.dotInput, at, at, xType, weightType, resultTypes);
+  };
+  auto dotOf = [&](const std::string &column, const std::string &result) {
+    return callOnPart("dot", column, result, 1, "f32");
   };
   source += finishFunction(kernel, yType) + dot4Function(kernel, xType, weightType) +
             dot4x4Function(kernel, xType, weightType);
@@ -40,18 +55,14 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
                        "index, {}, {}) -> ()",
                        kernel.name, d, du, st, t, frame.residualOperand, yType, yType);
   };
-  auto dot4Of = [&](const std::string &column) {
-    return fmt::format("func.call @{}_dot4({}, %w, %t, {}) : ({}, {}, index, index) -> (f32, f32, "
-                       "f32, f32)",
-                       kernel.name, frame.dotInput, column, xType, weightType);
+  auto dot4Of = [&](const std::string &column, const std::string &result) {
+    return callOnPart("dot4", column, result, 4, "f32, f32, f32, f32");
   };
   // Rows in tiles of four, then the rest one by one (all of a decode step).
-  std::string tiled = fmt::format("%d4:4 = {}\n", dot4Of("%n"));
+  std::string tiled = dot4Of("%n", "%d4") + "\n";
   std::string up4 = "%d4";
   if (kernel.swiglu) {
-    tiled += fmt::format("      %nUp4 = arith.addi %n, %cOut : index\n"
-                         "      %u4:4 = {}\n",
-                         dot4Of("%nUp4"));
+    tiled += "      %nUp4 = arith.addi %n, %cOut : index\n" + dot4Of("%nUp4", "%u4") + "\n";
     up4 = "%u4";
   }
   for (int r = 0; r < 4; ++r)
@@ -62,19 +73,16 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
                          finishCall("%d4#" + std::to_string(r), up4 + "#" + std::to_string(r),
                                     "%str" + std::to_string(r), "%tr" + std::to_string(r)));
   // Columns in fours too: the 4 x 4 tile.
-  auto dot4x4Of = [&](const std::string &column) {
+  auto dot4x4Of = [&](const std::string &column, const std::string &result) {
     std::string types = "f32";
     for (int i = 1; i < 16; ++i)
       types += ", f32";
-    return fmt::format("func.call @{}_dot4x4({}, %w, %t, {}) : ({}, {}, index, index) -> ({})",
-                       kernel.name, frame.dotInput, column, xType, weightType, types);
+    return callOnPart("dot4x4", column, result, 16, types);
   };
-  std::string square = fmt::format("%d16:16 = {}\n", dot4x4Of("%n"));
+  std::string square = dot4x4Of("%n", "%d16") + "\n";
   std::string up16 = "%d16";
   if (kernel.swiglu) {
-    square += fmt::format("        %nUp16 = arith.addi %n, %cOut : index\n"
-                          "        %u16:16 = {}\n",
-                          dot4x4Of("%nUp16"));
+    square += "        %nUp16 = arith.addi %n, %cOut : index\n" + dot4x4Of("%nUp16", "%u16") + "\n";
     up16 = "%u16";
   }
   for (int t = 0; t < 4; ++t) {
@@ -90,12 +98,10 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
       square += fmt::format("        {} = arith.addi %n, %c{} : index\n        {}\n", col, c, call);
     }
   }
-  std::string single = fmt::format("%d = {}\n", dotOf("%n"));
+  std::string single = dotOf("%n", "%d") + "\n";
   std::string up = "%d";
   if (kernel.swiglu) {
-    single += fmt::format("      %nUp = arith.addi %n, %cOut : index\n"
-                          "      %du = {}\n",
-                          dotOf("%nUp"));
+    single += "      %nUp = arith.addi %n, %cOut : index\n" + dotOf("%nUp", "%du") + "\n";
     up = "%du";
   }
   single += "      " + finishCall("%d", up, "%st", "%t");
@@ -103,8 +109,7 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
   source +=
       fmt::format(R"mlir(  %cTile = arith.constant {tile} : index
   %cOut = arith.constant {out} : index
-  %w = memref.view %wb[%c0][] : memref<?xi8> to {weightType}
-  %nBegin = arith.muli %wgBegin, %cTile : index
+{partViews}  %nBegin = arith.muli %wgBegin, %cTile : index
   %nEndTile = arith.muli %wgEnd, %cTile : index
   %nEnd = arith.minui %nEndTile, %cOut : index
   %c2 = arith.constant 2 : index
@@ -134,7 +139,7 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
   }}
 )mlir",
                   fmt::arg("tile", FusedLinearKernel::kColumnsPerWorkgroup),
-                  fmt::arg("out", kernel.outFeatures), fmt::arg("weightType", weightType),
+                  fmt::arg("out", kernel.outFeatures), fmt::arg("partViews", partRowViews(parts)),
                   fmt::arg("tiled", tiled), fmt::arg("square", square), fmt::arg("single", single));
   source += frame.closing;
   return source;

@@ -81,9 +81,9 @@ std::string productSource(func::FuncOp kernel, const std::string &name,
   cpu.panelsPerCall = lowering.packsPerCall();
   if (auto concat = weight.getDefiningOp<ConcatRowsOp>()) {
     // cpu-sink-weight-concat: the kernel reads the parts where they are bound.
-    if (!cpu.panelsPerCall)
+    if (cpu.columnBlocks)
       refuse(kernel, "concatenates its weight inside the kernel, which the CPU kernels do only "
-                     "with weight_packing = per_call");
+                     "for weights they read row by row (not packed at load)");
     for (Value part : concat.getInputs()) {
       cpu.weightParts.push_back(dimOf(part, 0));
       if (cpu.weightParts.back() % 16 != 0)

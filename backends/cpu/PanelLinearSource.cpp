@@ -24,6 +24,7 @@
 #include "backends/cpu/ColumnBlockLinear.h"
 #include "backends/cpu/FusedLinearDots.h"
 #include "backends/cpu/KernelSourceUtil.h"
+#include "backends/cpu/WeightParts.h"
 
 #include <fmt/format.h>
 
@@ -32,56 +33,29 @@ namespace {
 
 /// The views a panel kernel reads its weight (each part of it) through.
 struct PanelViews {
-  std::string rowsType;  // a part as the dot products read it: [rows][K]
+  WeightParts parts;     // the rows of each part, as the dot products read them
   std::string pairsType; // a part as (k, k+1) pairs: [rows * K/2] i32
   std::string panelType; // the packed pair of blocks as i32: [2][K/2][16]
   int64_t panelBytes = 0;
-  std::vector<int64_t> partRows, partStarts; // rows; first row of each part
 };
 
 PanelViews panelViews(const FusedLinearKernel &kernel, const ColumnBlockLayout &l) {
   PanelViews v;
-  v.rowsType = fmt::format("memref<?x{}x{}>", l.k, storageType(kernel.weight));
+  v.parts = weightParts(kernel);
   v.pairsType = "memref<?xi32>";
   v.panelType = fmt::format("memref<2x{}x16xi32>", l.pairs);
   v.panelBytes = 2 * l.pairs * 64;
-  v.partRows = kernel.partRows();
-  int64_t start = 0;
-  for (int64_t rows : v.partRows) {
-    v.partStarts.push_back(start);
-    start += rows;
-  }
   return v;
-}
-
-/// The buffer argument of weight part `p` (kernelFrame: %wb, %wb1, ...).
-std::string partBuffer(size_t p) { return p == 0 ? "%wb" : fmt::format("%wb{}", p); }
-
-/// `prefix`0, `prefix`1, ...: one name per part.
-std::string partList(const PanelViews &v, const std::string &prefix) {
-  std::string text;
-  for (size_t p = 0; p < v.partRows.size(); ++p)
-    text += fmt::format("{}{}{}", p ? ", " : "", prefix, p);
-  return text;
-}
-/// `type`, once per part.
-std::string partTypes(const PanelViews &v, const std::string &type) {
-  std::string text;
-  for (size_t p = 0; p < v.partRows.size(); ++p)
-    text += (p ? ", " : "") + type;
-  return text;
 }
 
 /// The views %wRows<p> and %wPairs<p> of every part, at the kernel's top.
 std::string partViews(const PanelViews &v, const ColumnBlockLayout &l) {
-  std::string text;
-  for (size_t p = 0; p < v.partRows.size(); ++p)
-    text += fmt::format(
-        "  %cPartRows{0} = arith.constant {1} : index\n"
-        "  %cPartPairs{0} = arith.constant {2} : index\n"
-        "  %wRows{0} = memref.view {3}[%c0][%cPartRows{0}] : memref<?xi8> to {4}\n"
-        "  %wPairs{0} = memref.view {3}[%c0][%cPartPairs{0}] : memref<?xi8> to {5}\n",
-        p, v.partRows[p], v.partRows[p] * l.pairs, partBuffer(p), v.rowsType, v.pairsType);
+  std::string text = partRowViews(v.parts);
+  for (size_t p = 0; p < v.parts.rows.size(); ++p)
+    text +=
+        fmt::format("  %cPartPairs{0} = arith.constant {1} : index\n"
+                    "  %wPairs{0} = memref.view {2}[%c0][%cPartPairs{0}] : memref<?xi8> to {3}\n",
+                    p, v.parts.rows[p] * l.pairs, partBuffer(p), v.pairsType);
   return text;
 }
 
@@ -205,60 +179,16 @@ func.func private @{name}_pack_panel(%w: {rowPairsType}, %panel: {pairsType}, %s
                      fmt::arg("transpose", transpose16("%out")), fmt::arg("stores", stores));
 }
 
-/// @<name>_<function>(w0, .., i) -> (part, local): the part (of `type`,
-/// one argument per part) that holds unit i of the weight, a unit being
-/// `unitRows` rows, and (i - the part's first unit) x `localScale`. A chain
-/// of selects, so a kernel calls whatever reads the part once.
-std::string partAtFunction(const FusedLinearKernel &kernel, const PanelViews &v,
-                           const std::string &function, const std::string &type,
-                           int64_t unitRows, int64_t localScale) {
-  const size_t last = v.partRows.size() - 1;
-  std::string arguments, body;
-  for (size_t p = 0; p < v.partRows.size(); ++p)
-    arguments += fmt::format("%w{}: {}, ", p, type);
-  std::string part, local;
-  for (size_t p = last + 1; p-- > 0;) {
-    body += fmt::format("  %start{0} = arith.constant {1} : index\n"
-                        "  %units{0} = arith.subi %i, %start{0} : index\n"
-                        "  %local{0}_ = arith.muli %units{0}, %cScale : index\n",
-                        p, v.partStarts[p] / unitRows);
-    if (p == last) {
-      part = fmt::format("%w{}", p);
-      local = fmt::format("%local{}_", p);
-      continue;
-    }
-    body += fmt::format("  %end{0} = arith.constant {1} : index\n"
-                        "  %in{0} = arith.cmpi ult, %i, %end{0} : index\n"
-                        "  %part{0} = arith.select %in{0}, %w{0}, {2} : {4}\n"
-                        "  %local{0} = arith.select %in{0}, %local{0}_, {3} : index\n",
-                        p, v.partStarts[p + 1] / unitRows, part, local, type);
-    part = fmt::format("%part{}", p);
-    local = fmt::format("%local{}", p);
-  }
-  return fmt::format(R"mlir(
-func.func private @{name}_{function}({arguments}%i: index) -> ({type}, index) {{
-  %cScale = arith.constant {scale} : index
-{body}  return {part}, {local} : {type}, index
-}}
-)mlir",
-                     fmt::arg("name", kernel.name), fmt::arg("function", function),
-                     fmt::arg("arguments", arguments), fmt::arg("type", type),
-                     fmt::arg("scale", localScale), fmt::arg("body", body),
-                     fmt::arg("part", part), fmt::arg("local", local));
-}
-
 /// Decode (one row, or none): the row against each weight row n the
 /// workgroups own, in place.
 std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
                            const PanelViews &v, const KernelFrame &frame) {
   // The dot product of row %t with global weight row `row`, as `result`.
   auto dotOfRow = [&](const std::string &row, const std::string &result) {
-    return fmt::format(
-        "      {1}Part, {1}Row = func.call @{0}_row_at({2}, {3}) : ({4}, index) -> ({5}, index)\n"
-        "      {1} = func.call @{0}_dot({6}, {1}Part, %t, {1}Row) : ({7}, {5}, index, index) -> "
-        "f32\n",
-        kernel.name, result, partList(v, "%wRows"), row, partTypes(v, v.rowsType), v.rowsType,
-        frame.dotInput, l.xType);
+    return "      " + rowAtCall(kernel, v.parts, row, result) +
+           fmt::format("      {1} = func.call @{0}_dot({2}, {1}Part, %t, {1}Row) : ({3}, {4}, "
+                       "index, index) -> f32\n",
+                       kernel.name, result, frame.dotInput, l.xType, v.parts.rowsType);
   };
   std::string up = "%d";
   std::string upDot;
@@ -301,9 +231,9 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
   // A block's part and first pair (the packing and its prefetch), a row's
   // part and index in it (decode).
   source += packPanelFunction(kernel, l, v) +
-            partAtFunction(kernel, v, "block_at", v.pairsType, kBlock, kBlock * l.pairs) +
-            partAtFunction(kernel, v, "row_at", v.rowsType, 1, 1) +
-            dotFunction(kernel, l.xType, v.rowsType) + finishFunction(kernel, l.yType) +
+            partAtFunction(kernel, v.parts, "block_at", v.pairsType, kBlock, kBlock * l.pairs) +
+            partAtFunction(kernel, v.parts, "row_at", v.parts.rowsType, 1, 1) +
+            dotFunction(kernel, l.xType, v.parts.rowsType) + finishFunction(kernel, l.yType) +
             frame.helpers;
   const RoundedActivations rounding =
       roundedActivations(kernel, l, frame.dotInput, "%rows", "%rows");
@@ -314,7 +244,7 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
   const std::string packType =
       fmt::format("({}, {}, index, index) -> ()", v.pairsType, v.panelType);
   const std::string blockAtType =
-      fmt::format("({}, index) -> ({}, index)", partTypes(v, v.pairsType), v.pairsType);
+      fmt::format("({}, index) -> ({}, index)", partTypes(v.parts, v.pairsType), v.pairsType);
   source += frame.opening;
   source += partViews(v, l);
   source += fmt::format(
@@ -365,7 +295,7 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
   }} else {{
 {decode}  }}
 )mlir",
-      fmt::arg("pairs", partList(v, "%wPairs")), fmt::arg("packType", packType),
+      fmt::arg("pairs", partList(v.parts, "%wPairs")), fmt::arg("packType", packType),
       fmt::arg("blockAtType", blockAtType), fmt::arg("pairs_", l.pairs),
       fmt::arg("lastLine", l.pairs - 1), fmt::arg("panelType", v.panelType),
       fmt::arg("tileWeightType", l.weightType), fmt::arg("panelBytes", v.panelBytes),

@@ -37,8 +37,16 @@ struct LinearCase {
   cpu::PrefillMatmul matmul = cpu::PrefillMatmul::F32; // with column blocks
   int64_t tileRows = 6;                                // rows of the prefill register tile
   bool perCall = false;       // row-major weight, panels packed by each prefill
-  std::vector<int64_t> parts = {}; // with perCall: the weight in buffers of these rows
+  std::vector<int64_t> parts = {}; // the weight in buffers of these rows (row-major only)
 };
+
+/// `c` (a row-major weight: f32, or 16-bit with an odd K) bound in `parts`,
+/// as cpu-sink-weight-concat leaves a concatenated weight.
+LinearCase inParts(LinearCase c, std::vector<int64_t> parts) {
+  c.label = "parts_" + c.label;
+  c.parts = std::move(parts);
+  return c;
+}
 
 /// `c` with its weight packed per call (and bound in `parts`).
 LinearCase perCall(LinearCase c, std::vector<int64_t> parts = {}) {
@@ -437,7 +445,23 @@ INSTANTIATE_TEST_SUITE_P(
                            true, false, true},
                 {3072, 3072}),
         perCall(LinearCase{"f16_gather_tail", 40, 80, 13, WeightStorage::F16, false, false, true},
-                {16, 48, 16})),
+                {16, 48, 16}),
+        // Row-major kernels read a concatenated weight part by part too (f32
+        // checkpoints: q/k/v and gate/up read where they are mapped): the 4 x 4
+        // and 4-row tiles, the leftover rows and columns, decode.
+        inParts(LinearCase{"f32_qwen3_0_6b_qkv_prefill", 1024, 4096, 9, WeightStorage::F32, true,
+                           false, false, true},
+                {2048, 1024, 1024}),
+        inParts(LinearCase{"f32_qwen3_0_6b_mlp_decode", 1024, 3072, 1, WeightStorage::F32, true,
+                           true, false, true},
+                {3072, 3072}),
+        inParts(LinearCase{"f32_swiglu_prefill", 40, 48, 7, WeightStorage::F32, true, true, true,
+                           true},
+                {48, 48}),
+        inParts(LinearCase{"f32_ragged", 40, 80, 13, WeightStorage::F32, false, false, true},
+                {16, 48, 16}),
+        inParts(LinearCase{"bf16_odd_k", 41, 64, 6, WeightStorage::BF16, true, false, false, true},
+                {32, 16, 16})),
     caseName);
 
 /// Compiles one kernel's source for the host and returns its entry.

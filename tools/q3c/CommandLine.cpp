@@ -196,12 +196,12 @@ cl::opt<int64_t> ubatch(
     cl::cat(q3Category));
 cl::opt<std::string> foldGain(
     "fold-gain", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
-    cl::init("f32-weights"),
+    cl::init("never"),
     cl::desc("Where fuse-rmsnorm-matmul folds an RMSNorm gain into the product's weights "
-             "(q3.fold_gain) instead of applying it in the kernel's prologue: f32-weights "
-             "(default: only where it costs no bytes), always (widens bf16/f16 weights to f32) "
-             "or never"),
-    cl::value_desc("f32-weights|always|never"), cl::cat(q3Category));
+             "(q3.fold_gain) instead of applying it in the kernel's prologue: never (default: "
+             "the weights are read where they are mapped), f32-weights (folds into f32 "
+             "weights, a copy of each at load) or always (widens bf16/f16 weights to f32)"),
+    cl::value_desc("never|f32-weights|always"), cl::cat(q3Category));
 cl::opt<bool> dumpStats("stats", cl::sub(dumpCommand),
                         cl::desc("Print what the pipeline did instead of the IR"),
                         cl::cat(q3Category));
@@ -240,7 +240,7 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
   options.maxSeqLen = ubatch;
   options.kvCache = targetKvCache;
   if (foldGain != "f32-weights" && foldGain != "always" && foldGain != "never")
-    throw std::invalid_argument("--fold-gain: expected f32-weights, always or never, got '" +
+    throw std::invalid_argument("--fold-gain: expected never, f32-weights or always, got '" +
                                 foldGain + "'");
   options.foldGain = foldGain;
   if (target == "cpu") {

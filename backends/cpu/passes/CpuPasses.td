@@ -60,14 +60,15 @@ def CpuPackColumnBlocks : Pass<"cpu-pack-column-blocks", "mlir::ModuleOp"> {
 }
 
 def CpuSinkWeightConcat : Pass<"cpu-sink-weight-concat", "mlir::ModuleOp"> {
-  let summary = "Let per-call products read concatenated weights part by part";
+  let summary = "Let products that read rows in place take concatenated weights part by part";
   let description = [{
-    For every product kernel with `weight_packing = per_call` whose weight
-    is, at every dispatch, a `q3.concat_rows` of the same part shapes (each
-    a multiple of 16 rows), passes the parts to the kernel instead and
-    concatenates them inside it: the weight plan no longer copies them at
-    load, and the kernel reads each part where it was bound. Concatenations
-    left without users are erased.
+    For every product kernel that reads its weight's rows where they are
+    bound (not packed at load: `weight_packing = per_call`, or a weight the
+    row-major kernels read, f32) whose weight is, at every dispatch, a
+    `q3.concat_rows` of the same part shapes (each a multiple of 16 rows),
+    passes the parts to the kernel instead and concatenates them inside it:
+    the weight plan no longer copies them at load, and the kernel reads each
+    part where it was bound. Concatenations left without users are erased.
   }];
   let constructor = "q3::cpu::createCpuSinkWeightConcatPass()";
 }

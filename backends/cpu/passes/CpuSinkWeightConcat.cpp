@@ -1,7 +1,8 @@
 //===- CpuSinkWeightConcat.cpp - concatenated weights read in place -------===//
 //
-// Before (a product whose weight is packed per call, q3.lowering
-// weight_packing = per_call):
+// Before (a product that reads its weight's rows where they are bound: a
+// bf16 or f16 weight packed per call, q3.lowering weight_packing = per_call,
+// or an f32 one, which the row-major kernels read):
 //   %w = q3.concat_rows %wq, %wk, %wv : ... -> tensor<4096x1024xbf16>
 //   %qkv = q3.dispatch @fused_linear_rms_norm_0(%x, %w, %g) : (...)
 //   func.func private @fused_linear_rms_norm_0(%arg0: ..., %arg1: tensor<4096x1024xbf16>, ...) {
@@ -16,10 +17,10 @@
 // The concatenation moves from the weight plan (a copy at load) into the
 // kernel, which reads each part where the runtime bound it (the
 // checkpoint's mapped bytes): loading then copies no product weight at all.
-// Only per-call products take it (they read rows in place; packed at load,
-// the copy is the packing anyway), only when every dispatch of the kernel
-// passes a concatenation of the same part shapes, and only with parts of a
-// multiple of 16 rows (a 16-row block of the kernels lies in one part).
+// Not for products packed at load (the packing copies anyway), only when
+// every dispatch of the kernel passes a concatenation of the same part
+// shapes, and only with parts of a multiple of 16 rows (a 16-row block of
+// the kernels lies in one part).
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/passes/CpuPasses.h"
@@ -41,15 +42,17 @@ namespace {
 
 constexpr int64_t kBlockRows = 16;
 
-/// The argument a per-call product kernel reads its weight from.
-std::optional<unsigned> perCallWeightArgument(func::FuncOp kernel) {
-  if (!loweringOf(kernel).packsPerCall())
+/// The argument a product kernel that reads its weight's rows where they
+/// are bound (packed per call, or row-major: f32) reads its weight from.
+std::optional<unsigned> inPlaceWeightArgument(func::FuncOp kernel) {
+  if (loweringOf(kernel).getWeightPacking() == "at_load")
     return std::nullopt;
   Operation *compute = kernelComputeOp(kernel);
   if (!isa_and_nonnull<FusedLinearOp, LinearOp>(compute))
     return std::nullopt;
   auto argument = compute->getOperand(1).dyn_cast<BlockArgument>();
-  if (!argument || argument.getOwner() != &kernel.getBody().front())
+  if (!argument || argument.getOwner() != &kernel.getBody().front() ||
+      argument.getType().cast<RankedTensorType>().getEncoding())
     return std::nullopt;
   return argument.getArgNumber();
 }
@@ -105,7 +108,7 @@ struct CpuSinkWeightConcatPass : impl::CpuSinkWeightConcatBase<CpuSinkWeightConc
         [&](DispatchOp dispatch) { dispatchesOf[dispatch.getKernel()].push_back(dispatch); });
     SmallVector<ConcatRowsOp> sunk;
     for (func::FuncOp kernel : kernelsOf(module)) {
-      std::optional<unsigned> index = perCallWeightArgument(kernel);
+      std::optional<unsigned> index = inPlaceWeightArgument(kernel);
       auto it = dispatchesOf.find(kernel.getSymName());
       if (!index || it == dispatchesOf.end())
         continue;

@@ -30,6 +30,29 @@ module {
 
 // -----
 
+// An f32 product (no weight_packing: the row-major kernels read its rows
+// where they are bound) takes the parts as well.
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: q3.concat_rows
+// CHECK: q3.dispatch @f32_0(%arg0, %a, %b) : (tensor<?x64xf32>, tensor<32x64xf32>, tensor<16x64xf32>) -> tensor<?x48xf32>
+// CHECK: func.func private @f32_0(%arg0: tensor<?x64xf32>, %arg1: tensor<32x64xf32>, %arg2: tensor<16x64xf32>) -> tensor<?x48xf32>
+// CHECK-NEXT: %[[W:.*]] = q3.concat_rows %arg1, %arg2 : tensor<32x64xf32>, tensor<16x64xf32> -> tensor<48x64xf32>
+module {
+  func.func @forward(%x: tensor<?x64xf32>) -> tensor<?x48xf32> {
+    %a = q3.param "a" : tensor<32x64xf32>
+    %b = q3.param "b" : tensor<16x64xf32>
+    %w = q3.concat_rows %a, %b : tensor<32x64xf32>, tensor<16x64xf32> -> tensor<48x64xf32>
+    %y = q3.dispatch @f32_0(%x, %w) : (tensor<?x64xf32>, tensor<48x64xf32>) -> tensor<?x48xf32>
+    return %y : tensor<?x48xf32>
+  }
+  func.func private @f32_0(%x: tensor<?x64xf32>, %w: tensor<48x64xf32>) -> tensor<?x48xf32> attributes {q3.kernel, q3.lowering = #q3.lowering<grid = fixed 1>} {
+    %0 = q3.fused_linear %x, %w : tensor<?x64xf32>, tensor<48x64xf32> -> tensor<?x48xf32>
+    return %0 : tensor<?x48xf32>
+  }
+}
+
+// -----
+
 // Must NOT fire: packed at load (the packing copies anyway), a part that is
 // not a multiple of 16 rows, and a kernel one of whose dispatches passes a
 // plain weight.

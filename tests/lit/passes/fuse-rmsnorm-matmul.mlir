@@ -1,6 +1,7 @@
 // RUN: %q3-opt %s -split-input-file -fuse-rmsnorm-matmul | FileCheck %s
 // RUN: %q3-opt %s -split-input-file -fuse-rmsnorm-matmul=fold-gain=always | FileCheck %s --check-prefix=ALWAYS
 // RUN: %q3-opt %s -split-input-file -fuse-rmsnorm-matmul=fold-gain=never | FileCheck %s --check-prefix=NEVER
+// RUN: %q3-opt %s -split-input-file -fuse-rmsnorm-matmul=fold-gain=f32-weights | FileCheck %s --check-prefix=F32W
 
 // A norm feeding three bias-free linears over bf16 weights: by default each
 // becomes a fused product that applies the gain in its prologue, so the weights
@@ -32,10 +33,15 @@ func.func @norm_into_qkv(%x: tensor<?x8xf32>) -> (tensor<?x16xf32>, tensor<?x8xf
 
 // -----
 
-// f32 weights: folding the gain costs no bytes, so the default folds it.
+// f32 weights: folding the gain would cost no bytes per token but a copy of
+// the weight at load, so the default keeps the gain an operand here too (the
+// kernels then read the checkpoint's bytes in place); f32-weights folds it.
 // CHECK-LABEL: func.func @f32_weights_fold
-// CHECK: %[[W:.*]] = q3.fold_gain %w, %g : tensor<16x8xf32>, tensor<8xf32> -> tensor<16x8xf32>
-// CHECK: q3.fused_linear %{{.*}}, %[[W]] {rms_norm_eps
+// CHECK-NOT: q3.fold_gain
+// CHECK: q3.fused_linear %{{.*}}, %w gain %g : tensor<8xf32>
+// F32W-LABEL: func.func @f32_weights_fold
+// F32W: %[[W:.*]] = q3.fold_gain %w, %g : tensor<16x8xf32>, tensor<8xf32> -> tensor<16x8xf32>
+// F32W: q3.fused_linear %{{.*}}, %[[W]] {rms_norm_eps
 // NEVER-LABEL: func.func @f32_weights_fold
 // NEVER-NOT: q3.fold_gain
 // NEVER: q3.fused_linear %{{.*}}, %w gain %g : tensor<8xf32>
