@@ -252,7 +252,7 @@ std::string gainPrologue(const FusedLinearKernel &kernel, const std::string &xTy
   return fmt::format(
       R"mlir(  %gain = memref.view %gb[%c0][] : memref<?xi8> to {gainType}
   %cGainK = arith.constant {k} : index
-  %xg = memref.alloc(%rows) : {xType}
+  %xg = memref.alloc(%rows) {{alignment = 64 : i64}} : {xType}
   scf.for %t = %c0 to %rows step %c1 {{
     scf.for %k = %c0 to %cGainK step %c1 {{
       %xv = memref.load %x[%t, %k] : {xType}
