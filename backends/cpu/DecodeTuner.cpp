@@ -30,10 +30,11 @@ constexpr int64_t kStreamBytes = int64_t(160) << 20;
 int roundsFor(TuneLevel level) { return level == TuneLevel::Full ? 31 : 15; }
 
 /// The median GB/s of each candidate over interleaved rounds (the order
-/// rotates each round, so none always runs first after another's streams).
+/// rotates each round, so none always runs first after another's streams),
+/// and its ratios to `baseline`'s in the same rounds.
 std::vector<DecodeRate> measureRates(const FusedLinearKernel &product, const CpuTarget &target,
-                                     const std::vector<DecodeSetting> &candidates, int rounds,
-                                     int threads) {
+                                     const std::vector<DecodeSetting> &candidates,
+                                     const DecodeSetting &baseline, int rounds, int threads) {
   // One compiled kernel per prefetch distance.
   std::map<int64_t, LoadedTuningKernel> loaded;
   for (const DecodeSetting &c : candidates)
@@ -90,8 +91,8 @@ std::vector<DecodeRate> measureRates(const FusedLinearKernel &product, const Cpu
     return *at;
   };
   auto median = [&](const std::vector<double> &values) { return quantile(values, 0.5); };
-  const auto isDefault = [](const DecodeSetting &s) {
-    return s.chunks == kDefaultDecodeChunks && s.prefetchBytes == kDefaultPrefetchBytes;
+  const auto isDefault = [&](const DecodeSetting &s) {
+    return s.chunks == baseline.chunks && s.prefetchBytes == baseline.prefetchBytes;
   };
   const auto defaultAt = std::find_if(candidates.begin(), candidates.end(), isDefault);
   std::vector<DecodeRate> measured;
@@ -172,14 +173,19 @@ int64_t prefetchOf(const DecodeSetting &s) { return s.prefetchBytes; }
 
 } // namespace
 
-std::vector<DecodeSetting> decodeCandidates(TuneLevel level) {
+std::vector<DecodeSetting> decodeCandidates(TuneLevel level, int64_t fixedChunks) {
   const bool full = level == TuneLevel::Full;
   std::vector<DecodeSetting> candidates;
-  for (int64_t chunks : full ? std::vector<int64_t>{1, 2, 4, 8, 16} : std::vector<int64_t>{2, 4, 8})
-    candidates.push_back({chunks, kDefaultPrefetchBytes});
+  if (fixedChunks > 0)
+    candidates.push_back({fixedChunks, kDefaultPrefetchBytes});
+  else
+    for (int64_t chunks :
+         full ? std::vector<int64_t>{1, 2, 4, 8, 16} : std::vector<int64_t>{2, 4, 8})
+      candidates.push_back({chunks, kDefaultPrefetchBytes});
+  const int64_t split = fixedChunks > 0 ? fixedChunks : kDefaultDecodeChunks;
   for (int64_t bytes :
        full ? std::vector<int64_t>{2048, 4096, 16384, 32768} : std::vector<int64_t>{4096, 16384})
-    candidates.push_back({kDefaultDecodeChunks, bytes});
+    candidates.push_back({split, bytes});
   return candidates;
 }
 
@@ -187,13 +193,14 @@ int64_t chooseDecodeChunks(const std::vector<DecodeRate> &measured) {
   return chooseWithTie(measured, chunksOf, prefetchOf, kDefaultPrefetchBytes, kDefaultDecodeChunks);
 }
 
-int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured) {
-  return chooseWithTie(measured, prefetchOf, chunksOf, kDefaultDecodeChunks, kDefaultPrefetchBytes);
+int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t chunks) {
+  return chooseWithTie(measured, prefetchOf, chunksOf, chunks > 0 ? chunks : kDefaultDecodeChunks,
+                       kDefaultPrefetchBytes);
 }
 
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
                         const TunedWeights &weights, TuneLevel level, int threads,
-                        double maxForeignShare) {
+                        double maxForeignShare, int64_t fixedChunks) {
   requireTunableShape(hidden, intermediate);
   if (threads < 1)
     throw std::invalid_argument("--tune: the decode measurement needs at least one thread");
@@ -201,7 +208,9 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
   const FusedLinearKernel kernel = tuningProduct("tune_decode", hidden, intermediate, weights);
   DecodeTuning tuning;
   tuning.threads = threads;
-  const std::string key = cacheKey(target, kernel, level, threads);
+  std::string key = cacheKey(target, kernel, level, threads);
+  if (fixedChunks > 0)
+    key += fmt::format(" split {}", fixedChunks);
   const std::string path = tuningCachePath();
   if (auto cached = cachedRates(readTuningCache(path, key))) {
     tuning.measured = *cached;
@@ -209,8 +218,10 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
     tuning.provenance.cachePath = path;
   } else {
     tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
-      tuning.measured =
-          measureRates(kernel, target, decodeCandidates(level), roundsFor(level), threads);
+      tuning.measured = measureRates(
+          kernel, target, decodeCandidates(level, fixedChunks),
+          {fixedChunks > 0 ? fixedChunks : kDefaultDecodeChunks, kDefaultPrefetchBytes},
+          roundsFor(level), threads);
       nlohmann::json entries = nlohmann::json::array();
       for (const DecodeRate &r : tuning.measured)
         entries.push_back({{"chunks", r.setting.chunks},
@@ -221,7 +232,9 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
       return entries;
     });
   }
-  tuning.chosen = {chooseDecodeChunks(tuning.measured), chooseDecodePrefetch(tuning.measured)};
+  tuning.distanceChunks = fixedChunks > 0 ? fixedChunks : kDefaultDecodeChunks;
+  tuning.chosen = {fixedChunks > 0 ? fixedChunks : chooseDecodeChunks(tuning.measured),
+                   chooseDecodePrefetch(tuning.measured, tuning.distanceChunks)};
   return tuning;
 }
 
@@ -230,7 +243,8 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
   llvm::SmallVector<mlir::NamedAttribute> entries;
   if (mlir::DictionaryAttr existing = tuningOf(module))
     entries.assign(existing.begin(), existing.end());
-  // The splits at the default distance, the distances at the default split.
+  // The splits at the default distance, the distances at the split they
+  // were measured at (the default, or the one --decode-chunks gave).
   llvm::SmallVector<mlir::NamedAttribute> splitRates, prefetchRates;
   auto rate = [&](double gbPerSecond) {
     return b.getF64FloatAttr(std::round(gbPerSecond * 10) / 10);
@@ -239,7 +253,7 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
     if (r.setting.prefetchBytes == kDefaultPrefetchBytes)
       splitRates.push_back(
           b.getNamedAttr(fmt::format("chunks_{}", r.setting.chunks), rate(r.gbPerSecond)));
-    if (r.setting.chunks == kDefaultDecodeChunks)
+    if (r.setting.chunks == tuning.distanceChunks)
       prefetchRates.push_back(
           b.getNamedAttr(fmt::format("bytes_{}", r.setting.prefetchBytes), rate(r.gbPerSecond)));
   }

@@ -50,22 +50,28 @@ struct DecodeRate {
 struct DecodeTuning {
   DecodeSetting chosen;
   std::vector<DecodeRate> measured;
+  /// The split the prefetch distances were measured at: the default, or
+  /// the one --decode-chunks gave.
+  int64_t distanceChunks = 0;
   int threads = 1;
   TuningProvenance provenance;
 };
 
 /// The settings `level` measures: the splits at the default prefetch
 /// distance and the distances at the default split (both defaults among them).
-std::vector<DecodeSetting> decodeCandidates(TuneLevel level);
+/// With `fixedChunks` (q3c --decode-chunks: the split is not measured), only
+/// the distances at that split.
+std::vector<DecodeSetting> decodeCandidates(TuneLevel level, int64_t fixedChunks = 0);
 
 /// Measures the candidates on `threads` threads with the SwiGLU product of
 /// `hidden` x `intermediate`, or returns the cached result for the same CPU,
-/// shape, threads, level and kernel source. A measurement during which
-/// others took more than `maxForeignShare` of the machine is used but not
-/// cached.
+/// shape, threads, level, split and kernel source. A measurement during
+/// which others took more than `maxForeignShare` of the machine is used but
+/// not cached. `fixedChunks` > 0: the split is given, only the prefetch
+/// distance is measured (at that split).
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
                         const TunedWeights &weights, TuneLevel level, int threads,
-                        double maxForeignShare = kMaxForeignShare);
+                        double maxForeignShare = kMaxForeignShare, int64_t fixedChunks = 0);
 
 /// The split chosen from `measured` (among the settings at the default
 /// prefetch distance): the fastest relative to the default, if its median
@@ -74,9 +80,9 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
 /// default was not measured).
 int64_t chooseDecodeChunks(const std::vector<DecodeRate> &measured);
 
-/// The prefetch distance chosen from `measured` (among the settings at the
-/// default split), by the same rule.
-int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured);
+/// The prefetch distance chosen from `measured` (among the settings at split
+/// `chunks`; 0: the default split), by the same rule.
+int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t chunks = 0);
 
 /// A faster setting must beat the default by this fraction to replace it.
 inline constexpr double kDecodeTieFraction = 0.03;

@@ -94,5 +94,22 @@ TEST(DecodeTuner, EveryLevelMeasuresBothDefaults) {
   }
 }
 
+// q3c --decode-chunks 8 --tune: the split is given, so only the prefetch
+// distances are measured, all at that split, and chosen against it.
+TEST(DecodeTuner, AGivenSplitMeasuresOnlyTheDistancesAtIt) {
+  for (cpu::TuneLevel level : {cpu::TuneLevel::Quick, cpu::TuneLevel::Full}) {
+    const std::vector<cpu::DecodeSetting> candidates = cpu::decodeCandidates(level, 8);
+    ASSERT_GE(candidates.size(), 3u);
+    for (const cpu::DecodeSetting &c : candidates)
+      EXPECT_EQ(c.chunks, 8);
+    EXPECT_EQ(candidates.front().prefetchBytes, kAhead);
+  }
+  const cpu::DecodeRate base{{8, kAhead}, 40.0, 1.0, 1.0};
+  EXPECT_EQ(cpu::chooseDecodePrefetch({base, {{8, 16384}, 43.0, 1.07, 1.02}}, 8), 16384);
+  EXPECT_EQ(cpu::chooseDecodePrefetch({base, {{8, 16384}, 41.0, 1.02, 1.01}}, 8), kAhead);
+  // Chosen at the default split, rates measured at 8 are not candidates.
+  EXPECT_EQ(cpu::chooseDecodePrefetch({base, {{8, 16384}, 43.0, 1.07, 1.02}}), kAhead);
+}
+
 } // namespace
 } // namespace q3::testing

@@ -295,9 +295,11 @@ HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
         cpu::tunePrefill(host, hidden, intermediate, weights, level, tuneMaxForeignShare);
     cpu::recordTuning(module, *tuning.prefill);
   }
-  // The runtime's default: every CPU this process may use.
-  tuning.decode = cpu::tuneDecode(host, hidden, intermediate, weights, level,
-                                  runtime::availableCpus(), tuneMaxForeignShare);
+  // The runtime's default: every CPU this process may use. A split given
+  // with --decode-chunks is not measured, only the prefetch distance at it.
+  tuning.decode =
+      cpu::tuneDecode(host, hidden, intermediate, weights, level, runtime::availableCpus(),
+                      tuneMaxForeignShare, targetDecodeChunks);
   cpu::recordDecodeTuning(module, *tuning.decode);
   return tuning;
 }

@@ -84,23 +84,33 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
   llvm::outs() << "tuned the decode split and prefetch ("
                << cpu::describeProvenance(tuning.provenance)
                << "), GB/s of a one-row SwiGLU product on " << tuning.threads << " threads\n";
-  llvm::outs() << fmt::format("  pieces per thread, prefetching {} bytes ahead (GB/s; the "
-                              "median and lower quartile of the ratios to the default in the same "
-                              "rounds):\n",
-                              cpu::kDefaultPrefetchBytes);
-  for (const cpu::DecodeRate &r : tuning.measured)
-    if (r.setting.prefetchBytes == cpu::kDefaultPrefetchBytes)
-      llvm::outs() << fmt::format("  {:>6} pieces  {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.chunks,
-                                  r.gbPerSecond, r.relative, r.relativeLow,
-                                  r.setting.chunks == tuning.chosen.chunks ? "  <- chosen" : "");
-  llvm::outs() << fmt::format("  prefetch distance, {} pieces per thread:\n",
-                              cpu::kDefaultDecodeChunks);
+  const auto splitsMeasured =
+      std::count_if(tuning.measured.begin(), tuning.measured.end(), [](const auto &r) {
+        return r.setting.prefetchBytes == cpu::kDefaultPrefetchBytes;
+      });
+  if (splitsMeasured > 1) {
+    llvm::outs() << fmt::format("  pieces per thread, prefetching {} bytes ahead (GB/s; the "
+                                "median and lower quartile of the ratios to the default in the "
+                                "same rounds):\n",
+                                cpu::kDefaultPrefetchBytes);
+    for (const cpu::DecodeRate &r : tuning.measured)
+      if (r.setting.prefetchBytes == cpu::kDefaultPrefetchBytes)
+        llvm::outs() << fmt::format("  {:>6} pieces  {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.chunks,
+                                    r.gbPerSecond, r.relative, r.relativeLow,
+                                    r.setting.chunks == tuning.chosen.chunks ? "  <- chosen" : "");
+  } else {
+    llvm::outs() << fmt::format("  {} pieces per thread, as --decode-chunks gave (not measured)\n",
+                                tuning.chosen.chunks);
+  }
+  llvm::outs() << fmt::format("  prefetch distance, {} pieces per thread (GB/s; the ratios to "
+                              "{} bytes in the same rounds):\n",
+                              tuning.distanceChunks, cpu::kDefaultPrefetchBytes);
   std::vector<cpu::DecodeRate> byDistance = tuning.measured;
   std::sort(byDistance.begin(), byDistance.end(), [](const auto &a, const auto &b) {
     return a.setting.prefetchBytes < b.setting.prefetchBytes;
   });
   for (const cpu::DecodeRate &r : byDistance)
-    if (r.setting.chunks == cpu::kDefaultDecodeChunks)
+    if (r.setting.chunks == tuning.distanceChunks)
       llvm::outs() << fmt::format(
           "  {:>6} bytes   {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.prefetchBytes, r.gbPerSecond,
           r.relative, r.relativeLow,
