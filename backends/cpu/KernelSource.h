@@ -55,9 +55,10 @@ struct FusedLinearKernel {
   /// decode reads the rows directly. Load copies nothing, prefill pays the
   /// packing once per call (bf16 or f16, like columnBlocks).
   bool panelsPerCall = false;
-  /// With panelsPerCall, the rows of each buffer the weight comes in, when it
-  /// is a concatenation the kernel reads part by part (cpu-sink-weight-concat;
-  /// each a multiple of 16). Empty: one buffer.
+  /// The rows of each buffer the weight comes in, when it is a concatenation
+  /// the kernel reads part by part (cpu-sink-weight-concat; each a multiple of
+  /// 16): packed per call, or row-major (not with columnBlocks). Empty: one
+  /// buffer.
   std::vector<int64_t> weightParts;
   /// How prefill (rows > 1) multiplies a column-block weight. F32: 6-row
   /// register tiles of f32 FMAs on the exactly widened weights. The others

@@ -37,7 +37,7 @@ struct LinearCase {
   cpu::PrefillMatmul matmul = cpu::PrefillMatmul::F32; // with column blocks
   int64_t tileRows = 6;                                // rows of the prefill register tile
   bool perCall = false;       // row-major weight, panels packed by each prefill
-  std::vector<int64_t> parts = {}; // the weight in buffers of these rows (row-major only)
+  std::vector<int64_t> parts = {}; // the weight in buffers of these rows (not columnBlocks)
 };
 
 /// `c` (a row-major weight: f32, or 16-bit with an odd K) bound in `parts`,
