@@ -74,7 +74,7 @@ struct Model::State {
   void runStep(size_t index, int64_t rows, int64_t startPos, int64_t firstRow = 0);
   /// Counts one call of step `index` (and the weight bytes it reads) while
   /// profiling.
-  void countCall(size_t index, int64_t visible);
+  void countCall(size_t index, int64_t visible, int64_t computedRows);
 };
 
 void Model::State::allocate() {
@@ -178,20 +178,25 @@ void Model::State::runStep(size_t index, int64_t rows, int64_t startPos, int64_t
       driver->finish(); // the time of this dispatch, not of issuing it
       p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
-    countCall(index, startPos + rows);
+    countCall(index, startPos + rows, rows - firstRow);
   }
 }
 
-void Model::State::countCall(size_t index, int64_t visible) {
+void Model::State::countCall(size_t index, int64_t visible, int64_t computedRows) {
   KernelProfile &p = stepProfiles[index];
   p.calls += 1;
   // Column-tiled (fixed-grid) kernels read all of each weight once per
-  // call; the row-gridded ones (the embedding) gather rows. A layer's keys
-  // or values are read at the `visible` positions of every KV head.
+  // call, and multiply each matrix by every row they compute; the
+  // row-gridded ones (the embedding) gather rows. A layer's keys or values
+  // are read at the `visible` positions of every KV head.
   const bool fixedGrid = stepKernelInfo[index]->gridKind == manifest::GridKind::Fixed;
   for (const manifest::Binding &operand : manifest.steps[index].operands) {
-    if (operand.kind == BindingKind::Weight && fixedGrid)
-      p.weightBytes += weights.at(size_t(operand.id)).bytes();
+    if (operand.kind == BindingKind::Weight && fixedGrid) {
+      const WeightData &weight = weights.at(size_t(operand.id));
+      p.weightBytes += weight.bytes();
+      if (manifest.weights.at(size_t(operand.id)).shape.size() == 2)
+        p.multiplyAdds += computedRows * weight.elements;
+    }
     if (operand.kind == BindingKind::CacheKeys || operand.kind == BindingKind::CacheValues)
       p.cacheBytes += visible * kvRowBytes;
   }
@@ -208,7 +213,7 @@ void Model::State::runChunk(int64_t rows, int64_t startPos, int64_t logitsRows) 
   if (replayed && profiling)
     for (size_t i = 0; i <= last; ++i)
       if (i < last || logitsRows > 0)
-        countCall(i, startPos + rows);
+        countCall(i, startPos + rows, i < last ? rows : logitsRows);
   if (!replayed) {
     for (size_t i = 0; i < last; ++i)
       runStep(i, rows, startPos);
@@ -486,6 +491,7 @@ std::vector<KernelProfile> Model::profile() const {
     it->seconds += step.seconds;
     it->weightBytes += step.weightBytes;
     it->cacheBytes += step.cacheBytes;
+    it->multiplyAdds += step.multiplyAdds;
   }
   return byKernel;
 }

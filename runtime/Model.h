@@ -35,6 +35,9 @@ struct KernelProfile {
   /// KV-cache bytes of the visible positions of the layers the kernel read
   /// (attention), once per call: decode's real traffic, a prefill's least.
   int64_t cacheBytes = 0;
+  /// Multiply-adds of the products over those calls: the rows each call
+  /// computed times the elements of the weight matrices it read.
+  int64_t multiplyAdds = 0;
 };
 
 struct ModelOptions {

@@ -145,7 +145,8 @@ json profileJson(const PhaseProfile &phase) {
                        {"calls", k.calls},
                        {"seconds", k.seconds},
                        {"weight_bytes", k.weightBytes},
-                       {"cache_bytes", k.cacheBytes}});
+                       {"cache_bytes", k.cacheBytes},
+                       {"multiply_adds", k.multiplyAdds}});
   return {{"phase", phase.phase},
           {"tokens", phase.tokens},
           {"wall_seconds", phase.wallSeconds},
@@ -153,22 +154,26 @@ json profileJson(const PhaseProfile &phase) {
 }
 
 // Per kernel: share of the phase's time and, for kernels that read weights
-// or the KV cache, the rate they streamed them at.
+// or the KV cache, the rate they streamed them at; for the products, the
+// rate they computed at (GFLOP/s: two per multiply-add), which is what
+// bounds a prefill.
 void printProfile(const PhaseProfile &phase) {
   double total = 0;
   for (const runtime::KernelProfile &k : phase.kernels)
     total += k.seconds;
-  std::vector<std::vector<std::string>> rows = {
-      {"kernel", "calls", "ms", "% of " + phase.phase, "weights read", "KV read", "GB/s"}};
-  for (const runtime::KernelProfile &k : phase.kernels) {
-    const int64_t read = k.weightBytes + k.cacheBytes;
-    rows.push_back(
-        {k.kernel, std::to_string(k.calls), fmt::format("{:.2f}", k.seconds * 1e3),
-         fmt::format("{:.1f}%", total > 0 ? 100 * k.seconds / total : 0.0),
-         k.weightBytes ? formatBytes(double(k.weightBytes)) : "-",
-         k.cacheBytes ? formatBytes(double(k.cacheBytes)) : "-",
-         read && k.seconds > 0 ? fmt::format("{:.1f}", double(read) / k.seconds / 1e9) : "-"});
-  }
+  std::vector<std::vector<std::string>> rows = {{"kernel", "calls", "ms", "% of " + phase.phase,
+                                                 "weights read", "KV read", "GB/s", "GFLOP/s"}};
+  auto rate = [](double amount, double seconds) {
+    return amount > 0 && seconds > 0 ? fmt::format("{:.1f}", amount / seconds / 1e9)
+                                     : std::string("-");
+  };
+  for (const runtime::KernelProfile &k : phase.kernels)
+    rows.push_back({k.kernel, std::to_string(k.calls), fmt::format("{:.2f}", k.seconds * 1e3),
+                    fmt::format("{:.1f}%", total > 0 ? 100 * k.seconds / total : 0.0),
+                    k.weightBytes ? formatBytes(double(k.weightBytes)) : "-",
+                    k.cacheBytes ? formatBytes(double(k.cacheBytes)) : "-",
+                    rate(double(k.weightBytes + k.cacheBytes), k.seconds),
+                    rate(2.0 * double(k.multiplyAdds), k.seconds)});
   fmt::print("\n{} of {} tokens, {:.2f} ms in kernels, {:.2f} ms in all ({:.1f}% between "
              "kernels):\n",
              phase.phase, phase.tokens, total * 1e3, phase.wallSeconds * 1e3,
