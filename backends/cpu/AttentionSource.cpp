@@ -3,7 +3,8 @@
 // Causal attention of rows over the cached positions of their KV head.
 //
 // With head_dim a multiple of 16 (every real Qwen3) a workgroup takes P query
-// heads that share a KV head (P = 2 for Qwen3's GQA). A prefill runs
+// heads that share a KV head (P = the GQA ratio for Qwen3's 2, 4 and 8; at
+// most 8, a divisor of 16). A prefill runs
 // flash-attention style on blocks of 16 / P rows: the block's 16 query
 // vectors are the lanes of every vector, keys go by 16 positions at a time
 // as outer products (a key scalar broadcast times the lanes' feature: no
@@ -34,12 +35,22 @@ namespace q3::cpu {
 using namespace detail;
 
 int64_t AttentionKernel::headsPerWorkgroup() const {
-  if (headDim % kLanes != 0 || queryHeads % 2 != 0)
+  if (headDim % kLanes != 0)
     return 1;
-  for (int64_t h = 0; h < queryHeads; h += 2)
-    if (kvHeadMap.at(size_t(h)) != kvHeadMap.at(size_t(h + 1)))
-      return 1;
-  return 2;
+  // The whole group of query heads on one KV head where it fits the lanes
+  // and the registers: each key and value row is then read once per row
+  // instead of once per pair of heads (Qwen3-4B/8B: 4 heads, 14B: 5 (pairs
+  // do not share, so 1), 32B: 8).
+  for (int64_t group : {8, 4, 2}) {
+    if (queryHeads % group != 0)
+      continue;
+    bool shared = true;
+    for (int64_t h = 0; h < queryHeads && shared; ++h)
+      shared = kvHeadMap.at(size_t(h)) == kvHeadMap.at(size_t(h - h % group));
+    if (shared)
+      return group;
+  }
+  return 1;
 }
 
 namespace {

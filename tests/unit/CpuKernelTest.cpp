@@ -702,6 +702,29 @@ TEST(AttentionKernel, PrefillsInBlocksOfRowsAndKeys) {
     checkAttention(d, 45, gqa2, 19);
 }
 
+// A GQA group of 4 or 8 query heads (Qwen3-4B/8B, 32B) runs in one workgroup,
+// which reads each key and value row once for all of them: decode over one
+// and several position blocks, prefills of 4 / 2 rows per block with cached
+// positions before them, and every cache type.
+TEST(AttentionKernel, RunsAWholeHeadGroupPerWorkgroup) {
+  const std::vector<int64_t> gqa4 = {0, 0, 0, 0, 1, 1, 1, 1};
+  const std::vector<int64_t> gqa8 = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+  for (const auto &map : {gqa4, gqa8}) {
+    cpu::AttentionKernel shape{"attn", int64_t(map.size()), 2, 128, map};
+    EXPECT_EQ(shape.headsPerWorkgroup(), int64_t(map.size()) / 2);
+    EXPECT_EQ(shape.prefillBlockRows(), 16 / shape.headsPerWorkgroup());
+    for (int64_t visible : {1, 17, 513})
+      checkAttention(128, visible, map, 1);
+    for (int64_t rows : {2, 5, 9, 37})
+      for (int64_t cached : {0, 21})
+        checkAttention(128, rows + cached, map, rows);
+    for (WeightStorage cache : {WeightStorage::BF16, WeightStorage::F16})
+      for (int64_t rows : {1, 9})
+        checkAttention(128, 40, map, rows, cache);
+  }
+  checkAttention(32, 30, gqa4, 7);
+}
+
 // Query heads 2i and 2i + 1 on one KV head run in one workgroup; other maps
 // (MHA, odd groups, or pairs split across KV heads) one head per workgroup.
 TEST(AttentionKernel, PairsQueryHeadsThatShareAKvHead) {
