@@ -3,8 +3,8 @@
 // Causal attention of rows over the cached positions of their KV head.
 //
 // With head_dim a multiple of 16 (every real Qwen3) a workgroup takes P query
-// heads that share a KV head (P = the GQA ratio for Qwen3's 2, 4 and 8; at
-// most 8, a divisor of 16). A prefill runs
+// heads that share a KV head (P = the GQA ratio for Qwen3's 2, 4, 5 and 8;
+// at most 8, and 16 / P rows use 15 or 16 lanes). A prefill runs
 // flash-attention style on blocks of 16 / P rows: the block's 16 query
 // vectors are the lanes of every vector, keys go by 16 positions at a time
 // as outer products (a key scalar broadcast times the lanes' feature: no
@@ -37,11 +37,11 @@ using namespace detail;
 int64_t AttentionKernel::headsPerWorkgroup() const {
   if (headDim % kLanes != 0)
     return 1;
-  // The whole group of query heads on one KV head where it fits the lanes
-  // and the registers: each key and value row is then read once per row
-  // instead of once per pair of heads (Qwen3-4B/8B: 4 heads, 14B: 5 (pairs
-  // do not share, so 1), 32B: 8).
-  for (int64_t group : {8, 4, 2}) {
+  // The whole group of query heads on one KV head where it fits the
+  // registers (8 at most) and the flash prefill's 16 lanes (16 / group rows
+  // of a block, at most one lane idle): each key and value row is then read
+  // once for all of them (Qwen3-4B/8B: 4 heads, 14B: 5, 32B: 8).
+  for (int64_t group : {8, 5, 4, 3, 2}) {
     if (queryHeads % group != 0)
       continue;
     bool shared = true;

@@ -139,9 +139,9 @@ struct AttentionKernel {
   WeightStorage cache = WeightStorage::F32; // of the keys and values (F32, BF16 or F16)
   /// Decode prefetches the keys and values this many bytes ahead of its loads.
   int64_t prefetchBytes = kDefaultPrefetchBytes;
-  /// With head_dim a multiple of 16: the largest of 8, 4 and 2 such that
-  /// every aligned run of that many query heads shares its KV head (the
-  /// whole GQA group for Qwen3's ratios 2, 4 and 8), else 1.
+  /// With head_dim a multiple of 16: the largest of 8, 5, 4, 3 and 2 such
+  /// that every aligned run of that many query heads shares its KV head (the
+  /// whole GQA group for Qwen3's ratios 2, 4, 5 and 8), else 1.
   int64_t headsPerWorkgroup() const;
   int64_t workgroupsPerRow() const { return queryHeads / headsPerWorkgroup(); }
   /// The rows of one prefill block: with head_dim a multiple of 16, 16 /

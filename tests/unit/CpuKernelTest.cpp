@@ -702,7 +702,7 @@ TEST(AttentionKernel, PrefillsInBlocksOfRowsAndKeys) {
     checkAttention(d, 45, gqa2, 19);
 }
 
-// A GQA group of 4 or 8 query heads (Qwen3-4B/8B, 32B) runs in one workgroup,
+// A GQA group of 4, 5 or 8 query heads (Qwen3-4B/8B, 14B, 32B) runs in one workgroup,
 // which reads each key and value row once for all of them: decode over one
 // and several position blocks, prefills of 4 / 2 rows per block with cached
 // positions before them, and every cache type.
@@ -723,20 +723,35 @@ TEST(AttentionKernel, RunsAWholeHeadGroupPerWorkgroup) {
         checkAttention(128, 40, map, rows, cache);
   }
   checkAttention(32, 30, gqa4, 7);
+  // Groups that leave one of the 16 lanes idle: 5 (Qwen3-14B) and 3 heads,
+  // 3 and 5 rows per prefill block.
+  const std::vector<int64_t> gqa5 = {0, 0, 0, 0, 0, 1, 1, 1, 1, 1}, gqa3 = {0, 0, 0, 1, 1, 1};
+  for (const auto &map : {gqa5, gqa3}) {
+    cpu::AttentionKernel shape{"attn", int64_t(map.size()), 2, 128, map};
+    EXPECT_EQ(shape.headsPerWorkgroup(), int64_t(map.size()) / 2);
+    for (int64_t visible : {1, 17, 513})
+      checkAttention(128, visible, map, 1);
+    for (int64_t rows : {2, 3, 4, 7, 16, 37})
+      checkAttention(128, rows + 21, map, rows);
+    checkAttention(128, 40, map, 9, WeightStorage::BF16);
+  }
 }
 
-// Query heads 2i and 2i + 1 on one KV head run in one workgroup; other maps
-// (MHA, odd groups, or pairs split across KV heads) one head per workgroup.
-TEST(AttentionKernel, PairsQueryHeadsThatShareAKvHead) {
+// Aligned runs of query heads on one KV head run in one workgroup (the
+// largest run of 8, 5, 4, 3 or 2 heads that divides them); other maps (MHA,
+// or pairs split across KV heads) one head per workgroup.
+TEST(AttentionKernel, GroupsQueryHeadsThatShareAKvHead) {
   const std::vector<int64_t> gqa2 = {0, 0, 1, 1}, mqa = {0, 0, 0, 0, 0, 0}, mha = {0, 1, 2},
-                             oddGroups = {0, 0, 0, 1, 1, 1}, custom = {1, 1, 0, 0};
+                             gqa3 = {0, 0, 0, 1, 1, 1}, custom = {1, 1, 0, 0},
+                             split = {0, 0, 0, 1, 1, 1, 1, 1};
   for (int64_t visible : {3, 8, 33})
-    for (const auto &map : {gqa2, mqa, mha, oddGroups, custom})
+    for (const auto &map : {gqa2, mqa, mha, gqa3, custom, split})
       checkAttention(32, visible, map);
   EXPECT_EQ((cpu::AttentionKernel{"a", 4, 2, 128, gqa2, 1.0}.headsPerWorkgroup()), 2);
-  EXPECT_EQ((cpu::AttentionKernel{"a", 6, 1, 128, mqa, 1.0}.headsPerWorkgroup()), 2);
+  EXPECT_EQ((cpu::AttentionKernel{"a", 6, 1, 128, mqa, 1.0}.headsPerWorkgroup()), 3);
   EXPECT_EQ((cpu::AttentionKernel{"a", 3, 3, 128, mha, 1.0}.headsPerWorkgroup()), 1);
-  EXPECT_EQ((cpu::AttentionKernel{"a", 6, 2, 128, oddGroups, 1.0}.headsPerWorkgroup()), 1);
+  EXPECT_EQ((cpu::AttentionKernel{"a", 6, 2, 128, gqa3, 1.0}.headsPerWorkgroup()), 3);
+  EXPECT_EQ((cpu::AttentionKernel{"a", 8, 2, 128, split, 1.0}.headsPerWorkgroup()), 1);
   EXPECT_EQ((cpu::AttentionKernel{"a", 4, 2, 24, gqa2, 1.0}.headsPerWorkgroup()), 1);
   EXPECT_EQ((cpu::AttentionKernel{"a", 4, 2, 128, gqa2, 1.0}.prefillBlockRows()), 8);
   EXPECT_EQ((cpu::AttentionKernel{"a", 3, 3, 128, mha, 1.0}.prefillBlockRows()), 16);
