@@ -208,6 +208,8 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
   const FusedLinearKernel kernel = tuningProduct("tune_decode", hidden, intermediate, weights);
   DecodeTuning tuning;
   tuning.threads = threads;
+  // The split the distances are measured at (and the ratios' baseline).
+  tuning.distanceChunks = fixedChunks > 0 ? fixedChunks : kDefaultDecodeChunks;
   std::string key = cacheKey(target, kernel, level, threads);
   if (fixedChunks > 0)
     key += fmt::format(" split {}", fixedChunks);
@@ -218,10 +220,9 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
     tuning.provenance.cachePath = path;
   } else {
     tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
-      tuning.measured = measureRates(
-          kernel, target, decodeCandidates(level, fixedChunks),
-          {fixedChunks > 0 ? fixedChunks : kDefaultDecodeChunks, kDefaultPrefetchBytes},
-          roundsFor(level), threads);
+      tuning.measured = measureRates(kernel, target, decodeCandidates(level, fixedChunks),
+                                     {tuning.distanceChunks, kDefaultPrefetchBytes},
+                                     roundsFor(level), threads);
       nlohmann::json entries = nlohmann::json::array();
       for (const DecodeRate &r : tuning.measured)
         entries.push_back({{"chunks", r.setting.chunks},
@@ -232,7 +233,6 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
       return entries;
     });
   }
-  tuning.distanceChunks = fixedChunks > 0 ? fixedChunks : kDefaultDecodeChunks;
   tuning.chosen = {fixedChunks > 0 ? fixedChunks : chooseDecodeChunks(tuning.measured),
                    chooseDecodePrefetch(tuning.measured, tuning.distanceChunks)};
   return tuning;
