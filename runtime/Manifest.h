@@ -117,7 +117,7 @@ struct Kernel {
   std::string name; // the entry is q3_kernel_<name> (runtime/KernelABI.h)
   GridKind gridKind = GridKind::Fixed;
   int64_t gridCount = 1;
-  std::string matmul;        // prefill product instructions, "" when not a product
+  std::string matmul;        // prefill product instructions (products, attention), else ""
   std::vector<int64_t> tile; // register tile of the prefill product
   WeightPacking weightPacking = WeightPacking::None;
   int64_t prefillChunks = 1, decodeChunks = 1; // per thread, 1..64

@@ -22,7 +22,8 @@ Subcommands:
       --prefill-activations avx512bf16|amx rounds the inputs of the matrix
       products as q3c's CPU prefill of that kind does (class
       PrefillActivations), so bf16-activation builds can be checked at f32
-      accuracy instead of the bf16 bound.
+      accuracy instead of the bf16 bound; with avx512bf16 also the inputs of
+      the prefill's attention (--prefill-attention f32 keeps those exact).
 """
 
 import argparse
@@ -352,12 +353,25 @@ class PrefillActivations:
 
     The products q3c runs are the merged q/k/v ([heads + 2 kv_heads] x
     head_dim rows), o_proj, the merged gate/up (SwiGLU: N = intermediate),
-    down_proj and lm_head."""
+    down_proj and lm_head.
 
-    def __init__(self, mode, c):
+    Attention (q3c's --attention-matmul, by default avx512bf16 where the
+    products run avx512bf16, f32 with AMX or exact ones): with avx512bf16 and head_dim
+    % 32 == 0, a prefill of T > 1 rows multiplies bf16 inputs (function
+    bf16_attention); decode stays exact."""
+
+    def __init__(self, mode, c, attention=None):
         assert mode in ("avx512bf16", "amx")
         self.mode = mode
         self.bf16_weights = c.torch_dtype == "bfloat16"
+        if attention is None:
+            bf16_products = mode == "avx512bf16" and self.bf16_weights
+            attention = "avx512bf16" if bf16_products else "f32"
+        assert attention in ("f32", "avx512bf16")
+        self.bf16_attention = attention == "avx512bf16" and c.head_dim % 32 == 0
+
+    def attention_rounds(self, T):
+        return self.bf16_attention and T > 1
 
     def rows(self, T, n, k):
         if not self.bf16_weights or n % 16 or k % 2:
@@ -365,6 +379,37 @@ class PrefillActivations:
         if self.mode == "avx512bf16":
             return T // 6 * 6
         return T if T >= 16 and k % 32 == 0 else 0
+
+
+FLASH_KEY_BLOCK = 16  # positions whose probabilities q3c's CPU flash prefill rounds together
+
+
+def to_bf16(a):
+    """a (float64) -> float32 -> bf16 (nearest even), as float64."""
+    return bf16_bits_to_f64(f32_to_bf16_bits(np.asarray(a, dtype=np.float32)))
+
+
+def bf16_attention(q, k, v, scale, causal):
+    """Causal attention of one query head [T, hd] over its KV head [T, hd]
+    as q3c's CPU flash prefill with vdpbf16ps computes it: the query times
+    the scale (in float32), the keys, the values and the probabilities enter
+    the products rounded to bf16; a probability is exp(score - m) with m the
+    running maximum at the end of its 16-position key block (the online
+    softmax), rounded, then times exp(m - max); the softmax's sum is of the
+    unrounded probabilities."""
+    qs = to_bf16(q.astype(np.float32) * np.float32(scale))
+    s = qs @ to_bf16(k).T
+    s = np.where(causal, s, -np.inf)
+    T = s.shape[1]
+    blocks = -(-T // FLASH_KEY_BLOCK)
+    padded = np.full((s.shape[0], blocks * FLASH_KEY_BLOCK), -np.inf)
+    padded[:, :T] = s
+    block_max = padded.reshape(s.shape[0], blocks, FLASH_KEY_BLOCK).max(axis=2)
+    running = np.repeat(np.maximum.accumulate(block_max, axis=1), FLASH_KEY_BLOCK, axis=1)[:, :T]
+    row_max = s.max(axis=1, keepdims=True)
+    weights = to_bf16(np.exp(s - running)) * np.exp(running - row_max)
+    total = np.exp(s - row_max).sum(axis=1, keepdims=True)
+    return (weights @ to_bf16(v)) / total
 
 
 def rounded_rows(a, n_rows):
@@ -394,7 +439,8 @@ def normed_product(x, gain, w, c, rounding, n_out=None):
     return product(x * gain, w, rounding, n_out) * scale
 
 
-def forward(W, c, tokens, variant="correct", kv_cache=None, prefill_activations=None):
+def forward(W, c, tokens, variant="correct", kv_cache=None, prefill_activations=None,
+            prefill_attention=None):
     """tokens: list of ints -> float64 logits [T, vocab]. kv_cache (f32 or
     bf16) rounds the keys and values as a cache of that type would; None
     keeps them in float64. prefill_activations (avx512bf16 or amx) rounds
@@ -403,7 +449,7 @@ def forward(W, c, tokens, variant="correct", kv_cache=None, prefill_activations=
     rounding = None
     if prefill_activations is not None:
         assert variant == "correct"
-        rounding = PrefillActivations(prefill_activations, c)
+        rounding = PrefillActivations(prefill_activations, c, prefill_attention)
     tokens = np.asarray(tokens, dtype=np.int64)
     assert tokens.ndim == 1 and len(tokens) >= 1
     assert np.all((tokens >= 0) & (tokens < c.vocab))
@@ -439,6 +485,10 @@ def forward(W, c, tokens, variant="correct", kv_cache=None, prefill_activations=
         out = np.zeros((T, nh, hd))
         for hq in range(nh):
             kvh = (hq % nkv) if variant == "kv-head-modulo" else (hq // group)
+            if rounding is not None and rounding.attention_rounds(T):
+                out[:, hq, :] = bf16_attention(q[:, hq, :], k[:, kvh, :], v[:, kvh, :],
+                                               hd ** -0.5, causal)
+                continue
             s = (q[:, hq, :] @ k[:, kvh, :].T) * (hd ** -0.5)  # [T, T]
             s = np.where(causal, s, -np.inf)
             out[:, hq, :] = softmax_last(s) @ v[:, kvh, :]
@@ -499,7 +549,10 @@ def greedy(W, c, prompt, n, variant="correct", kv_cache=None):
 def cmd_logits(a):
     c, W = load_model(a.model)
     tokens = [int(t) for t in a.tokens.split(",") if t.strip() != ""]
-    logits = forward(W, c, tokens, a.variant, a.kv_cache, a.prefill_activations)
+    if a.prefill_attention is not None and a.prefill_activations is None:
+        sys.exit("--prefill-attention needs --prefill-activations")
+    logits = forward(W, c, tokens, a.variant, a.kv_cache, a.prefill_activations,
+                     a.prefill_attention)
     if a.o:
         np.save(a.o, logits.astype(np.float32))
     if a.greedy:
@@ -540,6 +593,10 @@ def main(argv=None):
                    help="round the inputs of the matrix products as q3c's CPU prefill with "
                         "--prefill-matmul of this kind does (the logits of one prefill; "
                         "--greedy keeps the exact products)")
+    l.add_argument("--prefill-attention", choices=("f32", "avx512bf16"), default=None,
+                   help="with --prefill-activations: the prefill attention's inputs as q3c's "
+                        "--attention-matmul of this kind has them (default: avx512bf16 with "
+                        "--prefill-activations avx512bf16, else f32)")
     l.add_argument("--margins", action="store_true",
                    help="with --greedy: print the smallest top1-top2 gap to stderr")
     l.add_argument("--min-margin", type=float, default=0.0,

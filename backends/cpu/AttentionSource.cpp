@@ -527,45 +527,322 @@ std::string keyBlockView(const AttentionKernel &kernel, const AttentionTypes &ty
       cache, view, kLanes, kernel.headDim, types.kv, copied, copyView("Copy"));
 }
 
-/// One key block of the flash kernel: scores of the 16 lanes (query vectors)
-/// for positions %blockStart .. + 15 as outer products (a key scalar broadcast times
-/// the lanes' query feature), the causal mask, the online softmax update of
-/// the running maxima %m and sums %l, and the probability-weighted values
-/// added to the output sums, 16 features at a time.
-std::string flashKeyBlock(const AttentionKernel &kernel, const AttentionTypes &types) {
-  const FlashScratch scratch = flashScratchTypes(kernel);
+/// The word interleave of two 16-word halves, [0, 16, 1, 17, .., 15, 31].
+std::string interleaveMask() {
+  return listOf(2 * kLanes, [](int i) { return std::to_string(i % 2 ? kLanes + i / 2 : i / 2); });
+}
+
+/// `result` (vector<32xi16>): the 16 values of `low` then those of `high`
+/// as bf16, rounded to nearest even by vcvtne2ps2bf16 (which reads
+/// denormals as zero: no attention input comes near them). Inline assembly,
+/// as the products' vdpbf16ps: LLVM 16 has no bf16 vectors to select.
+std::string bf16Halves(const std::string &result, const std::string &low, const std::string &high) {
+  return fmt::format("    {} = llvm.inline_asm asm_dialect = att \"vcvtne2ps2bf16 $2, $1, $0\", "
+                     "\"=v,v,v\" {}, {} : (vector<16xf32>, vector<16xf32>) -> vector<32xi16>\n",
+                     result, high, low);
+}
+
+/// `result` (vector<16xi32>): lane i is the bf16 pair (low[i], high[i]),
+/// the low one in the lower half (the pair vdpbf16ps multiplies).
+std::string bf16Pairs(const std::string &result, const std::string &low, const std::string &high) {
+  return bf16Halves(result + "_h", low, high) +
+         fmt::format("    {0}_w = vector.shuffle {0}_h, {0}_h [{1}] : vector<32xi16>, "
+                     "vector<32xi16>\n"
+                     "    {0} = vector.bitcast {0}_w : vector<32xi16> to vector<16xi32>\n",
+                     result, interleaveMask());
+}
+
+/// `result = acc + a . b`: with `bf16` one vdpbf16ps on the bf16 pairs of
+/// `a` and `b` (vector<16xi32>), else an f32 FMA.
+std::string multiplyAdd(bool bf16, const std::string &result, const std::string &a,
+                        const std::string &b, const std::string &acc) {
+  if (bf16)
+    return fmt::format("      {} = llvm.inline_asm asm_dialect = att \"vdpbf16ps $2, $1, $0\", "
+                       "\"=v,v,v,0\" {}, {}, {} : (vector<16xi32>, vector<16xi32>, "
+                       "vector<16xf32>) -> vector<16xf32>\n",
+                       result, a, b, acc);
+  return fmt::format("      {} = vector.fma {}, {}, {} : vector<16xf32>\n", result, a, b, acc);
+}
+
+/// The bf16 flash kernel's scratch (bf16Prefill): the block's queries as
+/// pairs of features, [D / 2][lane]; a key block's rows as bf16, [16][D]
+/// (pairs: [16][D / 2]); its values with the positions paired, [8][D] pairs
+/// (bf16: [8][2 D]); one key block's probabilities with the positions
+/// paired, [8][lane].
+struct Bf16FlashScratch {
+  std::string queryPairs, keyHalves, keyPairs, valueHalves, valuePairs, probabilityPairs;
+  int64_t keyBytes, valueBytes;
+};
+
+Bf16FlashScratch bf16FlashScratchTypes(const AttentionKernel &kernel) {
+  const int64_t d = kernel.headDim;
+  return {fmt::format("memref<{}x{}xi32>", d / 2, kLanes),
+          fmt::format("memref<{}x{}xi16>", kLanes, d),
+          fmt::format("memref<{}x{}xi32>", kLanes, d / 2),
+          fmt::format("memref<{}x{}xi16>", kLanes / 2, 2 * d),
+          fmt::format("memref<{}x{}xi32>", kLanes / 2, d),
+          fmt::format("memref<{}x{}xi32>", kLanes / 2, kLanes),
+          2 * kLanes * d,
+          2 * kLanes * d};
+}
+
+/// The bf16 flash kernel's scratch buffers, allocated once per call.
+std::string bf16FlashBuffers(const AttentionKernel &kernel) {
+  const Bf16FlashScratch scratch = bf16FlashScratchTypes(kernel);
+  return fmt::format("  %c32 = arith.constant 32 : index\n"
+                     "  %keyBytes = memref.alloca() {{alignment = 64 : i64}} : memref<{0}xi8>\n"
+                     "  %keyHalves = memref.view %keyBytes[%c0][] : memref<{0}xi8> to {1}\n"
+                     "  %keyPairs = memref.view %keyBytes[%c0][] : memref<{0}xi8> to {2}\n"
+                     "  %valueBytes = memref.alloca() {{alignment = 64 : i64}} : memref<{3}xi8>\n"
+                     "  %valueHalves = memref.view %valueBytes[%c0][] : memref<{3}xi8> to {4}\n"
+                     "  %valuePairs = memref.view %valueBytes[%c0][] : memref<{3}xi8> to {5}\n"
+                     "  %queryPairs = memref.alloca() {{alignment = 64 : i64}} : {6}\n"
+                     "  %probabilityPairs = memref.alloca() {{alignment = 64 : i64}} : {7}\n",
+                     scratch.keyBytes, scratch.keyHalves, scratch.keyPairs, scratch.valueBytes,
+                     scratch.valueHalves, scratch.valuePairs, scratch.queryPairs,
+                     scratch.probabilityPairs);
+}
+
+/// The rows %blockStart .. + 15 the bf16 flash block reads: %readRow<p>,
+/// rows past the last visible position reading that one (their scores are
+/// masked and their probabilities 0, and no read passes the written rows).
+std::string clampedBlockRows() {
   std::string text;
-  text += "    %blockEnd = arith.addi %blockStart, %c16 : index\n"
-          "    %wholeBlock = arith.cmpi ule, %blockEnd, %maxCount : index\n";
-  text += keyBlockView(kernel, types, "keys", "keysF");
-  text += keyBlockView(kernel, types, "values", "valuesF");
   for (int p = 0; p < kLanes; ++p)
-    text += fmt::format("    %j{0} = arith.addi %blockStart, %cP{0} : index\n", p);
+    text += fmt::format("    %blockRow{0} = arith.addi %blockStart, %cP{0} : index\n"
+                        "    %readRow{0} = arith.minui %blockRow{0}, %lastPosition : index\n",
+                        p);
+  return text;
+}
+
+/// The key block as bf16 rows (%keyHalves), from the clamped rows. A bf16
+/// cache is copied, the others rounded.
+std::string bf16KeyCopy(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const Bf16FlashScratch scratch = bf16FlashScratchTypes(kernel);
+  const bool bf16Cache = kernel.cache == WeightStorage::BF16;
+  std::string keys = "    scf.for %kc = %c0 to %cD step %c32 {\n"
+                     "      %kcHigh = arith.addi %kc, %c16 : index\n";
+  for (int p = 0; p < kLanes; ++p) {
+    const std::string row = fmt::format("%kh{}", p);
+    if (bf16Cache) {
+      keys += fmt::format("      {} = vector.load %keys[%kv, %readRow{}, %kc] : {}, "
+                          "vector<32xi16>\n",
+                          row, p, types.kv);
+    } else {
+      keys += "    " +
+              vectorWidenedLoad(kernel.cache, row + "l", "%keys",
+                                fmt::format("%kv, %readRow{}, %kc", p), types.kv) +
+              "\n    " +
+              vectorWidenedLoad(kernel.cache, row + "u", "%keys",
+                                fmt::format("%kv, %readRow{}, %kcHigh", p), types.kv) +
+              "\n" + bf16Halves(row, row + "l", row + "u");
+    }
+    keys += fmt::format("      vector.store {}, %keyHalves[%cP{}, %kc] : {}, vector<32xi16>\n", row,
+                        p, scratch.keyHalves);
+  }
+  return clampedBlockRows() + keys + "    }\n";
+}
+
+/// The key block's values with the positions paired (%valueHalves): pair j
+/// of feature f is (row 2j, row 2j + 1). Made after the scores, while which
+/// the rows were prefetched.
+std::string bf16ValueCopy(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const Bf16FlashScratch scratch = bf16FlashScratchTypes(kernel);
+  const bool bf16Cache = kernel.cache == WeightStorage::BF16;
+  std::string values = "    scf.for %vp = %c0 to %cD step %c16 {\n"
+                       "      %vpHalves = arith.muli %vp, %c2 : index\n";
+  for (int j = 0; j < kLanes / 2; ++j) {
+    const std::string pair = fmt::format("%vw{}", j);
+    if (bf16Cache) {
+      values += fmt::format(
+          "      {0}e = vector.load %values[%kv, %readRow{1}, %vp] : {3}, vector<16xi16>\n"
+          "      {0}o = vector.load %values[%kv, %readRow{2}, %vp] : {3}, vector<16xi16>\n"
+          "      {0} = vector.shuffle {0}e, {0}o [{4}] : vector<16xi16>, vector<16xi16>\n",
+          pair, 2 * j, 2 * j + 1, types.kv, interleaveMask());
+    } else {
+      values += "    " +
+                vectorWidenedLoad(kernel.cache, pair + "e", "%values",
+                                  fmt::format("%kv, %readRow{}, %vp", 2 * j), types.kv) +
+                "\n    " +
+                vectorWidenedLoad(kernel.cache, pair + "o", "%values",
+                                  fmt::format("%kv, %readRow{}, %vp", 2 * j + 1), types.kv) +
+                "\n" + bf16Halves(pair + "h", pair + "e", pair + "o") +
+                fmt::format("    {0} = vector.shuffle {0}h, {0}h [{1}] : vector<32xi16>, "
+                            "vector<32xi16>\n",
+                            pair, interleaveMask());
+    }
+    values += fmt::format(
+        "      %vpRow{0} = arith.constant {0} : index\n"
+        "      vector.store {1}, %valueHalves[%vpRow{0}, %vpHalves] : {2}, vector<32xi16>\n",
+        j, pair, scratch.valueHalves);
+  }
+  return values + "    }\n";
+}
+
+/// `%s:16`: the 16 lanes' scores of positions %blockStart .. + 15 as outer
+/// products (a key's feature broadcast times the lanes' query feature): f32
+/// FMAs one feature at a time, or vdpbf16ps on pairs of features (bf16Prefill).
+std::string flashScores(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const FlashScratch scratch = flashScratchTypes(kernel);
+  const Bf16FlashScratch pairs = bf16FlashScratchTypes(kernel);
+  const bool bf16 = kernel.bf16Prefill;
   std::string scoreBody, accArgs, accYields;
   for (int p = 0; p < kLanes; ++p) {
-    scoreBody += fmt::format("      %k{0} = memref.load %keysBlock[%cP{0}, %i] : {1}\n", p,
-                             blockViewType(kernel));
-    scoreBody += fmt::format("      %kb{0} = vector.broadcast %k{0} : f32 to vector<16xf32>\n"
-                             "      %r{0} = vector.fma %kb{0}, %qi, %a{0} : vector<16xf32>\n",
-                             p);
+    if (bf16)
+      scoreBody += fmt::format("      %k{0} = memref.load %keyPairs[%cP{0}, %i] : {1}\n"
+                               "      %kb{0} = vector.broadcast %k{0} : i32 to vector<16xi32>\n",
+                               p, pairs.keyPairs);
+    else
+      scoreBody += fmt::format("      %k{0} = memref.load %keysBlock[%cP{0}, %i] : {1}\n"
+                               "      %kb{0} = vector.broadcast %k{0} : f32 to vector<16xf32>\n",
+                               p, blockViewType(kernel));
+    scoreBody += multiplyAdd(bf16, fmt::format("%r{}", p), fmt::format("%kb{}", p), "%qi",
+                             fmt::format("%a{}", p));
     accArgs += fmt::format("{}%a{} = %zeroV", p ? ", " : "", p);
     accYields += fmt::format("{}%r{}", p ? ", " : "", p);
   }
-  // While the keys are scored, the block's value rows are prefetched, a
-  // 64-byte line per feature step (16 rows x D / 16 lines = D lines).
-  text += fmt::format(R"mlir(    %lineVectors = arith.constant {5} : index
-    %s:16 = scf.for %i = %c0 to %cD step %c1 iter_args({0}) -> ({1}) {{
-      %lineRow = arith.divui %i, %lineVectors : index
-      %lineVector = arith.remui %i, %lineVectors : index
-      %lineColumn = arith.muli %lineVector, %c16 : index
-      %linePosition = arith.addi %blockStart, %lineRow : index
-      memref.prefetch %values[%kv, %linePosition, %lineColumn], read, locality<3>, data : {6}
-      %qi = vector.load %queryT[%i, %c0] : {2}, vector<16xf32>
-{3}      scf.yield {4} : {1}
+  // While the keys are scored, the block's value rows are prefetched, 16
+  // rows x D / 16 lines = D lines over the D (f32) or D / 2 (bf16) steps.
+  const int64_t steps = bf16 ? kernel.headDim / 2 : kernel.headDim;
+  const int64_t linesPerStep = kernel.headDim / steps;
+  std::string prefetches;
+  for (int64_t l = 0; l < linesPerStep; ++l)
+    prefetches += fmt::format(
+        "      %lineStep{0} = arith.muli %i, %cLinesPerStep : index\n"
+        "      %cLine{0} = arith.constant {0} : index\n"
+        "      %line{0} = arith.addi %lineStep{0}, %cLine{0} : index\n"
+        "      %lineRow{0} = arith.divui %line{0}, %lineVectors : index\n"
+        "      %lineVector{0} = arith.remui %line{0}, %lineVectors : index\n"
+        "      %lineColumn{0} = arith.muli %lineVector{0}, %c16 : index\n"
+        "      %linePosition{0} = arith.addi %blockStart, %lineRow{0} : index\n"
+        "      memref.prefetch %values[%kv, %linePosition{0}, %lineColumn{0}], read, locality<3>, "
+        "data : {1}\n",
+        l, types.kv);
+  const std::string queryLoad =
+      bf16 ? fmt::format("      %qi = vector.load %queryPairs[%i, %c0] : {}, vector<16xi32>\n",
+                         pairs.queryPairs)
+           : fmt::format("      %qi = vector.load %queryT[%i, %c0] : {}, vector<16xf32>\n",
+                         scratch.queryT);
+  return fmt::format(R"mlir(    %lineVectors = arith.constant {0} : index
+    %cLinesPerStep = arith.constant {1} : index
+    %cSteps = arith.constant {2} : index
+    %s:16 = scf.for %i = %c0 to %cSteps step %c1 iter_args({3}) -> ({4}) {{
+{5}{6}{7}      scf.yield {8} : {4}
     }}
 )mlir",
-                      accArgs, vectorTypes(kLanes), scratch.queryT, scoreBody, accYields,
-                      kernel.headDim / kLanes, types.kv);
+                     kernel.headDim / kLanes, linesPerStep, steps, accArgs, vectorTypes(kLanes),
+                     prefetches, queryLoad, scoreBody, accYields);
+}
+
+/// The value loop: the output sums %outT ([lane][D]) rescaled by the lanes'
+/// %alpha and added the block's values times each lane's probability. A
+/// column group of C vectors (C = 2 where D allows) for 8 lanes at a time
+/// holds 8 x C accumulators; each step adds C value vectors times a lane's
+/// probability (broadcast): f32 FMAs position by position, or vdpbf16ps on
+/// pairs of positions (bf16Prefill). Meanwhile the next block's key rows
+/// are prefetched, a line of each row per 16 features.
+std::string flashValues(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const FlashScratch scratch = flashScratchTypes(kernel);
+  const Bf16FlashScratch pairs = bf16FlashScratchTypes(kernel);
+  const bool bf16 = kernel.bf16Prefill;
+  const int64_t vectorsPerGroup = kernel.headDim % (2 * kLanes) == 0 ? 2 : 1;
+  const int64_t groupFeatures = vectorsPerGroup * kLanes;
+  constexpr int kLanesPerPass = 8;
+  const int steps = bf16 ? kLanes / 2 : kLanes;
+  const std::string columnsType = fmt::format("memref<{}x{}xf32, strided<[{}, 1], offset: ?>>",
+                                              kLanes, groupFeatures, kernel.headDim);
+  std::string valueBody =
+      fmt::format("      %ocols = memref.subview %outT[0, %vc] [{0}, {1}] [1, 1] : {2} to {3}\n",
+                  kLanes, groupFeatures, scratch.outT, columnsType);
+  if (!bf16)
+    valueBody += fmt::format(
+        "      %vcols = memref.subview %valuesBlock[0, %vc] [{0}, {1}] [1, 1] : {2} to {3}\n",
+        kLanes, groupFeatures, blockViewType(kernel), columnsType);
+  for (int64_t c = 0; c < vectorsPerGroup; ++c) {
+    valueBody += fmt::format("      %cCol{0} = arith.constant {1} : index\n"
+                             "      %nextColumn{0} = arith.addi %vc, %cCol{0} : index\n",
+                             c, c * kLanes);
+    for (int p = 0; p < kLanes; ++p)
+      valueBody += fmt::format("      %nextKey{0}_{1} = arith.addi %blockEnd, %cP{0} : index\n"
+                               "      memref.prefetch %keys[%kv, %nextKey{0}_{1}, %nextColumn{1}], "
+                               "read, locality<3>, data : {2}\n",
+                               p, c, types.kv);
+  }
+  // Step p's value vector c, and lane `lane`'s weight of step p, broadcast.
+  auto loadValue = [&](const std::string &result, int p, int64_t c) {
+    if (bf16)
+      return fmt::format("      {} = vector.load %valuePairs[%cP{}, %nextColumn{}] : {}, "
+                         "vector<16xi32>\n",
+                         result, p, c, pairs.valuePairs);
+    return fmt::format("      {} = vector.load %vcols[%cP{}, %cCol{}] : {}, vector<16xf32>\n",
+                       result, p, c, columnsType);
+  };
+  auto loadWeight = [&](const std::string &result, int p, int lane) {
+    if (bf16)
+      return fmt::format("      {0}s = memref.load %probabilityPairs[%cP{1}, %cP{2}] : {3}\n"
+                         "      {0} = vector.broadcast {0}s : i32 to vector<16xi32>\n",
+                         result, p, lane, pairs.probabilityPairs);
+    return fmt::format("      {0}s = memref.load %probabilities[%cP{1}, %cP{2}] : {3}\n"
+                       "      {0} = vector.broadcast {0}s : f32 to vector<16xf32>\n",
+                       result, p, lane, scratch.probabilities);
+  };
+  for (int first = 0; first < kLanes; first += kLanesPerPass) {
+    auto acc = [&](int lane, int64_t c, int step) {
+      return fmt::format("%u{}_{}_{}", lane, c, step);
+    };
+    for (int lane = first; lane < first + kLanesPerPass; ++lane) {
+      valueBody += fmt::format(
+          "      %alpha{0} = memref.load %laneScalars[%cP{0}] : {1}\n"
+          "      %alphaB{0} = vector.broadcast %alpha{0} : f32 to vector<16xf32>\n",
+          lane, scratch.laneScalars);
+      for (int64_t c = 0; c < vectorsPerGroup; ++c)
+        valueBody += fmt::format(
+            "      %o{0}_{1} = vector.load %ocols[%cP{0}, %cCol{1}] : {2}, vector<16xf32>\n"
+            "      {3} = arith.mulf %o{0}_{1}, %alphaB{0} : vector<16xf32>\n",
+            lane, c, columnsType, acc(lane, c, 0));
+    }
+    for (int p = 0; p < steps; ++p) {
+      for (int64_t c = 0; c < vectorsPerGroup; ++c)
+        valueBody += loadValue(fmt::format("%v{}_{}_{}", first, p, c), p, c);
+      for (int lane = first; lane < first + kLanesPerPass; ++lane) {
+        const std::string weight = fmt::format("%pb{}_{}", lane, p);
+        valueBody += loadWeight(weight, p, lane);
+        for (int64_t c = 0; c < vectorsPerGroup; ++c)
+          valueBody += multiplyAdd(bf16, acc(lane, c, p + 1), weight,
+                                   fmt::format("%v{}_{}_{}", first, p, c), acc(lane, c, p));
+      }
+    }
+    for (int lane = first; lane < first + kLanesPerPass; ++lane)
+      for (int64_t c = 0; c < vectorsPerGroup; ++c)
+        valueBody +=
+            fmt::format("      vector.store {}, %ocols[%cP{}, %cCol{}] : {}, vector<16xf32>\n",
+                        acc(lane, c, steps), lane, c, columnsType);
+  }
+  return fmt::format("    vector.store %alpha, %laneScalars[%c0] : {}, vector<16xf32>\n"
+                     "    %cGroup = arith.constant {} : index\n"
+                     "    scf.for %vc = %c0 to %cD step %cGroup {{\n{}    }}\n",
+                     scratch.laneScalars, groupFeatures, valueBody);
+}
+
+/// One key block of the flash kernel: the 16 lanes' scores of positions
+/// %blockStart .. + 15 (flashScores), the causal mask, the online softmax
+/// update of the running maxima %m and sums %l, and the probability-weighted
+/// values added to the output sums (flashValues).
+std::string flashKeyBlock(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const FlashScratch scratch = flashScratchTypes(kernel);
+  const Bf16FlashScratch pairs = bf16FlashScratchTypes(kernel);
+  std::string text;
+  text += "    %blockEnd = arith.addi %blockStart, %c16 : index\n"
+          "    %wholeBlock = arith.cmpi ule, %blockEnd, %maxCount : index\n";
+  if (kernel.bf16Prefill) {
+    text += bf16KeyCopy(kernel, types);
+  } else {
+    text += keyBlockView(kernel, types, "keys", "keysF");
+    text += keyBlockView(kernel, types, "values", "valuesF");
+  }
+  for (int p = 0; p < kLanes; ++p)
+    text += fmt::format("    %j{0} = arith.addi %blockStart, %cP{0} : index\n", p);
+  text += flashScores(kernel, types);
   // Mask, block maximum, rescale, probabilities and their sum.
   for (int p = 0; p < kLanes; ++p)
     text += fmt::format(
@@ -588,79 +865,24 @@ std::string flashKeyBlock(const AttentionKernel &kernel, const AttentionTypes &t
   for (int p = 0; p < kLanes; ++p) {
     text += fmt::format("    %d{0} = arith.subf %sm{0}, %mNew : vector<16xf32>\n"
                         "    %e{0} = math.exp %d{0} : vector<16xf32>\n"
-                        "    vector.store %e{0}, %probabilities[%cP{0}, %c0] : {1}, vector<16xf32>\n"
-                        "    %ls{0} = arith.addf {2}, %e{0} : vector<16xf32>\n",
-                        p, scratch.probabilities, sum);
+                        "    %ls{0} = arith.addf {1}, %e{0} : vector<16xf32>\n",
+                        p, sum);
+    if (!kernel.bf16Prefill)
+      text +=
+          fmt::format("    vector.store %e{0}, %probabilities[%cP{0}, %c0] : {1}, vector<16xf32>\n",
+                      p, scratch.probabilities);
+    else if (p % 2 == 1)
+      text += bf16Pairs(fmt::format("%ep{}", p / 2), fmt::format("%e{}", p - 1),
+                        fmt::format("%e{}", p)) +
+              fmt::format("    vector.store %ep{0}, %probabilityPairs[%cP{0}, %c0] : {1}, "
+                          "vector<16xi32>\n",
+                          p / 2, pairs.probabilityPairs);
     sum = fmt::format("%ls{}", p);
   }
   text += fmt::format("    %lNew = arith.addf {}, %zeroV : vector<16xf32>\n", sum);
-  // Values: the output sums are [lane][D]; a column group of C vectors
-  // (C = 2 where D allows) for 8 lanes at a time holds 8 x C accumulators,
-  // and each position adds a value vector times a lane's probability
-  // (broadcast): C value loads and 8 broadcasts per 8 x C FMAs.
-  const int64_t vectorsPerGroup = kernel.headDim % (2 * kLanes) == 0 ? 2 : 1;
-  const int64_t groupFeatures = vectorsPerGroup * kLanes;
-  constexpr int kLanesPerPass = 8;
-  const std::string columnsType =
-      fmt::format("memref<{}x{}xf32, strided<[{}, 1], offset: ?>>", kLanes, groupFeatures,
-                  kernel.headDim);
-  // While the values are summed, the next block's key rows are prefetched: a
-  // line of each row per 16 features.
-  std::string valueBody = fmt::format(
-      "      %vcols = memref.subview %valuesBlock[0, %vc] [{0}, {1}] [1, 1] : {2} to {3}\n"
-      "      %ocols = memref.subview %outT[0, %vc] [{0}, {1}] [1, 1] : {4} to {3}\n",
-      kLanes, groupFeatures, blockViewType(kernel), columnsType, scratch.outT);
-  for (int64_t c = 0; c < vectorsPerGroup; ++c) {
-    valueBody += fmt::format("      %cCol{0} = arith.constant {1} : index\n"
-                             "      %nextColumn{0} = arith.addi %vc, %cCol{0} : index\n",
-                             c, c * kLanes);
-    for (int p = 0; p < kLanes; ++p)
-      valueBody += fmt::format("      %nextKey{0}_{1} = arith.addi %blockEnd, %cP{0} : index\n"
-                               "      memref.prefetch %keys[%kv, %nextKey{0}_{1}, %nextColumn{1}], "
-                               "read, locality<3>, data : {2}\n",
-                               p, c, types.kv);
-  }
-  for (int first = 0; first < kLanes; first += kLanesPerPass) {
-    auto acc = [&](int lane, int64_t c, int step) {
-      return fmt::format("%u{}_{}_{}", lane, c, step);
-    };
-    for (int lane = first; lane < first + kLanesPerPass; ++lane) {
-      valueBody += fmt::format(
-          "      %alpha{0} = memref.load %laneScalars[%cP{0}] : {1}\n"
-          "      %alphaB{0} = vector.broadcast %alpha{0} : f32 to vector<16xf32>\n",
-          lane, scratch.laneScalars);
-      for (int64_t c = 0; c < vectorsPerGroup; ++c)
-        valueBody += fmt::format(
-            "      %o{0}_{1} = vector.load %ocols[%cP{0}, %cCol{1}] : {2}, vector<16xf32>\n"
-            "      {3} = arith.mulf %o{0}_{1}, %alphaB{0} : vector<16xf32>\n",
-            lane, c, columnsType, acc(lane, c, 0));
-    }
-    for (int p = 0; p < kLanes; ++p) {
-      for (int64_t c = 0; c < vectorsPerGroup; ++c)
-        valueBody += fmt::format(
-            "      %v{0}_{1}_{2} = vector.load %vcols[%cP{1}, %cCol{2}] : {3}, vector<16xf32>\n",
-            first, p, c, columnsType);
-      for (int lane = first; lane < first + kLanesPerPass; ++lane) {
-        valueBody += fmt::format(
-            "      %pr{0}_{1} = memref.load %probabilities[%cP{1}, %cP{0}] : {2}\n"
-            "      %pb{0}_{1} = vector.broadcast %pr{0}_{1} : f32 to vector<16xf32>\n",
-            lane, p, scratch.probabilities);
-        for (int64_t c = 0; c < vectorsPerGroup; ++c)
-          valueBody += fmt::format("      {} = vector.fma %pb{}_{}, %v{}_{}_{}, {} : vector<16xf32>\n",
-                                   acc(lane, c, p + 1), lane, p, first, p, c, acc(lane, c, p));
-      }
-    }
-    for (int lane = first; lane < first + kLanesPerPass; ++lane)
-      for (int64_t c = 0; c < vectorsPerGroup; ++c)
-        valueBody += fmt::format(
-            "      vector.store {}, %ocols[%cP{}, %cCol{}] : {}, vector<16xf32>\n",
-            acc(lane, c, kLanes), lane, c, columnsType);
-  }
-  text += fmt::format("    vector.store %alpha, %laneScalars[%c0] : {}, vector<16xf32>\n"
-                      "    %cGroup = arith.constant {} : index\n"
-                      "    scf.for %vc = %c0 to %cD step %cGroup {{\n{}    }}\n",
-                      scratch.laneScalars, groupFeatures, valueBody);
-  return text;
+  if (kernel.bf16Prefill)
+    text += bf16ValueCopy(kernel, types);
+  return text + flashValues(kernel, types);
 }
 
 /// `%<out>0` .. `%<out>15` = the 16 x 16 transpose of `rows` (16
@@ -715,6 +937,19 @@ std::string flashQueryTranspose(const AttentionKernel &kernel, const AttentionTy
     rows.push_back(fmt::format("%qs{}", lane));
   }
   text += transpose16(rows, "qt");
+  if (kernel.bf16Prefill) {
+    // Feature pairs: row qc / 2 + e holds features qc + 2e and qc + 2e + 1.
+    const std::string pairsType = bf16FlashScratchTypes(kernel).queryPairs;
+    text += "    %qcPairs = arith.divui %qc, %c2 : index\n";
+    for (int e = 0; e < kLanes / 2; ++e)
+      text += bf16Pairs(fmt::format("%qp{}", e), fmt::format("%qt{}", 2 * e),
+                        fmt::format("%qt{}", 2 * e + 1)) +
+              fmt::format("    %qpRow{0} = arith.addi %qcPairs, %cP{0} : index\n"
+                          "    vector.store %qp{0}, %queryPairs[%qpRow{0}, %c0] : {1}, "
+                          "vector<16xi32>\n",
+                          e, pairsType);
+    return text + "  }\n";
+  }
   for (int e = 0; e < kLanes; ++e)
     text += fmt::format("    %qtRow{0} = arith.addi %qc, %cP{0} : index\n"
                         "    vector.store %qt{0}, %queryT[%qtRow{0}, %c0] : {1}, vector<16xf32>\n",
@@ -769,9 +1004,10 @@ std::string flashFunction(const AttentionKernel &kernel, const AttentionTypes &t
 func.func private @{name}_flash(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}, %queryT: {queryTType}, %outT: {outTType}, %probabilities: {pType}, %laneScalars: {laneType}{copyParams}, %t0: index, %h0: index, %kv: index, %count0: index, %blockRows: index) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
   %c16 = arith.constant 16 : index
   %cD = arith.constant {d} : index
-  %scaleV = arith.constant dense<{scale:e}> : vector<16xf32>
+{bf16Buffers}  %scaleV = arith.constant dense<{scale:e}> : vector<16xf32>
   %zeroV = arith.constant dense<0.0> : vector<16xf32>
   %oneV = arith.constant dense<1.0> : vector<16xf32>
   %lowestV = arith.constant dense<0xFF800000> : vector<16xf32>
@@ -798,9 +1034,9 @@ func.func private @{name}_flash(%q: {queryType}, %keys: {kvType}, %values: {kvTy
       fmt::arg("kvType", types.kv), fmt::arg("queryTType", scratch.queryT),
       fmt::arg("outTType", scratch.outT), fmt::arg("pType", scratch.probabilities),
       fmt::arg("laneType", scratch.laneScalars), fmt::arg("copyParams", copyParams),
-      fmt::arg("d", kernel.headDim),
-      fmt::arg("scale", kernel.scale),
+      fmt::arg("d", kernel.headDim), fmt::arg("scale", kernel.scale),
       fmt::arg("laneRows", laneRows), fmt::arg("positions", positions),
+      fmt::arg("bf16Buffers", kernel.bf16Prefill ? bf16FlashBuffers(kernel) : ""),
       fmt::arg("keyBlock", flashKeyBlock(kernel, types)),
       fmt::arg("queryTranspose", flashQueryTranspose(kernel, types)),
       fmt::arg("output", flashOutput(kernel, types)));

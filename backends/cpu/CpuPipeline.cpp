@@ -11,9 +11,16 @@ namespace q3::cpu {
 passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
   passes::TargetPipeline pipeline;
   pipeline.backend = "cpu";
-  pipeline.passes = {"cpu-set-target",    "cpu-pack-column-blocks", "cpu-sink-weight-concat",
-                     "cpu-select-matmul", "cpu-select-tiles",       "cpu-assign-grids",
-                     "cpu-set-chunking",  "cpu-set-prefetch",       "cpu-add-variants"};
+  pipeline.passes = {"cpu-set-target",
+                     "cpu-pack-column-blocks",
+                     "cpu-sink-weight-concat",
+                     "cpu-select-matmul",
+                     "cpu-select-attention-matmul",
+                     "cpu-select-tiles",
+                     "cpu-assign-grids",
+                     "cpu-set-chunking",
+                     "cpu-set-prefetch",
+                     "cpu-add-variants"};
   pipeline.addPass = [options](mlir::OpPassManager &pm, const std::string &name) {
     if (name == "cpu-set-target") {
       CpuSetTargetOptions o;
@@ -29,6 +36,10 @@ passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
       CpuSelectMatmulOptions o;
       o.matmul = options.matmul;
       pm.addPass(createCpuSelectMatmulPass(o));
+    } else if (name == "cpu-select-attention-matmul") {
+      CpuSelectAttentionMatmulOptions o;
+      o.matmul = options.attentionMatmul;
+      pm.addPass(createCpuSelectAttentionMatmulPass(o));
     } else if (name == "cpu-select-tiles") {
       CpuSelectTilesOptions o;
       o.prefillRows = options.prefillRows;

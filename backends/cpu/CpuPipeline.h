@@ -15,6 +15,7 @@ struct CpuPipelineOptions {
   std::string cpu = "host";     // cpu-set-target
   std::string weightPacking = "auto"; // cpu-pack-column-blocks
   std::string matmul = "auto";  // cpu-select-matmul
+  std::string attentionMatmul = "auto"; // cpu-select-attention-matmul
   int64_t prefillRows = 0;      // cpu-select-tiles (0: measured or default)
   int64_t decodeChunks = 0;    // cpu-set-chunking (0: measured by --tune, else 4)
   int64_t attentionChunks = 8;  // cpu-set-chunking

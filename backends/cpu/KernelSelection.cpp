@@ -169,6 +169,17 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
         cpu.cache = cacheStorage;
         if (cpu.vectorized())
           cpu.prefetchBytes = prefetchBytesOf(kernel, lowering);
+        const StringRef matmul = lowering.getMatmul();
+        if (matmul == "avx512bf16") {
+          if (!cpu.bf16Flashable())
+            refuse(kernel, "attention's matmul avx512bf16 needs a head_dim that is a multiple "
+                           "of 32, not " +
+                               std::to_string(cpu.headDim));
+          cpu.bf16Prefill = true;
+        } else if (!matmul.empty() && matmul != "f32") {
+          refuse(kernel,
+                 "attention's matmul must be f32 or avx512bf16, not '" + matmul.str() + "'");
+        }
         ArrayRef<int64_t> tile = lowering.getTile();
         if (tile.size() != 2 || tile[0] != cpu.headsPerWorkgroup() ||
             tile[1] != cpu.prefillBlockRows())

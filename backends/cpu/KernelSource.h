@@ -139,6 +139,13 @@ struct AttentionKernel {
   WeightStorage cache = WeightStorage::F32; // of the keys and values (F32, BF16 or F16)
   /// Decode prefetches the keys and values this many bytes ahead of its loads.
   int64_t prefetchBytes = kDefaultPrefetchBytes;
+  /// The flash prefill multiplies bf16 pairs with vdpbf16ps (q3.lowering's
+  /// `matmul = avx512bf16`): the scaled queries, keys, probabilities and
+  /// values are rounded to bf16 (as Hugging Face's bf16 inference does), the
+  /// sums and the softmax stay f32. Needs bf16Flashable().
+  bool bf16Prefill = false;
+  /// head_dim a multiple of 32: a key row is whole 32-feature vectors of pairs.
+  bool bf16Flashable() const { return vectorized() && headDim % 32 == 0; }
   /// With head_dim a multiple of 16: the largest of 8, 5, 4, 3 and 2 such
   /// that every aligned run of that many query heads shares its KV head (the
   /// whole GQA group for Qwen3's ratios 2, 4, 5 and 8), else 1.

@@ -7,9 +7,9 @@
 // would; a packed weight holds its values in the packed order, and products
 // read it through that layout. A q3.dispatch runs its kernel's body with the
 // kernel arguments bound to the dispatch operands, under the kernel's
-// lowering config where that changes the arithmetic (bf16 prefill
-// activations). The KV cache holds keys and values rounded to its element
-// type.
+// lowering config where that changes the arithmetic (the bf16 inputs of a
+// prefill's products and attention). The KV cache holds keys and values
+// rounded to its element type.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/reference/Interpreter.h"
@@ -340,9 +340,12 @@ void Interpreter::State::runOp(AttentionOp op) {
   for (int64_t h = 0; h < queryHeads; ++h)
     kvHeadOf[h] = op.kvHeadFor(h);
   Tensor out = makeTensor(q.shape);
+  // A prefill's attention under matmul = avx512bf16 multiplies bf16 inputs;
+  // decode's is f32 whatever the lowering.
+  const bool bf16Products = q.rows() > 1 && lowering && lowering.getMatmul() == "avx512bf16";
   causalAttention(q.data.data(), keys.data.data(), values.data.data(), out.data.data(), q.rows(),
                   keys.rows(), queryHeads, kvHeads, headDim, op.getScale().convertToDouble(),
-                  kvHeadOf);
+                  kvHeadOf, bf16Products);
   define(op.getResult(), std::move(out));
 }
 

@@ -53,35 +53,70 @@ void ropeRotateHalf(float *x, int64_t rows, int64_t heads, int64_t headDim, int6
   }
 }
 
+namespace {
+
+float roundedToBf16(float v) { return runtime::bf16ToFloat(runtime::floatToBf16(v)); }
+
+/// The key block of the CPU's flash prefill, whose probabilities it rounds together.
+constexpr int64_t kFlashKeyBlock = 16;
+
+/// The weight of each value: exp(score - max); or, as the bf16 flash
+/// prefill has it, exp(score - m) rounded to bf16, where m is the running
+/// maximum at the end of the score's 16-position key block (the online
+/// softmax's), times exp(m - max) (the rescale of the f32 sums).
+void valueWeights(const std::vector<double> &scores, std::vector<double> &weights, int64_t visible,
+                  double maxScore, bool bf16Products) {
+  double running = -INFINITY;
+  for (int64_t block = 0; block < visible; block += kFlashKeyBlock) {
+    const int64_t end = std::min(visible, block + kFlashKeyBlock);
+    for (int64_t s = block; s < end; ++s)
+      running = std::max(running, scores[s]);
+    for (int64_t s = block; s < end; ++s)
+      weights[s] = bf16Products ? double(roundedToBf16(float(std::exp(scores[s] - running)))) *
+                                      std::exp(running - maxScore)
+                                : std::exp(scores[s] - maxScore);
+  }
+}
+
+} // namespace
+
 void causalAttention(const float *q, const float *keys, const float *values, float *out,
                      int64_t queryRows, int64_t keyRows, int64_t queryHeads, int64_t kvHeads,
-                     int64_t headDim, double scale, const std::vector<int64_t> &kvHeadOf) {
+                     int64_t headDim, double scale, const std::vector<int64_t> &kvHeadOf,
+                     bool bf16Products) {
   const int64_t cached = keyRows - queryRows; // positions before the first query row
-  std::vector<double> scores(keyRows);
+  std::vector<double> scores(keyRows), weights(keyRows);
+  std::vector<float> query(headDim);
+  // A product's input as it enters the multiply: rounded to bf16 or exact.
+  auto input = [&](float v) { return double(bf16Products ? roundedToBf16(v) : v); };
   for (int64_t t = 0; t < queryRows; ++t) {
     const int64_t visible = cached + t + 1; // causal: keys 0 .. cached + t
     for (int64_t h = 0; h < queryHeads; ++h) {
       const float *qv = q + (t * queryHeads + h) * headDim;
+      // The bf16 products scale the query (in f32) before rounding it.
+      for (int64_t d = 0; d < headDim; ++d)
+        query[d] = bf16Products ? qv[d] * float(scale) : qv[d];
+      const double scoreScale = bf16Products ? 1.0 : scale;
       const int64_t kvh = kvHeadOf[h];
       double maxScore = -INFINITY;
       for (int64_t s = 0; s < visible; ++s) {
         const float *kv = keys + (s * kvHeads + kvh) * headDim;
         double dot = 0.0;
         for (int64_t d = 0; d < headDim; ++d)
-          dot += double(qv[d]) * double(kv[d]);
-        scores[s] = dot * scale;
+          dot += input(query[d]) * input(kv[d]);
+        scores[s] = dot * scoreScale;
         maxScore = std::max(maxScore, scores[s]);
       }
+      // The softmax's sum is of the unrounded probabilities.
       double total = 0.0;
-      for (int64_t s = 0; s < visible; ++s) {
-        scores[s] = std::exp(scores[s] - maxScore);
-        total += scores[s];
-      }
+      for (int64_t s = 0; s < visible; ++s)
+        total += std::exp(scores[s] - maxScore);
+      valueWeights(scores, weights, visible, maxScore, bf16Products);
       float *o = out + (t * queryHeads + h) * headDim;
       for (int64_t d = 0; d < headDim; ++d) {
         double acc = 0.0;
         for (int64_t s = 0; s < visible; ++s)
-          acc += scores[s] * double(values[(s * kvHeads + kvh) * headDim + d]);
+          acc += weights[s] * input(values[(s * kvHeads + kvh) * headDim + d]);
         o[d] = float(acc / total);
       }
     }

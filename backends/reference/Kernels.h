@@ -25,10 +25,15 @@ void ropeRotateHalf(float *x, int64_t rows, int64_t heads, int64_t headDim, int6
                     double theta);
 
 /// Causal attention. q: [T, Hq, D]; keys/values: [S, Hkv, D], the queries being the last
-/// T of the S positions; kvHeadOf[h] is the KV head that query head h reads.
+/// T of the S positions; kvHeadOf[h] is the KV head that query head h reads. With
+/// `bf16Products` the two products take bf16 inputs, as the CPU's vdpbf16ps prefill does
+/// (q3.lowering's matmul = avx512bf16): the query times the scale in f32, the keys, the
+/// probabilities exp(score - max) and the values are rounded to bf16 (nearest even); the
+/// softmax's sum is of the unrounded probabilities.
 void causalAttention(const float *q, const float *keys, const float *values, float *out,
                      int64_t queryRows, int64_t keyRows, int64_t queryHeads, int64_t kvHeads,
-                     int64_t headDim, double scale, const std::vector<int64_t> &kvHeadOf);
+                     int64_t headDim, double scale, const std::vector<int64_t> &kvHeadOf,
+                     bool bf16Products = false);
 
 float silu(float x);
 

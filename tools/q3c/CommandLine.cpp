@@ -111,6 +111,13 @@ cl::opt<std::string> targetPrefillMatmul(
              "avx512bf16 (vdpbf16ps) or amx. The bf16 ones round prefill activations to bf16: "
              "logits then differ from f32 by up to ~1%"),
     cl::value_desc("auto|f32|avx512bf16|amx"), cl::cat(q3Category));
+cl::opt<std::string> targetAttentionMatmul(
+    "attention-matmul", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init("auto"),
+    cl::desc("Prefill attention (head_dim a multiple of 32): auto (avx512bf16 where the "
+             "products' prefill runs it, else f32), f32 or avx512bf16 (vdpbf16ps on queries, "
+             "keys, probabilities and values rounded to bf16; softmax and sums in f32)"),
+    cl::value_desc("auto|f32|avx512bf16"), cl::cat(q3Category));
 cl::opt<int64_t> targetPrefillRows(
     "prefill-rows", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
     cl::init(0),
@@ -247,6 +254,7 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
     cpu::CpuPipelineOptions cpuOptions;
     cpuOptions.cpu = targetCpu;
     cpuOptions.matmul = targetPrefillMatmul;
+    cpuOptions.attentionMatmul = targetAttentionMatmul;
     cpuOptions.prefillRows = targetPrefillRows;
     cpuOptions.decodeChunks = targetDecodeChunks;
     cpuOptions.weightPacking = weightPackingFromFlags();

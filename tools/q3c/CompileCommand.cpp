@@ -38,17 +38,26 @@
 namespace q3::tools {
 namespace {
 
-/// "f32", or "amx+f32" when some products cannot use the first: the prefill
-/// instructions the kernels use.
+/// Whether `k` multiplies a weight (a product), not two activations (attention).
+bool multipliesAWeight(const manifest::Kernel &k) {
+  return std::any_of(k.operands.begin(), k.operands.end(),
+                     [](const manifest::Slot &s) { return s.kind == manifest::SlotKind::Weight; });
+}
+
+/// "prefill f32", or "prefill amx+f32" when some products cannot use the
+/// first, then ", attention <its>": the prefill instructions the kernels use.
 std::string matmulSummary(const manifest::Manifest &m) {
-  std::set<std::string> choices;
+  std::set<std::string> products, attention;
   for (const manifest::Kernel &k : m.kernels)
     if (!k.matmul.empty())
-      choices.insert(k.matmul);
-  std::string text;
-  for (const std::string &c : choices)
-    text += (text.empty() ? "" : "+") + c;
-  return text.empty() ? "f32" : text;
+      (multipliesAWeight(k) ? products : attention).insert(k.matmul);
+  auto join = [](const std::set<std::string> &choices) {
+    std::string text;
+    for (const std::string &c : choices)
+      text += (text.empty() ? "" : "+") + c;
+    return text.empty() ? "f32" : text;
+  };
+  return "prefill " + join(products) + (attention.empty() ? "" : ", attention " + join(attention));
 }
 
 /// Where the products' weights are packed, for the summary line.
@@ -235,7 +244,7 @@ int runCompile() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const manifest::Manifest &m = compiled.manifest;
   llvm::outs() << "compiled " << m.kernels.size() << " kernels, " << m.steps.size()
-               << " dispatches for " << m.target.cpu << " (" << m.target.llvmCpu << ", prefill "
+               << " dispatches for " << m.target.cpu << " (" << m.target.llvmCpu << ", "
                << matmulSummary(m) << packingSummary(m) << ", kv cache "
                << manifest::elementTypeName(m.kvCache) << ", ubatch " << m.prefillRows << ") in "
                << llvm::format("%.2f", seconds) << " s -> " << compileOutput;

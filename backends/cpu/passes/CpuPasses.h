@@ -22,6 +22,9 @@ createCpuPackColumnBlocksPass(const CpuPackColumnBlocksOptions &options);
 std::unique_ptr<mlir::Pass> createCpuSinkWeightConcatPass();
 std::unique_ptr<mlir::Pass> createCpuSelectMatmulPass();
 std::unique_ptr<mlir::Pass> createCpuSelectMatmulPass(const CpuSelectMatmulOptions &options);
+std::unique_ptr<mlir::Pass> createCpuSelectAttentionMatmulPass();
+std::unique_ptr<mlir::Pass>
+createCpuSelectAttentionMatmulPass(const CpuSelectAttentionMatmulOptions &options);
 std::unique_ptr<mlir::Pass> createCpuSelectTilesPass();
 std::unique_ptr<mlir::Pass> createCpuSelectTilesPass(const CpuSelectTilesOptions &options);
 std::unique_ptr<mlir::Pass> createCpuAssignGridsPass();

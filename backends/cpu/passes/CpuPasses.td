@@ -91,6 +91,25 @@ def CpuSelectMatmul : Pass<"cpu-select-matmul", "mlir::ModuleOp"> {
   ];
 }
 
+def CpuSelectAttentionMatmul : Pass<"cpu-select-attention-matmul", "mlir::ModuleOp"> {
+  let summary = "Choose the instructions of attention's prefill";
+  let description = [{
+    Sets `matmul` in the `q3.lowering` of every attention kernel: `f32`
+    (f32 FMAs) or `avx512bf16` (vdpbf16ps on the scaled queries, keys,
+    probabilities and values rounded to bf16; sums and softmax in f32; only
+    for head_dim % 32 == 0, else f32). Decode's attention is f32 either way.
+    `auto` takes `avx512bf16` where the products' prefill runs it (the
+    tuner's measurement of vdpbf16ps against f32 FMAs on this CPU, run
+    before this pass by cpu-select-matmul), else `f32`. A choice the target
+    lacks is an error.
+  }];
+  let constructor = "q3::cpu::createCpuSelectAttentionMatmulPass()";
+  let options = [
+    Option<"matmul", "matmul", "std::string", /*default=*/"\"auto\"",
+           "auto, f32 or avx512bf16">
+  ];
+}
+
 def CpuSelectTiles : Pass<"cpu-select-tiles", "mlir::ModuleOp"> {
   let summary = "Choose the register tile of each product's prefill";
   let description = [{

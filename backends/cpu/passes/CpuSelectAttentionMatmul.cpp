@@ -1,0 +1,100 @@
+//===- CpuSelectAttentionMatmul.cpp - the instructions of attention's prefill ===//
+//
+// After (the products run vdpbf16ps, head_dim % 32 == 0):
+//   func.func private @attention_0(...) attributes {q3.kernel,
+//       q3.lowering = #q3.lowering<matmul = avx512bf16>}
+//
+// A prefill's attention is two products per key block, queries x keys and
+// probabilities x values, and on long prompts most of the prefill's time.
+// With `auto` they take vdpbf16ps where the products do: the products'
+// choice is the tuner's measurement of vdpbf16ps against f32 FMAs on this
+// CPU (or the user's), and the two multiply at the same rate per register.
+// AMX products leave attention at f32: on the Sapphire Rapids we measured,
+// vdpbf16ps was slower than f32 FMAs, and attention's blocks are too small
+// for the tile unit. Decode's attention streams the cache and stays f32.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/CpuTarget.h"
+#include "backends/cpu/KernelSelection.h"
+#include "backends/cpu/passes/CpuPasses.h"
+
+namespace q3::cpu {
+#define GEN_PASS_DEF_CPUSELECTATTENTIONMATMUL
+#include "backends/cpu/passes/CpuPasses.h.inc"
+} // namespace q3::cpu
+
+using namespace mlir;
+using namespace q3::ir;
+
+namespace q3::cpu {
+namespace {
+
+/// Whether some product kernel of `module` runs its prefill with vdpbf16ps.
+bool productsRunVdpbf16ps(ModuleOp module) {
+  for (func::FuncOp kernel : kernelsOf(module))
+    if (isa_and_nonnull<FusedLinearOp, LinearOp>(kernelComputeOp(kernel)) &&
+        loweringOf(kernel).getMatmul() == "avx512bf16")
+      return true;
+  return false;
+}
+
+struct CpuSelectAttentionMatmulPass
+    : impl::CpuSelectAttentionMatmulBase<CpuSelectAttentionMatmulPass> {
+  using CpuSelectAttentionMatmulBase::CpuSelectAttentionMatmulBase;
+
+  /// The choice for the module's attention kernels, or an error.
+  FailureOr<std::string> resolve(ModuleOp module) {
+    if (matmul == "auto")
+      return std::string(productsRunVdpbf16ps(module) ? "avx512bf16" : "f32");
+    if (matmul == "f32")
+      return std::string(matmul);
+    if (matmul != "avx512bf16") {
+      module.emitError() << "cpu-select-attention-matmul: matmul must be auto, f32 or "
+                            "avx512bf16, got '"
+                         << matmul << "'";
+      return failure();
+    }
+    CpuTarget target = targetOf(module);
+    if (!targetHas(target, "avx512bf16")) {
+      module.emitError() << "cpu-select-attention-matmul: matmul=avx512bf16 needs AVX512-BF16, "
+                            "which cpu="
+                         << target.name << " does not have";
+      return failure();
+    }
+    return std::string(matmul);
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<std::string> choice;
+    try {
+      choice = resolve(module);
+    } catch (const std::runtime_error &error) {
+      module.emitError() << "cpu-select-attention-matmul: " << error.what();
+      return signalPassFailure();
+    }
+    if (failed(choice))
+      return signalPassFailure();
+    for (func::FuncOp kernel : kernelsOf(module)) {
+      auto attention = dyn_cast_or_null<AttentionOp>(kernelComputeOp(kernel));
+      if (!attention)
+        continue;
+      // The bf16 flash kernel reads a key row as 32-feature vectors of pairs.
+      const bool flashable = attentionKernelShape(attention).bf16Flashable();
+      setLowering(kernel, loweringOf(kernel).withMatmul(flashable ? *choice : "f32"));
+    }
+  }
+};
+
+} // namespace
+
+std::unique_ptr<mlir::Pass> createCpuSelectAttentionMatmulPass() {
+  return std::make_unique<CpuSelectAttentionMatmulPass>();
+}
+
+std::unique_ptr<mlir::Pass>
+createCpuSelectAttentionMatmulPass(const CpuSelectAttentionMatmulOptions &options) {
+  return std::make_unique<CpuSelectAttentionMatmulPass>(options);
+}
+
+} // namespace q3::cpu
