@@ -3,6 +3,7 @@
 
 #include "backends/cpu/CpuPipeline.h"
 #include "backends/cpu/CpuTarget.h"
+#include "backends/cpu/KernelSelection.h"
 #include "runtime/ResourceLimits.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -270,10 +271,38 @@ int64_t configInt(mlir::DictionaryAttr config, const char *key) {
   return value ? value.getInt() : 0;
 }
 
+/// The shape of the module's (first) attention, if it has one.
+std::optional<cpu::AttentionKernel> attentionShape(mlir::ModuleOp module) {
+  std::optional<cpu::AttentionKernel> shape;
+  module.walk([&](q3::ir::AttentionOp op) {
+    shape = cpu::attentionKernelShape(op);
+    return mlir::WalkResult::interrupt();
+  });
+  return shape;
+}
+
+/// Measures whether attention's prefill gains from vdpbf16ps where the
+/// products' prefill takes it (cpu-select-attention-matmul follows them
+/// unless this says f32), unless --attention-matmul was given.
+std::optional<cpu::AttentionTuning> tuneAttentionIfItMatters(const cpu::CpuTarget &host,
+                                                             mlir::ModuleOp module,
+                                                             const HostTuning &tuning) {
+  const bool productsTakeVdpbf16ps =
+      targetPrefillMatmul == "avx512bf16" ||
+      (targetPrefillMatmul == "auto" && tuning.prefill &&
+       tuning.prefill->best.matmul == cpu::PrefillMatmul::Avx512Bf16);
+  if (targetAttentionMatmul != "auto" || !productsTakeVdpbf16ps)
+    return std::nullopt;
+  std::optional<cpu::AttentionKernel> shape = attentionShape(module);
+  if (!shape || !cpu::attentionTunable(host, *shape))
+    return std::nullopt;
+  return cpu::tuneAttention(host, *shape, tuneMaxForeignShare);
+}
+
 /// Measures for --cpu=host, when the weights are bf16 or f16 (the products
 /// with column blocks and variants): the prefill variants (unless both were
-/// given) and the decode split; records them in the module for the CPU
-/// target passes.
+/// given), the decode split and, where it matters, attention's prefill
+/// instructions; records them in the module for the CPU target passes.
 HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
   const cpu::TuneLevel level = cpu::parseTuneLevel(targetTune);
   if (target != "cpu" || level == cpu::TuneLevel::Off)
@@ -309,6 +338,9 @@ HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
       cpu::tuneDecode(host, hidden, intermediate, weights, level, runtime::availableCpus(),
                       tuneMaxForeignShare, targetDecodeChunks);
   cpu::recordDecodeTuning(module, *tuning.decode);
+  tuning.attention = tuneAttentionIfItMatters(host, module, tuning);
+  if (tuning.attention)
+    cpu::recordAttentionTuning(module, *tuning.attention);
   return tuning;
 }
 

@@ -1,6 +1,7 @@
 //===- CommandLine.h - q3c's subcommands and shared option helpers --------===//
 #pragma once
 
+#include "backends/cpu/AttentionTuner.h"
 #include "backends/cpu/DecodeTuner.h"
 #include "backends/cpu/Tuner.h"
 #include "passes/Pipeline.h"
@@ -71,6 +72,7 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target);
 struct HostTuning {
   std::optional<cpu::TuningResult> prefill;
   std::optional<cpu::DecodeTuning> decode;
+  std::optional<cpu::AttentionTuning> attention;
 };
 
 /// Runs that pipeline on `module` (after --tune's measurements, which the

@@ -88,6 +88,15 @@ void printPrefillTuning(const cpu::TuningResult &result) {
                                     : "");
 }
 
+/// -v: what the tuner measured for attention's prefill.
+void printAttentionTuning(const cpu::AttentionTuning &tuning) {
+  llvm::outs() << "tuned the prefill attention (" << cpu::describeProvenance(tuning.provenance)
+               << "), GFLOP/s of one layer's 512-row causal prefill on one thread:\n";
+  for (const cpu::AttentionRate &r : tuning.measured)
+    llvm::outs() << fmt::format("  {:<10} {:6.1f}{}\n", r.bf16 ? "avx512bf16" : "f32", r.gflops,
+                                r.bf16 == tuning.bf16 ? "  <- chosen" : "");
+}
+
 /// -v: what the tuner measured and chose for decode.
 void printDecodeTuning(const cpu::DecodeTuning &tuning) {
   llvm::outs() << "tuned the decode split and prefetch ("
@@ -232,6 +241,8 @@ int runCompile() {
     printPrefillTuning(*tuning.prefill);
   if (compileVerbose && tuning.decode)
     printDecodeTuning(*tuning.decode);
+  if (compileVerbose && tuning.attention)
+    printAttentionTuning(*tuning.attention);
   progress.stage(3, "kernels (LLVM)");
   cpu::CompiledModel compiled = cpu::compileForCpu(*module);
   progress.stage(4, "writing");

@@ -100,8 +100,10 @@ def CpuSelectAttentionMatmul : Pass<"cpu-select-attention-matmul", "mlir::Module
     for head_dim % 32 == 0, else f32). Decode's attention is f32 either way.
     `auto` takes `avx512bf16` where the products' prefill runs it (the
     tuner's measurement of vdpbf16ps against f32 FMAs on this CPU, run
-    before this pass by cpu-select-matmul), else `f32`. A choice the target
-    lacks is an error.
+    before this pass by cpu-select-matmul) unless the module's `q3.tuning`
+    says `attention_matmul = "f32"` (q3c compile measured this attention
+    faster with f32 FMAs), else `f32`. A choice the target lacks is an
+    error.
   }];
   let constructor = "q3::cpu::createCpuSelectAttentionMatmulPass()";
   let options = [

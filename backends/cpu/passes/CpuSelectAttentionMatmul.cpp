@@ -6,12 +6,14 @@
 //
 // A prefill's attention is two products per key block, queries x keys and
 // probabilities x values, and on long prompts most of the prefill's time.
-// With `auto` they take vdpbf16ps where the products do: the products'
+// With `auto` they take vdpbf16ps where the products do (the products'
 // choice is the tuner's measurement of vdpbf16ps against f32 FMAs on this
-// CPU (or the user's), and the two multiply at the same rate per register.
-// AMX products leave attention at f32: on the Sapphire Rapids we measured,
-// vdpbf16ps was slower than f32 FMAs, and attention's blocks are too small
-// for the tile unit. Decode's attention streams the cache and stays f32.
+// CPU, or the user's: the bf16 rounding is already accepted there), unless
+// q3c compile's tuner measured this attention faster with f32 FMAs
+// (q3.tuning's attention_matmul, AttentionTuner.h). AMX products leave
+// attention at f32: on the Sapphire Rapids we measured, vdpbf16ps was
+// slower than f32 FMAs, and attention's blocks are too small for the tile
+// unit. Decode's attention streams the cache and stays f32.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/CpuTarget.h"
@@ -44,8 +46,12 @@ struct CpuSelectAttentionMatmulPass
 
   /// The choice for the module's attention kernels, or an error.
   FailureOr<std::string> resolve(ModuleOp module) {
-    if (matmul == "auto")
-      return std::string(productsRunVdpbf16ps(module) ? "avx512bf16" : "f32");
+    if (matmul == "auto") {
+      DictionaryAttr tuning = tuningOf(module);
+      auto measured = tuning ? tuning.getAs<StringAttr>("attention_matmul") : nullptr;
+      const bool measuredF32 = measured && measured.getValue() == "f32";
+      return std::string(productsRunVdpbf16ps(module) && !measuredF32 ? "avx512bf16" : "f32");
+    }
     if (matmul == "f32")
       return std::string(matmul);
     if (matmul != "avx512bf16") {

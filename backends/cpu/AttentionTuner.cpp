@@ -1,0 +1,146 @@
+//===- AttentionTuner.cpp - measure the prefill attention's instructions --===//
+#include "backends/cpu/AttentionTuner.h"
+#include "backends/cpu/CompileKernels.h"
+#include "backends/cpu/passes/CpuPasses.h"
+
+#include "runtime/KernelABI.h"
+#include "runtime/SharedLibrary.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/xxhash.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+namespace q3::cpu {
+namespace {
+
+constexpr int64_t kPromptRows = 512; // a prefill chunk (the default ubatch)
+constexpr int kRepetitions = 3;
+
+AttentionKernel measuredKernel(const AttentionKernel &shape, bool bf16) {
+  AttentionKernel kernel = shape;
+  kernel.name = "tune_attention";
+  kernel.cache = WeightStorage::F32;
+  kernel.bf16Prefill = bf16;
+  return kernel;
+}
+
+std::vector<float> randomFloats(size_t count, std::mt19937 &rng) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float &v : values)
+    v = uniform(rng);
+  return values;
+}
+
+/// GFLOP/s of one layer's causal prefill of kPromptRows rows: best of
+/// kRepetitions single-thread runs.
+double measure(const AttentionKernel &kernel, const CpuTarget &target) {
+  const std::vector<uint8_t> object =
+      linkSharedObject(compileKernelsToObject(attentionSource(kernel), target));
+  auto library = runtime::SharedLibrary::loadFromMemory("tune", object.data(), object.size());
+  auto entry = reinterpret_cast<runtime::KernelEntry>(
+      library->symbol(std::string(runtime::kKernelSymbolPrefix) + kernel.name));
+  if (!entry)
+    throw std::runtime_error("the tuning kernel '" + kernel.name + "' has no entry point");
+  std::mt19937 rng(7);
+  const size_t rowValues = size_t(kernel.headDim);
+  std::vector<float> q = randomFloats(kPromptRows * kernel.queryHeads * rowValues, rng);
+  std::vector<float> keys = randomFloats(kernel.kvHeads * kPromptRows * rowValues, rng);
+  std::vector<float> values = randomFloats(keys.size(), rng);
+  std::vector<float> out(q.size());
+  void *buffers[] = {q.data(), keys.data(), values.data(), out.data()};
+  const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(keys.size() * 4),
+                           int64_t(values.size() * 4), int64_t(out.size() * 4)};
+  const int64_t scalars[] = {kPromptRows, kPromptRows, kPromptRows}; // rows, visible, capacity
+  double best = 1e30;
+  for (int run = 0; run <= kRepetitions; ++run) { // run 0 warms caches and pages
+    const auto start = std::chrono::steady_clock::now();
+    entry(buffers, bytes, scalars, 0, kPromptRows * kernel.workgroupsPerRow());
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (run > 0)
+      best = std::min(best, seconds);
+  }
+  // Row t scores and sums t + 1 positions per query head: two products of
+  // head_dim multiply-adds each.
+  const double positions = double(kPromptRows) * double(kPromptRows + 1) / 2;
+  const double flops = 2.0 * 2.0 * double(kernel.headDim) * double(kernel.queryHeads) * positions;
+  return flops / best / 1e9;
+}
+
+std::string cacheKey(const CpuTarget &target, const AttentionKernel &shape) {
+  const std::string sources =
+      attentionSource(measuredKernel(shape, false)) + attentionSource(measuredKernel(shape, true));
+  return fmt::format("attention {} {:016x} {} {}x{}x{} [{}] {:016x}", target.llvmCpu,
+                     llvm::xxHash64(target.features), target.requiredFeatures.size(),
+                     shape.queryHeads, shape.kvHeads, shape.headDim,
+                     fmt::join(shape.kvHeadMap, ","), llvm::xxHash64(sources));
+}
+
+std::optional<std::vector<AttentionRate>> cachedRates(const nlohmann::json &entry) {
+  if (!entry.is_object() || !entry.contains("f32") || !entry.contains("avx512bf16") ||
+      !entry["f32"].is_number() || !entry["avx512bf16"].is_number())
+    return std::nullopt;
+  return std::vector<AttentionRate>{{false, entry["f32"].get<double>()},
+                                    {true, entry["avx512bf16"].get<double>()}};
+}
+
+} // namespace
+
+bool attentionTunable(const CpuTarget &target, const AttentionKernel &shape) {
+  return shape.bf16Flashable() && targetHas(target, "avx512bf16");
+}
+
+AttentionTuning tuneAttention(const CpuTarget &target, const AttentionKernel &shape,
+                              double maxForeignShare) {
+  if (!attentionTunable(target, shape))
+    throw std::invalid_argument("--tune: attention of this shape has no choice on this CPU");
+  const std::string key = cacheKey(target, shape);
+  const std::string path = tuningCachePath();
+  AttentionTuning tuning;
+  if (std::optional<std::vector<AttentionRate>> cached = cachedRates(readTuningCache(path, key))) {
+    tuning.measured = *cached;
+    tuning.provenance.cached = true;
+    tuning.provenance.cachePath = path;
+  } else {
+    tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
+      for (bool bf16 : {false, true})
+        tuning.measured.push_back({bf16, measure(measuredKernel(shape, bf16), target)});
+      return nlohmann::json{{"f32", tuning.measured[0].gflops},
+                            {"avx512bf16", tuning.measured[1].gflops}};
+    });
+  }
+  tuning.bf16 = tuning.measured[1].gflops > tuning.measured[0].gflops;
+  return tuning;
+}
+
+void recordAttentionTuning(mlir::ModuleOp module, const AttentionTuning &tuning) {
+  mlir::Builder b(module.getContext());
+  llvm::SmallVector<mlir::NamedAttribute> entries;
+  if (mlir::DictionaryAttr existing = tuningOf(module))
+    entries.assign(existing.begin(), existing.end());
+  llvm::SmallVector<mlir::NamedAttribute> rates;
+  for (const AttentionRate &r : tuning.measured)
+    rates.push_back(b.getNamedAttr(r.bf16 ? "avx512bf16" : "f32",
+                                   b.getF64FloatAttr(std::round(r.gflops * 10) / 10)));
+  entries.push_back(
+      b.getNamedAttr("attention_matmul", b.getStringAttr(tuning.bf16 ? "avx512bf16" : "f32")));
+  entries.push_back(b.getNamedAttr("attention_gflops", b.getDictionaryAttr(rates)));
+  if (tuning.provenance.keptOut)
+    entries.push_back(b.getNamedAttr("attention_others_share",
+                                     b.getF64FloatAttr(shareForPeople(tuning.provenance))));
+  entries.push_back(b.getNamedAttr(
+      "attention_measured_on",
+      b.getStringAttr(fmt::format("{}-row causal prefill of one layer, one thread", kPromptRows))));
+  module->setAttr(kTuningAttrName, b.getDictionaryAttr(entries));
+}
+
+} // namespace q3::cpu
