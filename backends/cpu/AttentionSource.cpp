@@ -12,6 +12,10 @@
 // the values as vectors times each lane's probability (8 lanes x 2 vectors
 // of accumulators), and the softmax runs online, so each key and value row
 // is read once per block and the scratch is fixed (~33 KiB per thread).
+// With bf16Prefill (q3.lowering's matmul = avx512bf16) both loops run
+// vdpbf16ps on bf16 pairs, half the steps: the queries paired by feature,
+// each key block's rows rounded (a row is its feature pairs), the
+// probabilities and the block's values paired by position.
 // Decode (one row) makes one pass over the keys and values, 512 positions
 // at a time with an online softmax: it scores a block's keys, two positions
 // per step for its P heads, then adds the block's values, so each streams
