@@ -344,8 +344,8 @@ class PrefillActivations:
     - only products whose weight is a bf16 matrix with N % 16 == 0 output
       rows and an even K (the column-block kernels; the checkpoint's dtype
       decides, as it does for q3c compile);
-    - avx512bf16: the rows of whole 6-row tiles, [0, 6 * (T // 6)); the rest
-      run the exact f32 path;
+    - avx512bf16: every row of a prefill (T > 1; the rows past the last
+      whole register tile run 1-row vdpbf16ps tiles), none of a decode step;
     - amx: every row when T >= 16 and K % 32 == 0, else none;
     - the rounded value is the kernel's input after the RMSNorm gain and
       before the row's norm scale (which is applied to the product), taken
@@ -377,7 +377,7 @@ class PrefillActivations:
         if not self.bf16_weights or n % 16 or k % 2:
             return 0
         if self.mode == "avx512bf16":
-            return T // 6 * 6
+            return T if T > 1 else 0
         return T if T >= 16 and k % 32 == 0 else 0
 
 
