@@ -346,7 +346,8 @@ class PrefillActivations:
       decides, as it does for q3c compile);
     - avx512bf16: every row of a prefill (T > 1; the rows past the last
       whole register tile run 1-row vdpbf16ps tiles), none of a decode step;
-    - amx: every row when T >= 16 and K % 32 == 0, else none;
+    - amx: every row of a prefill (T > 1) when K % 32 == 0 (16 rows or more
+      on the tile unit, fewer on vdpbf16ps tiles), else none (f32 tiles);
     - the rounded value is the kernel's input after the RMSNorm gain and
       before the row's norm scale (which is applied to the product), taken
       from its float32 value, to nearest even.
@@ -378,7 +379,7 @@ class PrefillActivations:
             return 0
         if self.mode == "avx512bf16":
             return T if T > 1 else 0
-        return T if T >= 16 and k % 32 == 0 else 0
+        return T if T > 1 and k % 32 == 0 else 0
 
 
 FLASH_KEY_BLOCK = 16  # positions whose probabilities q3c's CPU flash prefill rounds together
