@@ -15,7 +15,8 @@
 // With bf16Prefill (q3.lowering's matmul = avx512bf16) both loops run
 // vdpbf16ps on bf16 pairs, half the steps: the queries paired by feature,
 // each key block's rows rounded (a row is its feature pairs), the
-// probabilities and the block's values paired by position.
+// probabilities and the block's values paired by position; a workgroup
+// leads two blocks of rows, which share each key block's rounded copies.
 // Decode (one row) makes one pass over the keys and values, 512 positions
 // at a time with an online softmax: it scores a block's keys, two positions
 // per step for its P heads, then adds the block's values, so each streams
@@ -590,7 +591,8 @@ Bf16FlashScratch bf16FlashScratchTypes(const AttentionKernel &kernel) {
           2 * kLanes * d};
 }
 
-/// The bf16 flash kernel's scratch buffers, allocated once per call.
+/// The bf16 flash kernel's scratch shared by its row sets: a key block's
+/// keys and values as bf16, one set's probabilities.
 std::string bf16FlashBuffers(const AttentionKernel &kernel) {
   const Bf16FlashScratch scratch = bf16FlashScratchTypes(kernel);
   return fmt::format("  %c32 = arith.constant 32 : index\n"
@@ -600,11 +602,9 @@ std::string bf16FlashBuffers(const AttentionKernel &kernel) {
                      "  %valueBytes = memref.alloca() {{alignment = 64 : i64}} : memref<{3}xi8>\n"
                      "  %valueHalves = memref.view %valueBytes[%c0][] : memref<{3}xi8> to {4}\n"
                      "  %valuePairs = memref.view %valueBytes[%c0][] : memref<{3}xi8> to {5}\n"
-                     "  %queryPairs = memref.alloca() {{alignment = 64 : i64}} : {6}\n"
-                     "  %probabilityPairs = memref.alloca() {{alignment = 64 : i64}} : {7}\n",
+                     "  %probabilityPairs = memref.alloca() {{alignment = 64 : i64}} : {6}\n",
                      scratch.keyBytes, scratch.keyHalves, scratch.keyPairs, scratch.valueBytes,
-                     scratch.valueHalves, scratch.valuePairs, scratch.queryPairs,
-                     scratch.probabilityPairs);
+                     scratch.valueHalves, scratch.valuePairs, scratch.probabilityPairs);
 }
 
 /// The rows %blockStart .. + 15 the bf16 flash block reads: %readRow<p>,
@@ -828,26 +828,14 @@ std::string flashValues(const AttentionKernel &kernel, const AttentionTypes &typ
                      scratch.laneScalars, groupFeatures, valueBody);
 }
 
-/// One key block of the flash kernel: the 16 lanes' scores of positions
-/// %blockStart .. + 15 (flashScores), the causal mask, the online softmax
-/// update of the running maxima %m and sums %l, and the probability-weighted
-/// values added to the output sums (flashValues).
-std::string flashKeyBlock(const AttentionKernel &kernel, const AttentionTypes &types) {
+/// The causal mask of the block's scores %s, the online softmax update of
+/// the running maxima %m and sums %l (%mNew, %lNew, and the rescale %alpha
+/// of the old sums), and the block's probabilities: f32 in %probabilities,
+/// or (bf16Prefill) as bf16 pairs of positions in %probabilityPairs.
+std::string flashSoftmax(const AttentionKernel &kernel) {
   const FlashScratch scratch = flashScratchTypes(kernel);
   const Bf16FlashScratch pairs = bf16FlashScratchTypes(kernel);
   std::string text;
-  text += "    %blockEnd = arith.addi %blockStart, %c16 : index\n"
-          "    %wholeBlock = arith.cmpi ule, %blockEnd, %maxCount : index\n";
-  if (kernel.bf16Prefill) {
-    text += bf16KeyCopy(kernel, types);
-  } else {
-    text += keyBlockView(kernel, types, "keys", "keysF");
-    text += keyBlockView(kernel, types, "values", "valuesF");
-  }
-  for (int p = 0; p < kLanes; ++p)
-    text += fmt::format("    %j{0} = arith.addi %blockStart, %cP{0} : index\n", p);
-  text += flashScores(kernel, types);
-  // Mask, block maximum, rescale, probabilities and their sum.
   for (int p = 0; p < kLanes; ++p)
     text += fmt::format(
         "    %pos{0} = arith.index_cast %j{0} : index to i32\n"
@@ -883,9 +871,28 @@ std::string flashKeyBlock(const AttentionKernel &kernel, const AttentionTypes &t
                           p / 2, pairs.probabilityPairs);
     sum = fmt::format("%ls{}", p);
   }
-  text += fmt::format("    %lNew = arith.addf {}, %zeroV : vector<16xf32>\n", sum);
-  if (kernel.bf16Prefill)
-    text += bf16ValueCopy(kernel, types);
+  return text + fmt::format("    %lNew = arith.addf {}, %zeroV : vector<16xf32>\n", sum);
+}
+
+/// The positions of the key block, %j0 .. %j15.
+std::string blockPositions() {
+  std::string text;
+  for (int p = 0; p < kLanes; ++p)
+    text += fmt::format("    %j{0} = arith.addi %blockStart, %cP{0} : index\n", p);
+  return text;
+}
+
+/// One key block of the f32 flash kernel: the 16 lanes' scores of positions
+/// %blockStart .. + 15 (flashScores), the mask and online softmax
+/// (flashSoftmax), and the probability-weighted values added to the output
+/// sums (flashValues).
+std::string flashKeyBlock(const AttentionKernel &kernel, const AttentionTypes &types) {
+  std::string text = "    %blockEnd = arith.addi %blockStart, %c16 : index\n"
+                     "    %wholeBlock = arith.cmpi ule, %blockEnd, %maxCount : index\n";
+  text += keyBlockView(kernel, types, "keys", "keysF");
+  text += keyBlockView(kernel, types, "values", "valuesF");
+  text += blockPositions();
+  text += flashScores(kernel, types) + flashSoftmax(kernel);
   return text + flashValues(kernel, types);
 }
 
@@ -1011,7 +1018,7 @@ func.func private @{name}_flash(%q: {queryType}, %keys: {kvType}, %values: {kvTy
   %c2 = arith.constant 2 : index
   %c16 = arith.constant 16 : index
   %cD = arith.constant {d} : index
-{bf16Buffers}  %scaleV = arith.constant dense<{scale:e}> : vector<16xf32>
+  %scaleV = arith.constant dense<{scale:e}> : vector<16xf32>
   %zeroV = arith.constant dense<0.0> : vector<16xf32>
   %oneV = arith.constant dense<1.0> : vector<16xf32>
   %lowestV = arith.constant dense<0xFF800000> : vector<16xf32>
@@ -1040,15 +1047,144 @@ func.func private @{name}_flash(%q: {queryType}, %keys: {kvType}, %values: {kvTy
       fmt::arg("laneType", scratch.laneScalars), fmt::arg("copyParams", copyParams),
       fmt::arg("d", kernel.headDim), fmt::arg("scale", kernel.scale),
       fmt::arg("laneRows", laneRows), fmt::arg("positions", positions),
-      fmt::arg("bf16Buffers", kernel.bf16Prefill ? bf16FlashBuffers(kernel) : ""),
       fmt::arg("keyBlock", flashKeyBlock(kernel, types)),
       fmt::arg("queryTranspose", flashQueryTranspose(kernel, types)),
       fmt::arg("output", flashOutput(kernel, types)));
 }
 
-/// A prefill runs @<name>_flash on blocks of 16 / heads rows (the workgroup
-/// of a block's first row does the block, the others nothing); decode runs
-/// @<name>_decode.
+/// Row sets of the bf16 flash kernel: two blocks of 16 query vectors share
+/// each key block's rounded copies (the copies were ~17% of attention's time
+/// with one).
+constexpr int kBf16RowSets = 2;
+
+/// `%<name> = scf.execute_region ...`: `body` in a region of its own, where
+/// the text templates' names (%queryPairs, %outT, %countV, %m, ...) are the
+/// set's: `aliases` define them from the set's values.
+std::string inRegion(const std::string &results, const std::string &types,
+                     const std::string &aliases, const std::string &body,
+                     const std::string &yields) {
+  return fmt::format("    {}scf.execute_region{} {{\n{}{}      scf.yield {}\n    }}\n",
+                     results.empty() ? "" : results + " = ",
+                     types.empty() ? "" : " -> (" + types + ")", aliases, body,
+                     yields.empty() ? "" : yields + " : " + types);
+}
+
+/// @<name>_flash_bf16: the bf16 prefill (bf16Prefill) of rows %tBase ..
+/// %tBase + %blockRowsAll - 1, up to kBf16RowSets blocks of 16 / heads rows:
+/// per key block the keys are rounded once (and, after the first set's
+/// scores, the values paired once) for every set; each set scores, runs its
+/// online softmax and adds its values in its own region. A set past the
+/// rows repeats the first set's rows and stores nothing.
+std::string bf16FlashFunction(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const int64_t heads = kernel.headsPerWorkgroup(), setRows = kernel.prefillBlockRows();
+  const FlashScratch scratch = flashScratchTypes(kernel);
+  const Bf16FlashScratch pairs = bf16FlashScratchTypes(kernel);
+  std::string laneRows, positions, sets, blockSets, carried, carriedTypes, yields, outputs;
+  for (int lane = 0; lane < kLanes; ++lane)
+    laneRows += fmt::format("{}{}", lane ? ", " : "", lane / heads);
+  for (int p = 0; p < kLanes; ++p)
+    positions += fmt::format("  %cP{0} = arith.constant {0} : index\n", p);
+  const std::string vector = "vector<16xf32>";
+  for (int set = 0; set < kBf16RowSets; ++set) {
+    // The set's rows: offset set x 16 / heads, or (no rows there) the first
+    // set's again, with nothing to store.
+    sets += fmt::format("  %cOffset{0} = arith.constant {1} : index\n"
+                        "  %hasRows{0} = arith.cmpi ugt, %blockRowsAll, %cOffset{0} : index\n"
+                        "  %offset{0} = arith.select %hasRows{0}, %cOffset{0}, %c0 : index\n"
+                        "  %t0_{0} = arith.addi %tBase, %offset{0} : index\n"
+                        "  %rowsFrom{0} = arith.subi %blockRowsAll, %offset{0} : index\n"
+                        "  %setRows{0} = arith.minui %rowsFrom{0}, %cSetRows : index\n"
+                        "  %storedRows{0} = arith.select %hasRows{0}, %setRows{0}, %c0 : index\n"
+                        "  %lastRow{0} = arith.subi %setRows{0}, %c1 : index\n"
+                        "  %setCount{0} = arith.addi %count0, %offset{0} : index\n"
+                        "  %setCount{0}i = arith.index_cast %setCount{0} : index to i32\n"
+                        "  %setCount{0}V = vector.broadcast %setCount{0}i : i32 to vector<16xi32>\n"
+                        "  %countV{0} = arith.addi %setCount{0}V, %laneRows : vector<16xi32>\n"
+                        "  %queryPairs{0} = memref.alloca() {{alignment = 64 : i64}} : {2}\n"
+                        "  %outT{0} = memref.alloca() {{alignment = 64 : i64}} : {3}\n"
+                        "  %laneScalars{0} = memref.alloca() {{alignment = 64 : i64}} : {4}\n"
+                        "  scf.for %zl = %c0 to %c16 step %c1 {{\n"
+                        "    scf.for %zc = %c0 to %cD step %c16 {{\n"
+                        "      vector.store %zeroV, %outT{0}[%zl, %zc] : {3}, vector<16xf32>\n"
+                        "    }}\n"
+                        "  }}\n",
+                        set, set * setRows, pairs.queryPairs, scratch.outT, scratch.laneScalars);
+    sets += inRegion("", "",
+                     fmt::format("      %t0 = arith.addi %t0_{0}, %c0 : index\n"
+                                 "      %lastRow = arith.addi %lastRow{0}, %c0 : index\n"
+                                 "      %queryPairs = memref.cast %queryPairs{0} : {1} to {1}\n",
+                                 set, pairs.queryPairs),
+                     flashQueryTranspose(kernel, types), "");
+    // Scores and softmax, then (after the first set's, when its rows have
+    // been prefetched) the value pairs, then the values.
+    blockSets +=
+        inRegion(fmt::format("%set{}", set) + ":3", fmt::format("{0}, {0}, {0}", vector),
+                 fmt::format("      %queryPairs = memref.cast %queryPairs{0} : {1} to {1}\n"
+                             "      %countV = arith.addi %countV{0}, %zeroI : vector<16xi32>\n"
+                             "      %m = arith.bitcast %m{0} : {2} to {2}\n"
+                             "      %l = arith.bitcast %l{0} : {2} to {2}\n",
+                             set, pairs.queryPairs, vector),
+                 flashScores(kernel, types) + flashSoftmax(kernel), "%mNew, %lNew, %alpha");
+    if (set == 0)
+      blockSets += bf16ValueCopy(kernel, types);
+    blockSets +=
+        inRegion("", "",
+                 fmt::format("      %outT = memref.cast %outT{0} : {1} to {1}\n"
+                             "      %laneScalars = memref.cast %laneScalars{0} : {2} to {2}\n"
+                             "      %alpha = arith.bitcast %set{0}#2 : {3} to {3}\n",
+                             set, scratch.outT, scratch.laneScalars, vector),
+                 flashValues(kernel, types), "");
+    carried += fmt::format("{0}%m{1} = %lowestV, %l{1} = %zeroV", set ? ", " : "", set);
+    carriedTypes += fmt::format("{0}{1}, {1}", set ? ", " : "", vector);
+    yields += fmt::format("{0}%set{1}#0, %set{1}#1", set ? ", " : "", set);
+    outputs +=
+        inRegion("", "",
+                 fmt::format("      %inverseV = arith.divf %oneV, %final#{1} : {2}\n"
+                             "      %t0 = arith.addi %t0_{0}, %c0 : index\n"
+                             "      %blockRows = arith.addi %storedRows{0}, %c0 : index\n"
+                             "      %outT = memref.cast %outT{0} : {3} to {3}\n"
+                             "      %laneScalars = memref.cast %laneScalars{0} : {4} to {4}\n",
+                             set, 2 * set + 1, vector, scratch.outT, scratch.laneScalars),
+                 flashOutput(kernel, types), "");
+  }
+  return fmt::format(
+      R"mlir(
+func.func private @{name}_flash_bf16(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}, %tBase: index, %h0: index, %kv: index, %count0: index, %blockRowsAll: index) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c16 = arith.constant 16 : index
+  %cD = arith.constant {d} : index
+  %cSetRows = arith.constant {setRows} : index
+{buffers}  %scaleV = arith.constant dense<{scale:e}> : vector<16xf32>
+  %zeroV = arith.constant dense<0.0> : vector<16xf32>
+  %zeroI = arith.constant dense<0> : vector<16xi32>
+  %oneV = arith.constant dense<1.0> : vector<16xf32>
+  %lowestV = arith.constant dense<0xFF800000> : vector<16xf32>
+  %laneRows = arith.constant dense<[{laneRows}]> : vector<16xi32>
+{positions}  %lastRowAll = arith.subi %blockRowsAll, %c1 : index
+  %maxCount = arith.addi %count0, %lastRowAll : index
+  %lastPosition = arith.subi %maxCount, %c1 : index
+{sets}  %final:{carriedCount} = scf.for %blockStart = %c0 to %maxCount step %c16 iter_args({carried}) -> ({carriedTypes}) {{
+    %blockEnd = arith.addi %blockStart, %c16 : index
+{keyCopy}{blockPositions}{blockSets}    scf.yield {yields} : {carriedTypes}
+  }}
+{outputs}  return
+}}
+)mlir",
+      fmt::arg("name", kernel.name), fmt::arg("queryType", types.query),
+      fmt::arg("kvType", types.kv), fmt::arg("d", kernel.headDim), fmt::arg("setRows", setRows),
+      fmt::arg("buffers", bf16FlashBuffers(kernel)), fmt::arg("scale", kernel.scale),
+      fmt::arg("laneRows", laneRows), fmt::arg("positions", positions), fmt::arg("sets", sets),
+      fmt::arg("carriedCount", 2 * kBf16RowSets), fmt::arg("carried", carried),
+      fmt::arg("carriedTypes", carriedTypes), fmt::arg("keyCopy", bf16KeyCopy(kernel, types)),
+      fmt::arg("blockPositions", blockPositions()), fmt::arg("blockSets", blockSets),
+      fmt::arg("yields", yields), fmt::arg("outputs", outputs));
+}
+
+/// A prefill runs @<name>_flash on blocks of 16 / heads rows, or
+/// @<name>_flash_bf16 on kBf16RowSets such blocks (the workgroup of the first
+/// row does them, the others nothing); decode runs @<name>_decode.
 std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes &types) {
   const int64_t heads = kernel.headsPerWorkgroup();
   const FlashScratch scratch = flashScratchTypes(kernel);
@@ -1076,7 +1212,14 @@ std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes 
       "{1}, {3}, {4}, {5}, {6}, {7}, {7}, index, index, index, index, index) -> ()",
       kernel.name, types.query, types.kv, scratch.queryT, scratch.outT, scratch.probabilities,
       scratch.laneScalars, scratch.block);
-  return decodeFunction(kernel, types) + flashFunction(kernel, types) +
+  const std::string flashBf16 = fmt::format(
+      "func.call @{0}_flash_bf16(%q, %keys, %values, %out, %t, %h0, %kv, %count0, %blockRows) : "
+      "({1}, {2}, {2}, {1}, index, index, index, index, index) -> ()",
+      kernel.name, types.query, types.kv);
+  // The bf16 kernel's workgroups lead kBf16RowSets blocks of rows.
+  const int64_t leadRows = kernel.prefillBlockRows() * (kernel.bf16Prefill ? kBf16RowSets : 1);
+  return decodeFunction(kernel, types) +
+         (kernel.bf16Prefill ? bf16FlashFunction(kernel, types) : flashFunction(kernel, types)) +
          attentionOpening(kernel, types) +
          fmt::format(
              R"mlir(  %cBlock = arith.constant {blockRows} : index
@@ -1099,9 +1242,9 @@ std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes 
   return
 }}
 )mlir",
-             fmt::arg("blockRows", kernel.prefillBlockRows()), fmt::arg("buffers", buffers),
+             fmt::arg("blockRows", leadRows), fmt::arg("buffers", buffers),
              fmt::arg("prologue", workgroupPrologue(heads, kernel.queryHeads)),
-             fmt::arg("decode", decode), fmt::arg("flash", flash));
+             fmt::arg("decode", decode), fmt::arg("flash", kernel.bf16Prefill ? flashBf16 : flash));
 }
 
 /// One query head per workgroup, one feature at a time: head sizes that are
