@@ -1,10 +1,7 @@
 //===- AttentionTuner.cpp - measure the prefill attention's instructions --===//
 #include "backends/cpu/AttentionTuner.h"
-#include "backends/cpu/CompileKernels.h"
+#include "backends/cpu/TuningKernel.h"
 #include "backends/cpu/passes/CpuPasses.h"
-
-#include "runtime/KernelABI.h"
-#include "runtime/SharedLibrary.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/xxhash.h"
@@ -17,6 +14,7 @@
 #include <cmath>
 #include <random>
 #include <stdexcept>
+#include <vector>
 
 namespace q3::cpu {
 namespace {
@@ -47,13 +45,7 @@ std::vector<float> randomFloats(size_t count, std::mt19937 &rng) {
 /// GFLOP/s of one layer's causal prefill of kPromptRows rows: best of
 /// kRepetitions single-thread runs.
 double measure(const AttentionKernel &kernel, const CpuTarget &target) {
-  const std::vector<uint8_t> object =
-      linkSharedObject(compileKernelsToObject(attentionSource(kernel), target));
-  auto library = runtime::SharedLibrary::loadFromMemory("tune", object.data(), object.size());
-  auto entry = reinterpret_cast<runtime::KernelEntry>(
-      library->symbol(std::string(runtime::kKernelSymbolPrefix) + kernel.name));
-  if (!entry)
-    throw std::runtime_error("the tuning kernel '" + kernel.name + "' has no entry point");
+  const LoadedTuningKernel loaded = loadTuningSource(attentionSource(kernel), kernel.name, target);
   std::mt19937 rng(7);
   const size_t rowValues = size_t(kernel.headDim);
   std::vector<float> q = randomFloats(kPromptRows * kernel.queryHeads * rowValues, rng);
@@ -67,7 +59,7 @@ double measure(const AttentionKernel &kernel, const CpuTarget &target) {
   double best = 1e30;
   for (int run = 0; run <= kRepetitions; ++run) { // run 0 warms caches and pages
     const auto start = std::chrono::steady_clock::now();
-    entry(buffers, bytes, scalars, 0, kPromptRows * kernel.workgroupsPerRow());
+    loaded.entry(buffers, bytes, scalars, 0, kPromptRows * kernel.workgroupsPerRow());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (run > 0)

@@ -62,16 +62,20 @@ std::vector<uint8_t> randomWeights(const FusedLinearKernel &kernel, std::mt19937
   return packed;
 }
 
-LoadedTuningKernel loadTuningKernel(const FusedLinearKernel &kernel, const CpuTarget &target) {
-  const std::vector<uint8_t> object =
-      linkSharedObject(compileKernelsToObject(fusedLinearSource(kernel), target));
+LoadedTuningKernel loadTuningSource(const std::string &source, const std::string &name,
+                                    const CpuTarget &target) {
+  const std::vector<uint8_t> object = linkSharedObject(compileKernelsToObject(source, target));
   LoadedTuningKernel loaded;
   loaded.library = runtime::SharedLibrary::loadFromMemory("tune", object.data(), object.size());
   loaded.entry = reinterpret_cast<runtime::KernelEntry>(
-      loaded.library->symbol(std::string(runtime::kKernelSymbolPrefix) + kernel.name));
+      loaded.library->symbol(std::string(runtime::kKernelSymbolPrefix) + name));
   if (!loaded.entry)
-    throw std::runtime_error("the tuning kernel '" + kernel.name + "' has no entry point");
+    throw std::runtime_error("the tuning kernel '" + name + "' has no entry point");
   return loaded;
+}
+
+LoadedTuningKernel loadTuningKernel(const FusedLinearKernel &kernel, const CpuTarget &target) {
+  return loadTuningSource(fusedLinearSource(kernel), kernel.name, target);
 }
 
 } // namespace q3::cpu

@@ -53,5 +53,9 @@ struct LoadedTuningKernel {
   runtime::KernelEntry entry = nullptr;
 };
 LoadedTuningKernel loadTuningKernel(const FusedLinearKernel &kernel, const CpuTarget &target);
+/// The kernel `name` of MLIR `source` compiled for `target` and loaded (any
+/// template: the attention tuner measures attentionSource's).
+LoadedTuningKernel loadTuningSource(const std::string &source, const std::string &name,
+                                    const CpuTarget &target);
 
 } // namespace q3::cpu
