@@ -104,10 +104,10 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     - `matmul`: the instructions of a product's prefill (more than one row):
       `f32` (f32 FMAs on exactly widened weights), `avx512bf16` or `amx`
       (activations rounded to bf16, exact bf16 products accumulated in f32;
-      bf16 weights only).
+      bf16 weights only); of attention's prefill, `f32` or `avx512bf16`.
     - `tile`: the register tile of a product's prefill, rows x column blocks;
       for attention, the query heads of a workgroup x the rows of a prefill
-      block.
+      block x the blocks one workgroup runs (they share each key block).
     - `prefill_chunks`, `decode_chunks`: how finely the runtime splits a
       dispatch of several rows / of one row for its threads to claim, per
       thread (1 to 64).

@@ -1052,11 +1052,6 @@ func.func private @{name}_flash(%q: {queryType}, %keys: {kvType}, %values: {kvTy
       fmt::arg("output", flashOutput(kernel, types)));
 }
 
-/// Row sets of the bf16 flash kernel: two blocks of 16 query vectors share
-/// each key block's rounded copies (the copies were ~17% of attention's time
-/// with one).
-constexpr int kBf16RowSets = 2;
-
 /// `%<name> = scf.execute_region ...`: `body` in a region of its own, where
 /// the text templates' names (%queryPairs, %outT, %countV, %m, ...) are the
 /// set's: `aliases` define them from the set's values.
@@ -1070,7 +1065,7 @@ std::string inRegion(const std::string &results, const std::string &types,
 }
 
 /// @<name>_flash_bf16: the bf16 prefill (bf16Prefill) of rows %tBase ..
-/// %tBase + %blockRowsAll - 1, up to kBf16RowSets blocks of 16 / heads rows:
+/// %tBase + %blockRowsAll - 1, up to prefillRowSets blocks of 16 / heads rows:
 /// per key block the keys are rounded once (and, after the first set's
 /// scores, the values paired once) for every set; each set scores, runs its
 /// online softmax and adds its values in its own region. A set past the
@@ -1085,7 +1080,7 @@ std::string bf16FlashFunction(const AttentionKernel &kernel, const AttentionType
   for (int p = 0; p < kLanes; ++p)
     positions += fmt::format("  %cP{0} = arith.constant {0} : index\n", p);
   const std::string vector = "vector<16xf32>";
-  for (int set = 0; set < kBf16RowSets; ++set) {
+  for (int64_t set = 0; set < kernel.prefillRowSets; ++set) {
     // The set's rows: offset set x 16 / heads, or (no rows there) the first
     // set's again, with nothing to store.
     sets += fmt::format("  %cOffset{0} = arith.constant {1} : index\n"
@@ -1176,15 +1171,15 @@ func.func private @{name}_flash_bf16(%q: {queryType}, %keys: {kvType}, %values: 
       fmt::arg("kvType", types.kv), fmt::arg("d", kernel.headDim), fmt::arg("setRows", setRows),
       fmt::arg("buffers", bf16FlashBuffers(kernel)), fmt::arg("scale", kernel.scale),
       fmt::arg("laneRows", laneRows), fmt::arg("positions", positions), fmt::arg("sets", sets),
-      fmt::arg("carriedCount", 2 * kBf16RowSets), fmt::arg("carried", carried),
+      fmt::arg("carriedCount", 2 * kernel.prefillRowSets), fmt::arg("carried", carried),
       fmt::arg("carriedTypes", carriedTypes), fmt::arg("keyCopy", bf16KeyCopy(kernel, types)),
       fmt::arg("blockPositions", blockPositions()), fmt::arg("blockSets", blockSets),
       fmt::arg("yields", yields), fmt::arg("outputs", outputs));
 }
 
 /// A prefill runs @<name>_flash on blocks of 16 / heads rows, or
-/// @<name>_flash_bf16 on kBf16RowSets such blocks (the workgroup of the first
-/// row does them, the others nothing); decode runs @<name>_decode.
+/// @<name>_flash_bf16 on prefillRowSets such blocks (the workgroup of the
+/// first row does them, the others nothing); decode runs @<name>_decode.
 std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes &types) {
   const int64_t heads = kernel.headsPerWorkgroup();
   const FlashScratch scratch = flashScratchTypes(kernel);
@@ -1216,8 +1211,7 @@ std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes 
       "func.call @{0}_flash_bf16(%q, %keys, %values, %out, %t, %h0, %kv, %count0, %blockRows) : "
       "({1}, {2}, {2}, {1}, index, index, index, index, index) -> ()",
       kernel.name, types.query, types.kv);
-  // The bf16 kernel's workgroups lead kBf16RowSets blocks of rows.
-  const int64_t leadRows = kernel.prefillBlockRows() * (kernel.bf16Prefill ? kBf16RowSets : 1);
+  const int64_t leadRows = kernel.prefillBlockRows() * kernel.prefillRowSets;
   return decodeFunction(kernel, types) +
          (kernel.bf16Prefill ? bf16FlashFunction(kernel, types) : flashFunction(kernel, types)) +
          attentionOpening(kernel, types) +

@@ -31,6 +31,7 @@ AttentionKernel measuredKernel(const AttentionKernel &shape, bool bf16) {
   kernel.name = "tune_attention";
   kernel.cache = WeightStorage::F32;
   kernel.bf16Prefill = bf16;
+  kernel.prefillRowSets = bf16 ? AttentionKernel::kBf16PrefillRowSets : 1;
   return kernel;
 }
 

@@ -181,12 +181,20 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
                  "attention's matmul must be f32 or avx512bf16, not '" + matmul.str() + "'");
         }
         ArrayRef<int64_t> tile = lowering.getTile();
-        if (tile.size() != 2 || tile[0] != cpu.headsPerWorkgroup() ||
-            tile[1] != cpu.prefillBlockRows())
+        if (tile.size() != 3 || tile[0] != cpu.headsPerWorkgroup() ||
+            tile[1] != cpu.prefillBlockRows() || tile[2] < 1 ||
+            tile[2] > AttentionKernel::kMaxPrefillRowSets)
           refuse(kernel, "attention's q3.lowering tile must be [" +
                              std::to_string(cpu.headsPerWorkgroup()) + ", " +
                              std::to_string(cpu.prefillBlockRows()) +
-                             "] (query heads per workgroup, rows per prefill block)");
+                             ", sets] (query heads per workgroup, rows per prefill block, "
+                             "blocks per workgroup: 1 to " +
+                             std::to_string(AttentionKernel::kMaxPrefillRowSets) + ")");
+        if (tile[2] != 1 && !cpu.bf16Prefill)
+          refuse(kernel, "attention's f32 prefill runs one block of rows per workgroup, not " +
+                             std::to_string(tile[2]) + " (only matmul = avx512bf16 shares " +
+                             "its key blocks between sets)");
+        cpu.prefillRowSets = tile[2];
         expectGrid(kernel, lowering, "per_row", cpu.workgroupsPerRow());
         return attentionSource(cpu);
       })

@@ -129,8 +129,8 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel);
 /// Grid: rows x workgroupsPerRow(), head-major (workgroup g is row g % rows of
 /// head group g / rows); a workgroup handles headsPerWorkgroup() query heads
 /// that share one KV head, so each key and value load serves them all, and a
-/// prefill's rows go in blocks of prefillBlockRows() (the workgroup of a
-/// block's first row runs the block).
+/// prefill's rows go in blocks of prefillBlockRows(), prefillRowSets blocks
+/// to the workgroup of their first row.
 struct AttentionKernel {
   std::string name;
   int64_t queryHeads = 0, kvHeads = 0, headDim = 0;
@@ -144,6 +144,15 @@ struct AttentionKernel {
   /// values are rounded to bf16 (as Hugging Face's bf16 inference does), the
   /// sums and the softmax stay f32. Needs bf16Flashable().
   bool bf16Prefill = false;
+  /// Blocks of prefill rows one workgroup runs (q3.lowering's third tile
+  /// entry): the bf16 flash kernel's sets share each key block's rounded
+  /// copies; the f32 one runs one block.
+  int64_t prefillRowSets = 1;
+  static constexpr int64_t kMaxPrefillRowSets = 4;
+  /// The sets cpu-assign-grids gives the bf16 flash kernel: with one, the
+  /// key and value copies were ~17% of attention's time; two cut attention
+  /// at pp2048 by ~17% (0.6B shape, AMD family 26).
+  static constexpr int64_t kBf16PrefillRowSets = 2;
   /// head_dim a multiple of 32: a key row is whole 32-feature vectors of pairs.
   bool bf16Flashable() const { return vectorized() && headDim % 32 == 0; }
   /// With head_dim a multiple of 16: the largest of 8, 5, 4, 3 and 2 such

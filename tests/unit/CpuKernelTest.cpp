@@ -612,14 +612,17 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
 /// positions its softmax's vector loop, odd ones its score loop's single
 /// position; it prefetches the value rows), more a prefill (the flash kernel's
 /// blocks). Past the visible positions the cache holds NaNs. With
-/// `bf16Prefill` (matmul = avx512bf16) the prefill multiplies bf16 inputs.
+/// `bf16Prefill` (matmul = avx512bf16) the prefill multiplies bf16 inputs,
+/// `rowSets` blocks of rows per workgroup.
 void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {0, 0, 0, 1, 1, 1},
                     int64_t rows = 3, WeightStorage cache = WeightStorage::F32,
-                    bool bf16Prefill = false) {
+                    bool bf16Prefill = false,
+                    int64_t rowSets = cpu::AttentionKernel::kBf16PrefillRowSets) {
   const int64_t qHeads = int64_t(map.size()), capacity = std::max<int64_t>(48, visible + 5);
   const int64_t kvHeads = *std::max_element(map.begin(), map.end()) + 1;
   cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(double(d)), cache};
   kernel.bf16Prefill = bf16Prefill;
+  kernel.prefillRowSets = bf16Prefill ? rowSets : 1;
   LoadedKernel loaded = compileForHost(cpu::attentionSource(kernel), "attn");
   std::mt19937 rng(3);
   std::vector<float> q = randomValues(rows * qHeads * d, rng, 2.0f);
@@ -668,7 +671,8 @@ void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {
                              qHeads, kvHeads, d, 1.0 / std::sqrt(double(d)), map, true);
   const double toRounded = maxRelativeDiff(out, rounded), toExact = maxRelativeDiff(out, expected);
   EXPECT_LE(toRounded, 2e-3) << "head_dim " << d << ", " << visible << " positions, " << rows
-                             << " rows, " << kernel.headsPerWorkgroup() << " heads per workgroup";
+                             << " rows, " << kernel.headsPerWorkgroup() << " heads per workgroup, "
+                             << rowSets << " row sets";
   EXPECT_LE(toRounded, 0.25 * toExact) << "to the exact reference: " << toExact;
 }
 
@@ -757,7 +761,9 @@ TEST(AttentionKernel, RunsAWholeHeadGroupPerWorkgroup) {
 // matmul = avx512bf16: the flash prefill multiplies bf16 pairs (vdpbf16ps)
 // and computes like the reference that rounds the same inputs; decode stays
 // f32. Partial row and key blocks, cached positions, GQA groups of 2, 4 and
-// 5, MHA, every cache type, head sizes of one to eight 32-feature vectors.
+// 5, MHA, every cache type, head sizes of one to eight 32-feature vectors,
+// and workgroups that run one to four blocks of rows (the sets share each
+// key block's copies; a set past the rows stores nothing).
 TEST(AttentionKernel, PrefillsWithBf16Products) {
   if (!hostHasAvx512Bf16())
     GTEST_SKIP() << "this CPU has no AVX512-BF16";
@@ -772,6 +778,9 @@ TEST(AttentionKernel, PrefillsWithBf16Products) {
   for (int64_t d : {32, 64, 256})
     checkAttention(d, 45, gqa2, 19, WeightStorage::F32, true);
   checkAttention(128, 40, gqa2, 1, WeightStorage::F32, true);
+  for (int64_t sets : {int64_t(1), int64_t(3), cpu::AttentionKernel::kMaxPrefillRowSets})
+    for (int64_t rows : {5, 17, 40})
+      checkAttention(128, rows + 21, gqa2, rows, WeightStorage::F32, true, sets);
 }
 
 // Aligned runs of query heads on one KV head run in one workgroup (the

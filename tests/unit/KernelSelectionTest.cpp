@@ -126,5 +126,52 @@ TEST(KernelSelection, RefusesBf16InstructionsForAnF16Weight) {
   EXPECT_GE(products, 3);
 }
 
+// Attention's tile names the blocks of rows one workgroup runs (the bf16
+// flash kernel's sets, which share each key block's rounded copies): the
+// kernel runs as many as the lowering says, and an f32 prefill, which runs
+// one, refuses more.
+TEST(KernelSelection, AttentionRunsTheLoweringsRowSets) {
+  int attention = 0;
+  GoldenRunner runner(loadGoldenCase("sharded_gqa2_bf16"), [&](mlir::ModuleOp module) {
+    passes::PipelineOptions options;
+    options.stage = passes::Stage::Target;
+    cpu::CpuPipelineOptions cpuOptions;
+    cpuOptions.cpu = "znver4";
+    cpuOptions.attentionMatmul = "avx512bf16";
+    options.target = cpu::cpuTargetPipeline(cpuOptions);
+    ASSERT_TRUE(mlir::succeeded(passes::runPipeline(module, options)));
+    for (mlir::func::FuncOp kernel : cpu::kernelsOf(module)) {
+      if (!mlir::isa_and_nonnull<ir::AttentionOp>(ir::kernelComputeOp(kernel)))
+        continue;
+      ++attention;
+      const ir::LoweringConfigAttr lowering = ir::loweringOf(kernel);
+      ASSERT_EQ(lowering.getTile().size(), 3u);
+      EXPECT_EQ(lowering.getTile()[2], cpu::AttentionKernel::kBf16PrefillRowSets);
+      auto setsIn = [](const std::string &source) {
+        int sets = 0;
+        while (source.find("%cOffset" + std::to_string(sets) + " =") != std::string::npos)
+          ++sets;
+        return sets;
+      };
+      const std::vector<int64_t> tile(lowering.getTile().begin(), lowering.getTile().end());
+      for (int64_t sets : {1, 3}) {
+        ir::setLowering(kernel, lowering.withTile({tile[0], tile[1], sets}));
+        EXPECT_EQ(setsIn(cpu::cpuKernelSource(module, kernel)), sets);
+      }
+      ir::setLowering(kernel, lowering.withMatmul("f32").withTile({tile[0], tile[1], 2}));
+      try {
+        cpu::cpuKernelSource(module, kernel);
+        ADD_FAILURE() << "no error for two sets of f32 rows";
+      } catch (const std::runtime_error &error) {
+        EXPECT_NE(std::string(error.what())
+                      .find("attention's f32 prefill runs one block of rows per workgroup, not 2"),
+                  std::string::npos)
+            << error.what();
+      }
+    }
+  });
+  EXPECT_EQ(attention, 1);
+}
+
 } // namespace
 } // namespace q3::testing

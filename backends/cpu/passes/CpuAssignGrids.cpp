@@ -4,10 +4,13 @@
 //   func.func private @fused_linear_rms_norm_0(...) -> tensor<?x4096xf32>
 //       attributes {q3.kernel, q3.lowering = #q3.lowering<grid = fixed 64>}
 //   func.func private @attention_0(...)
-//       attributes {q3.kernel, q3.lowering = #q3.lowering<grid = per_row 8, tile = [2, 8]>}
+//       attributes {q3.kernel, q3.lowering = #q3.lowering<grid = per_row 8, tile = [2, 8, 1]>}
 //
 // The grid is what the CPU kernels were written for (backends/cpu/
 // KernelSource.h): code generation reads it from here and checks it.
+// Attention's tile is [query heads per workgroup, rows per prefill block,
+// blocks per workgroup]; the last follows the matmul cpu-select-attention-
+// matmul chose, so this pass runs after it.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/KernelSelection.h"
@@ -28,6 +31,13 @@ namespace {
 
 int64_t dimOf(Value value, unsigned dim) {
   return value.getType().cast<RankedTensorType>().getDimSize(dim);
+}
+
+/// Blocks of prefill rows an attention workgroup runs: where the flash
+/// kernel rounds its key blocks to bf16 (cpu-select-attention-matmul ran
+/// before), several, so each rounded copy serves them all; else one.
+int64_t prefillRowSets(LoweringConfigAttr lowering) {
+  return lowering.getMatmul() == "avx512bf16" ? AttentionKernel::kBf16PrefillRowSets : 1;
 }
 
 LogicalResult assignGrid(func::FuncOp kernel) {
@@ -54,7 +64,8 @@ LogicalResult assignGrid(func::FuncOp kernel) {
           .Case<AttentionOp>([&](AttentionOp op) {
             const AttentionKernel shape = attentionKernelShape(op);
             return lowering.withGrid("per_row", shape.workgroupsPerRow())
-                .withTile({shape.headsPerWorkgroup(), shape.prefillBlockRows()});
+                .withTile({shape.headsPerWorkgroup(), shape.prefillBlockRows(),
+                           prefillRowSets(lowering)});
           })
           .Default([](Operation *) { return std::nullopt; });
   if (!assigned)
