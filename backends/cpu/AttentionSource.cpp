@@ -484,6 +484,18 @@ std::string blockViewType(const AttentionKernel &kernel) {
                      kernel.headDim);
 }
 
+/// The rows %blockStart .. + 15 a flash key block reads, %<prefix>Read<p>:
+/// rows past the last visible position read that one (their scores are
+/// masked and their probabilities 0, and no read passes the written rows).
+std::string clampedBlockRows(const std::string &prefix, const std::string &indent) {
+  std::string text;
+  for (int p = 0; p < kLanes; ++p)
+    text += fmt::format("{0}{1}Row{2} = arith.addi %blockStart, %cP{2} : index\n"
+                        "{0}{1}Read{2} = arith.minui {1}Row{2}, %lastPosition : index\n",
+                        indent, prefix, p);
+  return text;
+}
+
 /// The copy of a key block: rows %blockStart .. + 15 of `cache` widened to
 /// f32 into `copy`, rows past the last visible position reading that one
 /// (their scores are masked and their probabilities 0, and no read passes
@@ -491,11 +503,7 @@ std::string blockViewType(const AttentionKernel &kernel) {
 std::string copyKeyBlock(const AttentionKernel &kernel, const AttentionTypes &types,
                          const std::string &cache, const std::string &copy) {
   const FlashScratch scratch = flashScratchTypes(kernel);
-  std::string text;
-  for (int p = 0; p < kLanes; ++p)
-    text += fmt::format("        %{0}Row{1} = arith.addi %blockStart, %cP{1} : index\n"
-                        "        %{0}Read{1} = arith.minui %{0}Row{1}, %lastPosition : index\n",
-                        cache, p);
+  std::string text = clampedBlockRows("%" + cache, "        ");
   text += "        scf.for %wc = %c0 to %cD step %c16 {\n";
   for (int p = 0; p < kLanes; ++p) {
     const std::string value = fmt::format("%w{}{}", cache, p);
@@ -562,10 +570,7 @@ std::string bf16Pairs(const std::string &result, const std::string &low, const s
 std::string multiplyAdd(bool bf16, const std::string &result, const std::string &a,
                         const std::string &b, const std::string &acc) {
   if (bf16)
-    return fmt::format("      {} = llvm.inline_asm asm_dialect = att \"vdpbf16ps $2, $1, $0\", "
-                       "\"=v,v,v,0\" {}, {}, {} : (vector<16xi32>, vector<16xi32>, "
-                       "vector<16xf32>) -> vector<16xf32>\n",
-                       result, a, b, acc);
+    return "      " + vdpbf16ps(result, a, b, acc) + "\n";
   return fmt::format("      {} = vector.fma {}, {}, {} : vector<16xf32>\n", result, a, b, acc);
 }
 
@@ -607,18 +612,6 @@ std::string bf16FlashBuffers(const AttentionKernel &kernel) {
                      scratch.valueHalves, scratch.valuePairs, scratch.probabilityPairs);
 }
 
-/// The rows %blockStart .. + 15 the bf16 flash block reads: %readRow<p>,
-/// rows past the last visible position reading that one (their scores are
-/// masked and their probabilities 0, and no read passes the written rows).
-std::string clampedBlockRows() {
-  std::string text;
-  for (int p = 0; p < kLanes; ++p)
-    text += fmt::format("    %blockRow{0} = arith.addi %blockStart, %cP{0} : index\n"
-                        "    %readRow{0} = arith.minui %blockRow{0}, %lastPosition : index\n",
-                        p);
-  return text;
-}
-
 /// The key block as bf16 rows (%keyHalves), from the clamped rows. A bf16
 /// cache is copied, the others rounded.
 std::string bf16KeyCopy(const AttentionKernel &kernel, const AttentionTypes &types) {
@@ -629,22 +622,22 @@ std::string bf16KeyCopy(const AttentionKernel &kernel, const AttentionTypes &typ
   for (int p = 0; p < kLanes; ++p) {
     const std::string row = fmt::format("%kh{}", p);
     if (bf16Cache) {
-      keys += fmt::format("      {} = vector.load %keys[%kv, %readRow{}, %kc] : {}, "
+      keys += fmt::format("      {} = vector.load %keys[%kv, %blockRead{}, %kc] : {}, "
                           "vector<32xi16>\n",
                           row, p, types.kv);
     } else {
       keys += "    " +
               vectorWidenedLoad(kernel.cache, row + "l", "%keys",
-                                fmt::format("%kv, %readRow{}, %kc", p), types.kv) +
+                                fmt::format("%kv, %blockRead{}, %kc", p), types.kv) +
               "\n    " +
               vectorWidenedLoad(kernel.cache, row + "u", "%keys",
-                                fmt::format("%kv, %readRow{}, %kcHigh", p), types.kv) +
+                                fmt::format("%kv, %blockRead{}, %kcHigh", p), types.kv) +
               "\n" + bf16Halves(row, row + "l", row + "u");
     }
     keys += fmt::format("      vector.store {}, %keyHalves[%cP{}, %kc] : {}, vector<32xi16>\n", row,
                         p, scratch.keyHalves);
   }
-  return clampedBlockRows() + keys + "    }\n";
+  return clampedBlockRows("%block", "    ") + keys + "    }\n";
 }
 
 /// The key block's values with the positions paired (%valueHalves): pair j
@@ -659,17 +652,17 @@ std::string bf16ValueCopy(const AttentionKernel &kernel, const AttentionTypes &t
     const std::string pair = fmt::format("%vw{}", j);
     if (bf16Cache) {
       values += fmt::format(
-          "      {0}e = vector.load %values[%kv, %readRow{1}, %vp] : {3}, vector<16xi16>\n"
-          "      {0}o = vector.load %values[%kv, %readRow{2}, %vp] : {3}, vector<16xi16>\n"
+          "      {0}e = vector.load %values[%kv, %blockRead{1}, %vp] : {3}, vector<16xi16>\n"
+          "      {0}o = vector.load %values[%kv, %blockRead{2}, %vp] : {3}, vector<16xi16>\n"
           "      {0} = vector.shuffle {0}e, {0}o [{4}] : vector<16xi16>, vector<16xi16>\n",
           pair, 2 * j, 2 * j + 1, types.kv, interleaveMask());
     } else {
       values += "    " +
                 vectorWidenedLoad(kernel.cache, pair + "e", "%values",
-                                  fmt::format("%kv, %readRow{}, %vp", 2 * j), types.kv) +
+                                  fmt::format("%kv, %blockRead{}, %vp", 2 * j), types.kv) +
                 "\n    " +
                 vectorWidenedLoad(kernel.cache, pair + "o", "%values",
-                                  fmt::format("%kv, %readRow{}, %vp", 2 * j + 1), types.kv) +
+                                  fmt::format("%kv, %blockRead{}, %vp", 2 * j + 1), types.kv) +
                 "\n" + bf16Halves(pair + "h", pair + "e", pair + "o") +
                 fmt::format("    {0} = vector.shuffle {0}h, {0}h [{1}] : vector<32xi16>, "
                             "vector<32xi16>\n",

@@ -1,6 +1,7 @@
 //===- AttentionTuner.cpp - measure the prefill attention's instructions --===//
 #include "backends/cpu/AttentionTuner.h"
 #include "backends/cpu/TuningKernel.h"
+#include "backends/cpu/TuningRecord.h"
 #include "backends/cpu/passes/CpuPasses.h"
 
 #include "mlir/IR/Builders.h"
@@ -120,24 +121,18 @@ AttentionTuning tuneAttention(const CpuTarget &target, const AttentionKernel &sh
 }
 
 void recordAttentionTuning(mlir::ModuleOp module, const AttentionTuning &tuning) {
-  mlir::Builder b(module.getContext());
-  llvm::SmallVector<mlir::NamedAttribute> entries;
-  if (mlir::DictionaryAttr existing = tuningOf(module))
-    entries.assign(existing.begin(), existing.end());
+  TuningRecord record(module);
+  mlir::Builder &b = record.builder;
   llvm::SmallVector<mlir::NamedAttribute> rates;
   for (const AttentionRate &r : tuning.measured)
-    rates.push_back(b.getNamedAttr(r.bf16 ? "avx512bf16" : "f32",
-                                   b.getF64FloatAttr(std::round(r.gflops * 10) / 10)));
-  entries.push_back(
-      b.getNamedAttr("attention_matmul", b.getStringAttr(tuning.bf16 ? "avx512bf16" : "f32")));
-  entries.push_back(b.getNamedAttr("attention_gflops", b.getDictionaryAttr(rates)));
-  if (tuning.provenance.keptOut)
-    entries.push_back(b.getNamedAttr("attention_others_share",
-                                     b.getF64FloatAttr(shareForPeople(tuning.provenance))));
-  entries.push_back(b.getNamedAttr(
+    rates.push_back(b.getNamedAttr(r.bf16 ? "avx512bf16" : "f32", record.rate(r.gflops)));
+  record.set("attention_matmul", b.getStringAttr(tuning.bf16 ? "avx512bf16" : "f32"));
+  record.set("attention_gflops", b.getDictionaryAttr(rates));
+  record.setOthersShare("attention_others_share", tuning.provenance);
+  record.set(
       "attention_measured_on",
-      b.getStringAttr(fmt::format("{}-row causal prefill of one layer, one thread", kPromptRows))));
-  module->setAttr(kTuningAttrName, b.getDictionaryAttr(entries));
+      b.getStringAttr(fmt::format("{}-row causal prefill of one layer, one thread", kPromptRows)));
+  record.commit();
 }
 
 } // namespace q3::cpu

@@ -93,13 +93,10 @@ std::string rowMultiplyAdds(const Layout &l, int r, bool bf16) {
                         r, l.xType);
   for (int c = 0; c < 2; ++c) {
     const std::string id = fmt::format("{}_{}", r, c);
-    // Inline assembly, not the LLVM intrinsic: LLVM 16's optimizer crashes on
-    // the intrinsic's bf16 vector operands (clang-16 -O2 does too).
     if (bf16)
-      text += fmt::format("    %q{0} = llvm.inline_asm asm_dialect = att \"vdpbf16ps $2, $1, $0\", "
-                          "\"=v,v,v,0\" %xv{1}, %wi{2}, %a{0} : (vector<16xi32>, vector<16xi32>, "
-                          "vector<16xf32>) -> vector<16xf32>\n",
-                          id, r, c);
+      text += "    " +
+              vdpbf16ps("%q" + id, fmt::format("%xv{}", r), fmt::format("%wi{}", c), "%a" + id) +
+              "\n";
     else
       text += fmt::format("    %p{0} = vector.fma %we{1}, %xe{2}, %a{0} : vector<16xf32>\n"
                           "    %q{0} = vector.fma %wo{1}, %xo{2}, %p{0} : vector<16xf32>\n",

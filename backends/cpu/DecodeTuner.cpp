@@ -2,6 +2,7 @@
 #include "backends/cpu/DecodeTuner.h"
 #include "backends/cpu/TuningCache.h"
 #include "backends/cpu/TuningKernel.h"
+#include "backends/cpu/TuningRecord.h"
 #include "backends/cpu/passes/CpuPasses.h"
 
 #include "runtime/KernelABI.h"
@@ -239,36 +240,27 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
 }
 
 void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
-  mlir::Builder b(module.getContext());
-  llvm::SmallVector<mlir::NamedAttribute> entries;
-  if (mlir::DictionaryAttr existing = tuningOf(module))
-    entries.assign(existing.begin(), existing.end());
+  TuningRecord record(module);
+  mlir::Builder &b = record.builder;
   // The splits at the default distance, the distances at the split they
   // were measured at (the default, or the one --decode-chunks gave).
   llvm::SmallVector<mlir::NamedAttribute> splitRates, prefetchRates;
-  auto rate = [&](double gbPerSecond) {
-    return b.getF64FloatAttr(std::round(gbPerSecond * 10) / 10);
-  };
   for (const DecodeRate &r : tuning.measured) {
     if (r.setting.prefetchBytes == kDefaultPrefetchBytes)
       splitRates.push_back(
-          b.getNamedAttr(fmt::format("chunks_{}", r.setting.chunks), rate(r.gbPerSecond)));
+          b.getNamedAttr(fmt::format("chunks_{}", r.setting.chunks), record.rate(r.gbPerSecond)));
     if (r.setting.chunks == tuning.distanceChunks)
-      prefetchRates.push_back(
-          b.getNamedAttr(fmt::format("bytes_{}", r.setting.prefetchBytes), rate(r.gbPerSecond)));
+      prefetchRates.push_back(b.getNamedAttr(fmt::format("bytes_{}", r.setting.prefetchBytes),
+                                             record.rate(r.gbPerSecond)));
   }
-  entries.push_back(b.getNamedAttr("decode_chunks", b.getI64IntegerAttr(tuning.chosen.chunks)));
-  entries.push_back(b.getNamedAttr("decode_gb_s", b.getDictionaryAttr(splitRates)));
-  entries.push_back(
-      b.getNamedAttr("decode_prefetch_bytes", b.getI64IntegerAttr(tuning.chosen.prefetchBytes)));
-  entries.push_back(b.getNamedAttr("decode_prefetch_gb_s", b.getDictionaryAttr(prefetchRates)));
-  if (tuning.provenance.keptOut)
-    entries.push_back(b.getNamedAttr("decode_others_share",
-                                     b.getF64FloatAttr(shareForPeople(tuning.provenance))));
-  entries.push_back(b.getNamedAttr(
-      "decode_measured_on",
-      b.getStringAttr(fmt::format("one-row SwiGLU product, {} threads", tuning.threads))));
-  module->setAttr(kTuningAttrName, b.getDictionaryAttr(entries));
+  record.set("decode_chunks", b.getI64IntegerAttr(tuning.chosen.chunks));
+  record.set("decode_gb_s", b.getDictionaryAttr(splitRates));
+  record.set("decode_prefetch_bytes", b.getI64IntegerAttr(tuning.chosen.prefetchBytes));
+  record.set("decode_prefetch_gb_s", b.getDictionaryAttr(prefetchRates));
+  record.setOthersShare("decode_others_share", tuning.provenance);
+  record.set("decode_measured_on",
+             b.getStringAttr(fmt::format("one-row SwiGLU product, {} threads", tuning.threads)));
+  record.commit();
 }
 
 } // namespace q3::cpu

@@ -65,6 +65,14 @@ std::string bf16RoundingFunction(const std::string &name, bool vector) {
   return kernels::bf16RoundingFunctionText(name, vector ? kLanes : 1);
 }
 
+std::string vdpbf16ps(const std::string &result, const std::string &a, const std::string &b,
+                      const std::string &acc) {
+  return fmt::format("{} = llvm.inline_asm asm_dialect = att \"vdpbf16ps $2, $1, $0\", "
+                     "\"=v,v,v,0\" {}, {}, {} : (vector<16xi32>, vector<16xi32>, "
+                     "vector<16xf32>) -> vector<16xf32>",
+                     result, a, b, acc);
+}
+
 std::string vectorWeightLoad(const FusedLinearKernel &kernel, const std::string &weightType,
                              const std::string &suffix, const std::string &column,
                              const std::string &row) {

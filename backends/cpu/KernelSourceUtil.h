@@ -23,6 +23,13 @@ std::string vectorWidenedLoad(WeightStorage storage, const std::string &result,
                               const std::string &memref, const std::string &indices,
                               const std::string &type);
 
+/// `result = acc + a . b` (one line, no indent or newline): vdpbf16ps on the
+/// bf16 pairs of `a` and `b` (vector<16xi32>) into the f32 `acc`. Inline
+/// assembly, not the LLVM intrinsic: LLVM 16's optimizer crashes on the
+/// intrinsic's bf16 vector operands (clang-16 -O2 does too).
+std::string vdpbf16ps(const std::string &result, const std::string &a, const std::string &b,
+                      const std::string &acc);
+
 /// `func.func private @<name>`: f32 (vector<16xf32> with `vector`, else one
 /// f32) to bf16 bits (i16), rounded to nearest even; a NaN stays a quiet NaN.
 /// The same rounding as runtime::floatToBf16, built by the shared

@@ -2,6 +2,7 @@
 #include "backends/cpu/Tuner.h"
 #include "backends/cpu/TuningCache.h"
 #include "backends/cpu/TuningKernel.h"
+#include "backends/cpu/TuningRecord.h"
 #include "backends/cpu/passes/CpuPasses.h"
 
 #include "runtime/KernelABI.h"
@@ -187,21 +188,18 @@ TuningResult tunePrefill(const CpuTarget &target, int64_t hidden, int64_t interm
 }
 
 void recordTuning(mlir::ModuleOp module, const TuningResult &result) {
-  mlir::Builder b(module.getContext());
+  TuningRecord record(module);
+  mlir::Builder &b = record.builder;
   llvm::SmallVector<mlir::NamedAttribute> rates;
   for (const PrefillVariant &v : result.measured)
     rates.push_back(b.getNamedAttr(
-        fmt::format("{}_rows{}", prefillMatmulName(v.matmul), v.tileRows),
-        b.getF64FloatAttr(std::round(v.gflops * 10) / 10)));
-  llvm::SmallVector<mlir::NamedAttribute> tuning = {
-      b.getNamedAttr("matmul", b.getStringAttr(prefillMatmulName(result.best.matmul))),
-      b.getNamedAttr("prefill_rows", b.getI64IntegerAttr(result.best.tileRows)),
-      b.getNamedAttr("prefill_gflops", b.getDictionaryAttr(rates)),
-      b.getNamedAttr("measured_on", b.getStringAttr("pp128 SwiGLU product, one thread"))};
-  if (result.provenance.keptOut)
-    tuning.push_back(b.getNamedAttr("prefill_others_share",
-                                    b.getF64FloatAttr(shareForPeople(result.provenance))));
-  module->setAttr(kTuningAttrName, b.getDictionaryAttr(tuning));
+        fmt::format("{}_rows{}", prefillMatmulName(v.matmul), v.tileRows), record.rate(v.gflops)));
+  record.set("matmul", b.getStringAttr(prefillMatmulName(result.best.matmul)));
+  record.set("prefill_rows", b.getI64IntegerAttr(result.best.tileRows));
+  record.set("prefill_gflops", b.getDictionaryAttr(rates));
+  record.set("measured_on", b.getStringAttr("pp128 SwiGLU product, one thread"));
+  record.setOthersShare("prefill_others_share", result.provenance);
+  record.commit();
 }
 
 } // namespace q3::cpu
