@@ -21,7 +21,7 @@ namespace q3::cpu {
 namespace {
 
 constexpr int64_t kPromptRows = 512; // a prefill chunk (the default ubatch)
-constexpr int kRepetitions = 3;
+constexpr int kRepetitions = 4;
 // f32 replaces the default (vdpbf16ps, as the products) only when it measured
 // this much faster: single-thread rates on a loaded VM swing by tens of
 // percent, and two compiles of one model should agree.
@@ -44,34 +44,55 @@ std::vector<float> randomFloats(size_t count, std::mt19937 &rng) {
   return values;
 }
 
-/// GFLOP/s of one layer's causal prefill of kPromptRows rows: best of
-/// kRepetitions single-thread runs.
-double measure(const AttentionKernel &kernel, const CpuTarget &target) {
-  const LoadedTuningKernel loaded = loadTuningSource(attentionSource(kernel), kernel.name, target);
-  std::mt19937 rng(7);
-  const size_t rowValues = size_t(kernel.headDim);
-  std::vector<float> q = randomFloats(kPromptRows * kernel.queryHeads * rowValues, rng);
-  std::vector<float> keys = randomFloats(kernel.kvHeads * kPromptRows * rowValues, rng);
-  std::vector<float> values = randomFloats(keys.size(), rng);
-  std::vector<float> out(q.size());
-  void *buffers[] = {q.data(), keys.data(), values.data(), out.data()};
-  const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(keys.size() * 4),
-                           int64_t(values.size() * 4), int64_t(out.size() * 4)};
-  const int64_t scalars[] = {kPromptRows, kPromptRows, kPromptRows}; // rows, visible, capacity
-  double best = 1e30;
-  for (int run = 0; run <= kRepetitions; ++run) { // run 0 warms caches and pages
-    const auto start = std::chrono::steady_clock::now();
-    loaded.entry(buffers, bytes, scalars, 0, kPromptRows * kernel.workgroupsPerRow());
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (run > 0)
-      best = std::min(best, seconds);
+/// One layer's causal prefill of kPromptRows rows, the same random inputs
+/// for every kernel measured.
+struct PrefillInputs {
+  std::vector<float> q, keys, values, out;
+
+  explicit PrefillInputs(const AttentionKernel &shape) {
+    std::mt19937 rng(7);
+    const size_t rowValues = size_t(shape.headDim);
+    q = randomFloats(kPromptRows * shape.queryHeads * rowValues, rng);
+    keys = randomFloats(shape.kvHeads * kPromptRows * rowValues, rng);
+    values = randomFloats(keys.size(), rng);
+    out.resize(q.size());
   }
+
+  /// Seconds of one single-thread run of `loaded` (a kernel of `shape`).
+  double time(const LoadedTuningKernel &loaded, const AttentionKernel &shape) {
+    void *buffers[] = {q.data(), keys.data(), values.data(), out.data()};
+    const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(keys.size() * 4),
+                             int64_t(values.size() * 4), int64_t(out.size() * 4)};
+    const int64_t scalars[] = {kPromptRows, kPromptRows, kPromptRows}; // rows, visible, capacity
+    const auto start = std::chrono::steady_clock::now();
+    loaded.entry(buffers, bytes, scalars, 0, kPromptRows * shape.workgroupsPerRow());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+};
+
+/// GFLOP/s of the f32 and the bf16 kernel of `shape`: the best of
+/// kRepetitions runs each, the two alternating (which one runs first
+/// alternates too), so a change in the machine's load between them weighs
+/// on both alike.
+std::vector<AttentionRate> measure(const AttentionKernel &shape, const CpuTarget &target) {
+  const AttentionKernel kernels[2] = {measuredKernel(shape, false), measuredKernel(shape, true)};
+  const LoadedTuningKernel loaded[2] = {
+      loadTuningSource(attentionSource(kernels[0]), kernels[0].name, target),
+      loadTuningSource(attentionSource(kernels[1]), kernels[1].name, target)};
+  PrefillInputs inputs(shape);
+  double best[2] = {1e30, 1e30};
+  for (int round = 0; round <= kRepetitions; ++round) // round 0 warms caches and pages
+    for (int i = 0; i < 2; ++i) {
+      const int which = (round + i) % 2;
+      const double seconds = inputs.time(loaded[which], kernels[which]);
+      if (round > 0)
+        best[which] = std::min(best[which], seconds);
+    }
   // Row t scores and sums t + 1 positions per query head: two products of
   // head_dim multiply-adds each.
   const double positions = double(kPromptRows) * double(kPromptRows + 1) / 2;
-  const double flops = 2.0 * 2.0 * double(kernel.headDim) * double(kernel.queryHeads) * positions;
-  return flops / best / 1e9;
+  const double flops = 2.0 * 2.0 * double(shape.headDim) * double(shape.queryHeads) * positions;
+  return {{false, flops / best[0] / 1e9}, {true, flops / best[1] / 1e9}};
 }
 
 std::string cacheKey(const CpuTarget &target, const AttentionKernel &shape) {
@@ -110,8 +131,7 @@ AttentionTuning tuneAttention(const CpuTarget &target, const AttentionKernel &sh
     tuning.provenance.cachePath = path;
   } else {
     tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
-      for (bool bf16 : {false, true})
-        tuning.measured.push_back({bf16, measure(measuredKernel(shape, bf16), target)});
+      tuning.measured = measure(shape, target);
       return nlohmann::json{{"f32", tuning.measured[0].gflops},
                             {"avx512bf16", tuning.measured[1].gflops}};
     });

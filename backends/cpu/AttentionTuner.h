@@ -6,7 +6,8 @@
 // loops are broadcast-bound in another way than the products' tiles, and its
 // bf16 form adds per-block conversions. The tuner compiles the model's
 // attention kernel both ways, runs a 512-row causal prefill of one layer on
-// one thread (best of 3), and records both rates and the choice: vdpbf16ps,
+// one thread (best of 4, the two alternating), and records both rates and
+// the choice: vdpbf16ps,
 // as the products, unless f32 FMAs measured 10% faster. Cached per
 // CPU, attention shape and kernel source like the other tuners (both
 // --tune levels measure the same two).
