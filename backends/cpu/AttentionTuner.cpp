@@ -71,23 +71,17 @@ struct PrefillInputs {
 };
 
 /// GFLOP/s of the f32 and the bf16 kernel of `shape`: the best of
-/// kRepetitions runs each, the two alternating (which one runs first
-/// alternates too), so a change in the machine's load between them weighs
-/// on both alike.
+/// kRepetitions runs each, the two alternating (bestOfInterleaved).
 std::vector<AttentionRate> measure(const AttentionKernel &shape, const CpuTarget &target) {
   const AttentionKernel kernels[2] = {measuredKernel(shape, false), measuredKernel(shape, true)};
   const LoadedTuningKernel loaded[2] = {
       loadTuningSource(attentionSource(kernels[0]), kernels[0].name, target),
       loadTuningSource(attentionSource(kernels[1]), kernels[1].name, target)};
   PrefillInputs inputs(shape);
-  double best[2] = {1e30, 1e30};
-  for (int round = 0; round <= kRepetitions; ++round) // round 0 warms caches and pages
-    for (int i = 0; i < 2; ++i) {
-      const int which = (round + i) % 2;
-      const double seconds = inputs.time(loaded[which], kernels[which]);
-      if (round > 0)
-        best[which] = std::min(best[which], seconds);
-    }
+  const std::vector<double> best =
+      bestOfInterleaved({[&] { return inputs.time(loaded[0], kernels[0]); },
+                         [&] { return inputs.time(loaded[1], kernels[1]); }},
+                        kRepetitions);
   // Row t scores and sums t + 1 positions per query head: two products of
   // head_dim multiply-adds each.
   const double positions = double(kPromptRows) * double(kPromptRows + 1) / 2;

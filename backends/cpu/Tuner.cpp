@@ -38,33 +38,43 @@ FusedLinearKernel measuredProduct(int64_t hidden, int64_t intermediate,
   return kernel;
 }
 
-/// GFLOP/s of one variant: best of kRepetitions single-thread runs.
-double measure(const FusedLinearKernel &kernel, const CpuTarget &target) {
-  const LoadedTuningKernel loaded = loadTuningKernel(kernel, target);
+/// GFLOP/s of each candidate on the same random inputs: the best of
+/// kRepetitions single-thread runs each, the candidates taking turns
+/// (bestOfInterleaved).
+std::vector<double> measure(const std::vector<FusedLinearKernel> &kernels,
+                            const CpuTarget &target) {
+  std::vector<LoadedTuningKernel> loaded;
+  for (const FusedLinearKernel &kernel : kernels)
+    loaded.push_back(loadTuningKernel(kernel, target));
+  // Every candidate reads the weight in the same layout (column blocks or
+  // row-major, as the model's products): one set of inputs serves them all.
+  const FusedLinearKernel &shape = kernels.front();
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(kPromptRows * kernel.inFeatures));
+  std::vector<float> x(static_cast<size_t>(kPromptRows * shape.inFeatures));
   for (float &v : x)
     v = uniform(rng);
-  std::vector<uint8_t> weight = randomWeights(kernel, rng);
-  std::vector<uint8_t> gain = randomHalves(*kernel.prologueGain, kernel.inFeatures, rng);
-  std::vector<float> y(static_cast<size_t>(kPromptRows * kernel.outFeatures));
+  std::vector<uint8_t> weight = randomWeights(shape, rng);
+  std::vector<uint8_t> gain = randomHalves(*shape.prologueGain, shape.inFeatures, rng);
+  std::vector<float> y(static_cast<size_t>(kPromptRows * shape.outFeatures));
   std::vector<void *> buffers = {x.data(), weight.data(), gain.data(), y.data()};
   const std::vector<int64_t> bytes = {int64_t(x.size() * 4), int64_t(weight.size()),
                                       int64_t(gain.size()), int64_t(y.size() * 4)};
   const int64_t scalars[runtime::kFixedKernelScalars] = {kPromptRows, kPromptRows, kPromptRows};
-  double best = 1e30;
-  for (int run = 0; run <= kRepetitions; ++run) { // run 0 warms caches and pages
-    const auto start = std::chrono::steady_clock::now();
-    loaded.entry(buffers.data(), bytes.data(), scalars, 0, kernel.workgroups());
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (run > 0)
-      best = std::min(best, seconds);
-  }
-  const double flops = 2.0 * double(kPromptRows) * double(kernel.weightRows()) *
-                       double(kernel.inFeatures);
-  return flops / best / 1e9;
+  std::vector<std::function<double()>> runs;
+  for (size_t i = 0; i < kernels.size(); ++i)
+    runs.push_back([&, i] {
+      const auto start = std::chrono::steady_clock::now();
+      loaded[i].entry(buffers.data(), bytes.data(), scalars, 0, kernels[i].workgroups());
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    });
+  const std::vector<double> best = bestOfInterleaved(runs, kRepetitions);
+  const double flops =
+      2.0 * double(kPromptRows) * double(shape.weightRows()) * double(shape.inFeatures);
+  std::vector<double> rates;
+  for (double seconds : best)
+    rates.push_back(flops / seconds / 1e9);
+  return rates;
 }
 
 /// What makes a measurement reusable: the CPU as LLVM sees it, the shape,
@@ -172,10 +182,13 @@ TuningResult tunePrefill(const CpuTarget &target, int64_t hidden, int64_t interm
   }
   TuningResult result;
   result.provenance = measureAndCache(key, maxForeignShare, [&] {
-    for (PrefillVariant candidate : candidates) {
-      candidate.gflops =
-          measure(measuredProduct(hidden, intermediate, weights, candidate), target);
-      result.measured.push_back(candidate);
+    std::vector<FusedLinearKernel> kernels;
+    for (const PrefillVariant &candidate : candidates)
+      kernels.push_back(measuredProduct(hidden, intermediate, weights, candidate));
+    const std::vector<double> rates = measure(kernels, target);
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      result.measured.push_back(candidates[i]);
+      result.measured.back().gflops = rates[i];
     }
     nlohmann::json entries = nlohmann::json::array();
     for (const PrefillVariant &v : result.measured)

@@ -5,6 +5,8 @@
 #include "runtime/DType.h"
 #include "runtime/WeightLayout.h"
 
+#include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 namespace q3::cpu {
@@ -76,6 +78,19 @@ LoadedTuningKernel loadTuningSource(const std::string &source, const std::string
 
 LoadedTuningKernel loadTuningKernel(const FusedLinearKernel &kernel, const CpuTarget &target) {
   return loadTuningSource(fusedLinearSource(kernel), kernel.name, target);
+}
+
+std::vector<double> bestOfInterleaved(const std::vector<std::function<double()>> &runs,
+                                      int rounds) {
+  std::vector<double> best(runs.size(), std::numeric_limits<double>::infinity());
+  for (int round = 0; round <= rounds; ++round) // round 0 warms caches and pages
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const size_t which = (size_t(round) + i) % runs.size();
+      const double seconds = runs[which]();
+      if (round > 0)
+        best[which] = std::min(best[which], seconds);
+    }
+  return best;
 }
 
 } // namespace q3::cpu

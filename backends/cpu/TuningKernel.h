@@ -15,6 +15,7 @@
 #include "runtime/SharedLibrary.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -57,5 +58,11 @@ LoadedTuningKernel loadTuningKernel(const FusedLinearKernel &kernel, const CpuTa
 /// template: the attention tuner measures attentionSource's).
 LoadedTuningKernel loadTuningSource(const std::string &source, const std::string &name,
                                     const CpuTarget &target);
+
+/// The lowest seconds of each of `runs` (each times one run) over `rounds`
+/// rounds after a warm-up round. Every round runs each once, the order
+/// rotated by one per round, so load that changes while the tuner measures
+/// weighs on all of them alike rather than on whichever ran last.
+std::vector<double> bestOfInterleaved(const std::vector<std::function<double()>> &runs, int rounds);
 
 } // namespace q3::cpu
