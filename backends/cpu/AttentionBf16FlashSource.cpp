@@ -1,0 +1,253 @@
+//===- AttentionBf16FlashSource.cpp - the flash prefill on bf16 pairs -----===//
+//
+// @<name>_flash_bf16 (q3.lowering's matmul = avx512bf16): vdpbf16ps on the
+// queries paired by feature, each key block's rows rounded once, the
+// probabilities and values paired by position; a workgroup runs
+// prefillRowSets blocks of rows, which share each key block's copies.
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/AttentionTemplates.h"
+#include "backends/cpu/KernelSourceUtil.h"
+
+#include <fmt/format.h>
+
+namespace q3::cpu::attention {
+
+using namespace detail;
+
+/// The word interleave of two 16-word halves, [0, 16, 1, 17, .., 15, 31].
+static std::string interleaveMask() {
+  return listOf(2 * kLanes, [](int i) { return std::to_string(i % 2 ? kLanes + i / 2 : i / 2); });
+}
+
+/// `result` (vector<32xi16>): the 16 values of `low` then those of `high`
+/// as bf16, rounded to nearest even by vcvtne2ps2bf16 (which reads
+/// denormals as zero: no attention input comes near them). Inline assembly,
+/// as the products' vdpbf16ps: LLVM 16 has no bf16 vectors to select.
+static std::string bf16Halves(const std::string &result, const std::string &low,
+                              const std::string &high) {
+  return fmt::format("    {} = llvm.inline_asm asm_dialect = att \"vcvtne2ps2bf16 $2, $1, $0\", "
+                     "\"=v,v,v\" {}, {} : (vector<16xf32>, vector<16xf32>) -> vector<32xi16>\n",
+                     result, high, low);
+}
+
+std::string bf16Pairs(const std::string &result, const std::string &low, const std::string &high) {
+  return bf16Halves(result + "_h", low, high) +
+         fmt::format("    {0}_w = vector.shuffle {0}_h, {0}_h [{1}] : vector<32xi16>, "
+                     "vector<32xi16>\n"
+                     "    {0} = vector.bitcast {0}_w : vector<32xi16> to vector<16xi32>\n",
+                     result, interleaveMask());
+}
+
+Bf16FlashScratch bf16FlashScratchTypes(const AttentionKernel &kernel) {
+  const int64_t d = kernel.headDim;
+  return {fmt::format("memref<{}x{}xi32>", d / 2, kLanes),
+          fmt::format("memref<{}x{}xi16>", kLanes, d),
+          fmt::format("memref<{}x{}xi32>", kLanes, d / 2),
+          fmt::format("memref<{}x{}xi16>", kLanes / 2, 2 * d),
+          fmt::format("memref<{}x{}xi32>", kLanes / 2, d),
+          fmt::format("memref<{}x{}xi32>", kLanes / 2, kLanes),
+          2 * kLanes * d,
+          2 * kLanes * d};
+}
+
+/// The bf16 flash kernel's scratch shared by its row sets: a key block's
+/// keys and values as bf16, one set's probabilities.
+static std::string bf16FlashBuffers(const AttentionKernel &kernel) {
+  const Bf16FlashScratch scratch = bf16FlashScratchTypes(kernel);
+  return fmt::format("  %c32 = arith.constant 32 : index\n"
+                     "  %keyBytes = memref.alloca() {{alignment = 64 : i64}} : memref<{0}xi8>\n"
+                     "  %keyHalves = memref.view %keyBytes[%c0][] : memref<{0}xi8> to {1}\n"
+                     "  %keyPairs = memref.view %keyBytes[%c0][] : memref<{0}xi8> to {2}\n"
+                     "  %valueBytes = memref.alloca() {{alignment = 64 : i64}} : memref<{3}xi8>\n"
+                     "  %valueHalves = memref.view %valueBytes[%c0][] : memref<{3}xi8> to {4}\n"
+                     "  %valuePairs = memref.view %valueBytes[%c0][] : memref<{3}xi8> to {5}\n"
+                     "  %probabilityPairs = memref.alloca() {{alignment = 64 : i64}} : {6}\n",
+                     scratch.keyBytes, scratch.keyHalves, scratch.keyPairs, scratch.valueBytes,
+                     scratch.valueHalves, scratch.valuePairs, scratch.probabilityPairs);
+}
+
+/// The key block as bf16 rows (%keyHalves), from the clamped rows. A bf16
+/// cache is copied, the others rounded.
+static std::string bf16KeyCopy(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const Bf16FlashScratch scratch = bf16FlashScratchTypes(kernel);
+  const bool bf16Cache = kernel.cache == WeightStorage::BF16;
+  std::string keys = "    scf.for %kc = %c0 to %cD step %c32 {\n"
+                     "      %kcHigh = arith.addi %kc, %c16 : index\n";
+  for (int p = 0; p < kLanes; ++p) {
+    const std::string row = fmt::format("%kh{}", p);
+    if (bf16Cache) {
+      keys += fmt::format("      {} = vector.load %keys[%kv, %blockRead{}, %kc] : {}, "
+                          "vector<32xi16>\n",
+                          row, p, types.kv);
+    } else {
+      keys += "    " +
+              vectorWidenedLoad(kernel.cache, row + "l", "%keys",
+                                fmt::format("%kv, %blockRead{}, %kc", p), types.kv) +
+              "\n    " +
+              vectorWidenedLoad(kernel.cache, row + "u", "%keys",
+                                fmt::format("%kv, %blockRead{}, %kcHigh", p), types.kv) +
+              "\n" + bf16Halves(row, row + "l", row + "u");
+    }
+    keys += fmt::format("      vector.store {}, %keyHalves[%cP{}, %kc] : {}, vector<32xi16>\n", row,
+                        p, scratch.keyHalves);
+  }
+  return clampedBlockRows("%block", "    ") + keys + "    }\n";
+}
+
+/// The key block's values with the positions paired (%valueHalves): pair j
+/// of feature f is (row 2j, row 2j + 1). Made after the scores, while which
+/// the rows were prefetched.
+static std::string bf16ValueCopy(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const Bf16FlashScratch scratch = bf16FlashScratchTypes(kernel);
+  const bool bf16Cache = kernel.cache == WeightStorage::BF16;
+  std::string values = "    scf.for %vp = %c0 to %cD step %c16 {\n"
+                       "      %vpHalves = arith.muli %vp, %c2 : index\n";
+  for (int j = 0; j < kLanes / 2; ++j) {
+    const std::string pair = fmt::format("%vw{}", j);
+    if (bf16Cache) {
+      values += fmt::format(
+          "      {0}e = vector.load %values[%kv, %blockRead{1}, %vp] : {3}, vector<16xi16>\n"
+          "      {0}o = vector.load %values[%kv, %blockRead{2}, %vp] : {3}, vector<16xi16>\n"
+          "      {0} = vector.shuffle {0}e, {0}o [{4}] : vector<16xi16>, vector<16xi16>\n",
+          pair, 2 * j, 2 * j + 1, types.kv, interleaveMask());
+    } else {
+      values += "    " +
+                vectorWidenedLoad(kernel.cache, pair + "e", "%values",
+                                  fmt::format("%kv, %blockRead{}, %vp", 2 * j), types.kv) +
+                "\n    " +
+                vectorWidenedLoad(kernel.cache, pair + "o", "%values",
+                                  fmt::format("%kv, %blockRead{}, %vp", 2 * j + 1), types.kv) +
+                "\n" + bf16Halves(pair + "h", pair + "e", pair + "o") +
+                fmt::format("    {0} = vector.shuffle {0}h, {0}h [{1}] : vector<32xi16>, "
+                            "vector<32xi16>\n",
+                            pair, interleaveMask());
+    }
+    values += fmt::format(
+        "      %vpRow{0} = arith.constant {0} : index\n"
+        "      vector.store {1}, %valueHalves[%vpRow{0}, %vpHalves] : {2}, vector<32xi16>\n",
+        j, pair, scratch.valueHalves);
+  }
+  return values + "    }\n";
+}
+
+/// `%<name> = scf.execute_region ...`: `body` in a region of its own, where
+/// the text templates' names (%queryPairs, %outT, %countV, %m, ...) are the
+/// set's: `aliases` define them from the set's values.
+static std::string inRegion(const std::string &results, const std::string &types,
+                            const std::string &aliases, const std::string &body,
+                            const std::string &yields) {
+  return fmt::format("    {}scf.execute_region{} {{\n{}{}      scf.yield {}\n    }}\n",
+                     results.empty() ? "" : results + " = ",
+                     types.empty() ? "" : " -> (" + types + ")", aliases, body,
+                     yields.empty() ? "" : yields + " : " + types);
+}
+
+std::string bf16FlashFunction(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const int64_t heads = kernel.headsPerWorkgroup(), setRows = kernel.prefillBlockRows();
+  const FlashScratch scratch = flashScratchTypes(kernel);
+  const Bf16FlashScratch pairs = bf16FlashScratchTypes(kernel);
+  std::string laneRows, positions, sets, blockSets, carried, carriedTypes, yields, outputs;
+  for (int lane = 0; lane < kLanes; ++lane)
+    laneRows += fmt::format("{}{}", lane ? ", " : "", lane / heads);
+  for (int p = 0; p < kLanes; ++p)
+    positions += fmt::format("  %cP{0} = arith.constant {0} : index\n", p);
+  const std::string vector = "vector<16xf32>";
+  for (int64_t set = 0; set < kernel.prefillRowSets; ++set) {
+    // The set's rows: offset set x 16 / heads, or (no rows there) the first
+    // set's again, with nothing to store.
+    sets += fmt::format("  %cOffset{0} = arith.constant {1} : index\n"
+                        "  %hasRows{0} = arith.cmpi ugt, %blockRowsAll, %cOffset{0} : index\n"
+                        "  %offset{0} = arith.select %hasRows{0}, %cOffset{0}, %c0 : index\n"
+                        "  %t0_{0} = arith.addi %tBase, %offset{0} : index\n"
+                        "  %rowsFrom{0} = arith.subi %blockRowsAll, %offset{0} : index\n"
+                        "  %setRows{0} = arith.minui %rowsFrom{0}, %cSetRows : index\n"
+                        "  %storedRows{0} = arith.select %hasRows{0}, %setRows{0}, %c0 : index\n"
+                        "  %lastRow{0} = arith.subi %setRows{0}, %c1 : index\n"
+                        "  %setCount{0} = arith.addi %count0, %offset{0} : index\n"
+                        "  %setCount{0}i = arith.index_cast %setCount{0} : index to i32\n"
+                        "  %setCount{0}V = vector.broadcast %setCount{0}i : i32 to vector<16xi32>\n"
+                        "  %countV{0} = arith.addi %setCount{0}V, %laneRows : vector<16xi32>\n"
+                        "  %queryPairs{0} = memref.alloca() {{alignment = 64 : i64}} : {2}\n"
+                        "  %outT{0} = memref.alloca() {{alignment = 64 : i64}} : {3}\n"
+                        "  %laneScalars{0} = memref.alloca() {{alignment = 64 : i64}} : {4}\n"
+                        "  scf.for %zl = %c0 to %c16 step %c1 {{\n"
+                        "    scf.for %zc = %c0 to %cD step %c16 {{\n"
+                        "      vector.store %zeroV, %outT{0}[%zl, %zc] : {3}, vector<16xf32>\n"
+                        "    }}\n"
+                        "  }}\n",
+                        set, set * setRows, pairs.queryPairs, scratch.outT, scratch.laneScalars);
+    sets += inRegion("", "",
+                     fmt::format("      %t0 = arith.addi %t0_{0}, %c0 : index\n"
+                                 "      %lastRow = arith.addi %lastRow{0}, %c0 : index\n"
+                                 "      %queryPairs = memref.cast %queryPairs{0} : {1} to {1}\n",
+                                 set, pairs.queryPairs),
+                     flashQueryTranspose(kernel, types), "");
+    // Scores and softmax, then (after the first set's, when its rows have
+    // been prefetched) the value pairs, then the values.
+    blockSets +=
+        inRegion(fmt::format("%set{}", set) + ":3", fmt::format("{0}, {0}, {0}", vector),
+                 fmt::format("      %queryPairs = memref.cast %queryPairs{0} : {1} to {1}\n"
+                             "      %countV = arith.addi %countV{0}, %zeroI : vector<16xi32>\n"
+                             "      %m = arith.bitcast %m{0} : {2} to {2}\n"
+                             "      %l = arith.bitcast %l{0} : {2} to {2}\n",
+                             set, pairs.queryPairs, vector),
+                 flashScores(kernel, types) + flashSoftmax(kernel), "%mNew, %lNew, %alpha");
+    if (set == 0)
+      blockSets += bf16ValueCopy(kernel, types);
+    blockSets +=
+        inRegion("", "",
+                 fmt::format("      %outT = memref.cast %outT{0} : {1} to {1}\n"
+                             "      %laneScalars = memref.cast %laneScalars{0} : {2} to {2}\n"
+                             "      %alpha = arith.bitcast %set{0}#2 : {3} to {3}\n",
+                             set, scratch.outT, scratch.laneScalars, vector),
+                 flashValues(kernel, types), "");
+    carried += fmt::format("{0}%m{1} = %lowestV, %l{1} = %zeroV", set ? ", " : "", set);
+    carriedTypes += fmt::format("{0}{1}, {1}", set ? ", " : "", vector);
+    yields += fmt::format("{0}%set{1}#0, %set{1}#1", set ? ", " : "", set);
+    outputs +=
+        inRegion("", "",
+                 fmt::format("      %inverseV = arith.divf %oneV, %final#{1} : {2}\n"
+                             "      %t0 = arith.addi %t0_{0}, %c0 : index\n"
+                             "      %blockRows = arith.addi %storedRows{0}, %c0 : index\n"
+                             "      %outT = memref.cast %outT{0} : {3} to {3}\n"
+                             "      %laneScalars = memref.cast %laneScalars{0} : {4} to {4}\n",
+                             set, 2 * set + 1, vector, scratch.outT, scratch.laneScalars),
+                 flashOutput(kernel, types), "");
+  }
+  return fmt::format(
+      R"mlir(
+func.func private @{name}_flash_bf16(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}, %tBase: index, %h0: index, %kv: index, %count0: index, %blockRowsAll: index) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c16 = arith.constant 16 : index
+  %cD = arith.constant {d} : index
+  %cSetRows = arith.constant {setRows} : index
+{buffers}  %scaleV = arith.constant dense<{scale:e}> : vector<16xf32>
+  %zeroV = arith.constant dense<0.0> : vector<16xf32>
+  %zeroI = arith.constant dense<0> : vector<16xi32>
+  %oneV = arith.constant dense<1.0> : vector<16xf32>
+  %lowestV = arith.constant dense<0xFF800000> : vector<16xf32>
+  %laneRows = arith.constant dense<[{laneRows}]> : vector<16xi32>
+{positions}  %lastRowAll = arith.subi %blockRowsAll, %c1 : index
+  %maxCount = arith.addi %count0, %lastRowAll : index
+  %lastPosition = arith.subi %maxCount, %c1 : index
+{sets}  %final:{carriedCount} = scf.for %blockStart = %c0 to %maxCount step %c16 iter_args({carried}) -> ({carriedTypes}) {{
+    %blockEnd = arith.addi %blockStart, %c16 : index
+{keyCopy}{blockPositions}{blockSets}    scf.yield {yields} : {carriedTypes}
+  }}
+{outputs}  return
+}}
+)mlir",
+      fmt::arg("name", kernel.name), fmt::arg("queryType", types.query),
+      fmt::arg("kvType", types.kv), fmt::arg("d", kernel.headDim), fmt::arg("setRows", setRows),
+      fmt::arg("buffers", bf16FlashBuffers(kernel)), fmt::arg("scale", kernel.scale),
+      fmt::arg("laneRows", laneRows), fmt::arg("positions", positions), fmt::arg("sets", sets),
+      fmt::arg("carriedCount", 2 * kernel.prefillRowSets), fmt::arg("carried", carried),
+      fmt::arg("carriedTypes", carriedTypes), fmt::arg("keyCopy", bf16KeyCopy(kernel, types)),
+      fmt::arg("blockPositions", blockPositions()), fmt::arg("blockSets", blockSets),
+      fmt::arg("yields", yields), fmt::arg("outputs", outputs));
+}
+
+} // namespace q3::cpu::attention

@@ -1,0 +1,131 @@
+//===- AttentionTemplates.h - the pieces of the attention templates -------===//
+//
+// Internal to the attention kernel's source (AttentionSource.cpp and the
+// decode, flash and bf16 flash files): scratch types and the text pieces
+// one file builds and another uses.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "backends/cpu/KernelSource.h"
+
+#include <cstdint>
+#include <string>
+
+namespace q3::cpu::attention {
+
+struct AttentionTypes {
+  std::string query, kv;
+  WeightStorage cache; // the keys' and values' element type
+};
+
+/// A comma-separated list of `count` items made by `item(i)`.
+template <typename Item> std::string listOf(int count, Item item) {
+  std::string text;
+  for (int i = 0; i < count; ++i)
+    text += (i ? ", " : "") + item(i);
+  return text;
+}
+
+inline std::string vectorTypes(int count) {
+  return listOf(count, [](int) { return std::string("vector<16xf32>"); });
+}
+
+/// The flash kernel's scratch, one set per thread (every buffer L1-sized):
+/// the block's query vectors transposed and scaled, [D][lane]; the output
+/// sums, [lane][D]; one key block's probabilities, [position][lane]; a key
+/// block's keys and values as f32 when they are not read in place; and a
+/// value per lane (the rescale factors, then the inverse sums).
+struct FlashScratch {
+  std::string queryT, outT, probabilities, block, laneScalars;
+};
+
+/// The bf16 flash kernel's scratch (bf16Prefill): the block's queries as
+/// pairs of features, [D / 2][lane]; a key block's rows as bf16, [16][D]
+/// (pairs: [16][D / 2]); its values with the positions paired, [8][D] pairs
+/// (bf16: [8][2 D]); one key block's probabilities with the positions
+/// paired, [8][lane].
+struct Bf16FlashScratch {
+  std::string queryPairs, keyHalves, keyPairs, valueHalves, valuePairs, probabilityPairs;
+  int64_t keyBytes, valueBytes;
+};
+
+AttentionTypes typesOf(const AttentionKernel &kernel);
+
+/// exp(score - max) over %scores<k>[0, count) in place, 16 positions at a
+/// time, and the inverse of their sum broadcast as %inverseV<k>.
+std::string slotSoftmax(int k, const std::string &max, const std::string &count);
+
+/// @<name>_decode: attention of the one row %t0 for the workgroup's heads
+/// %h0 .. (one KV head, %kv), over %count0 positions in one pass,
+/// kDecodeBlockPositions at a time with an online softmax: a block's keys
+/// are scored (two positions per step), the running maximum, sum and value
+/// sums are rescaled when the maximum rises, and the block's values added.
+/// Every key and value row is read once for all the heads; the value sums
+/// stay in registers across the blocks (16 accumulators per column group).
+std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &types);
+
+FlashScratch flashScratchTypes(const AttentionKernel &kernel);
+
+/// The rows %blockStart .. + 15 a flash key block reads, %<prefix>Read<p>:
+/// rows past the last visible position read that one (their scores are
+/// masked and their probabilities 0, and no read passes the written rows).
+std::string clampedBlockRows(const std::string &prefix, const std::string &indent);
+
+/// `result` (vector<16xi32>): lane i is the bf16 pair (low[i], high[i]),
+/// the low one in the lower half (the pair vdpbf16ps multiplies).
+std::string bf16Pairs(const std::string &result, const std::string &low, const std::string &high);
+
+Bf16FlashScratch bf16FlashScratchTypes(const AttentionKernel &kernel);
+
+/// `%s:16`: the 16 lanes' scores of positions %blockStart .. + 15 as outer
+/// products (a key's feature broadcast times the lanes' query feature): f32
+/// FMAs one feature at a time, or vdpbf16ps on pairs of features (bf16Prefill).
+std::string flashScores(const AttentionKernel &kernel, const AttentionTypes &types);
+
+/// The value loop: the output sums %outT ([lane][D]) rescaled by the lanes'
+/// %alpha and added the block's values times each lane's probability. A
+/// column group of C vectors (C = 2 where D allows) for 8 lanes at a time
+/// holds 8 x C accumulators; each step adds C value vectors times a lane's
+/// probability (broadcast): f32 FMAs position by position, or vdpbf16ps on
+/// pairs of positions (bf16Prefill). Meanwhile the next block's key rows
+/// are prefetched, a line of each row per 16 features.
+std::string flashValues(const AttentionKernel &kernel, const AttentionTypes &types);
+
+/// The causal mask of the block's scores %s, the online softmax update of
+/// the running maxima %m and sums %l (%mNew, %lNew, and the rescale %alpha
+/// of the old sums), and the block's probabilities: f32 in %probabilities,
+/// or (bf16Prefill) as bf16 pairs of positions in %probabilityPairs.
+std::string flashSoftmax(const AttentionKernel &kernel);
+
+/// The positions of the key block, %j0 .. %j15.
+std::string blockPositions();
+
+/// The block's query vectors, scaled, as %queryT [D][lane], 16 features at a
+/// time through a transpose. Lanes past the block's rows repeat its last row
+/// (their results are not stored).
+std::string flashQueryTranspose(const AttentionKernel &kernel, const AttentionTypes &types);
+
+/// The output: each lane of the block's rows gets its sums times its
+/// inverse sum.
+std::string flashOutput(const AttentionKernel &kernel, const AttentionTypes &types);
+
+/// @<name>_flash: causal attention of rows %t0 .. %t0 + %blockRows - 1 for
+/// the workgroup's heads (one KV head, %kv), flash-attention style: the
+/// block's (row, head) query vectors are the 16 lanes of every vector (lane
+/// = row x heads + head), the keys go by in blocks of 16 positions, and the
+/// softmax runs online (a running maximum and sum per lane, the output sums
+/// rescaled when the maximum rises), so each key and value row is read once
+/// for all 16 query vectors, no horizontal sums are needed, and the scratch
+/// does not grow with the context. Row r sees %count0 + r positions.
+std::string flashFunction(const AttentionKernel &kernel, const AttentionTypes &types);
+
+/// @<name>_flash_bf16: the bf16 prefill (bf16Prefill) of rows %tBase ..
+/// %tBase + %blockRowsAll - 1, up to prefillRowSets blocks of 16 / heads rows:
+/// per key block the keys are rounded once (and, after the first set's
+/// scores, the values paired once) for every set; each set scores, runs its
+/// online softmax and adds its values in its own region. A set past the
+/// rows repeats the first set's rows and stores nothing.
+std::string bf16FlashFunction(const AttentionKernel &kernel, const AttentionTypes &types);
+
+} // namespace q3::cpu::attention
