@@ -27,13 +27,22 @@ constexpr int kRepetitions = 4;
 // percent, and two compiles of one model should agree.
 constexpr double kF32Margin = 1.10;
 
-AttentionKernel measuredKernel(const AttentionKernel &shape, bool bf16) {
+// The builds measured: f32 FMAs, and vdpbf16ps on 1 to 3 blocks of rows per
+// workgroup (each set adds 12 KiB of scratch for head_dim 128: 4 sets no
+// longer fit a 48 KiB L1 beside the shared key and value copies).
+const std::vector<AttentionRate> kCandidates = {{false, 1}, {true, 1}, {true, 2}, {true, 3}};
+
+AttentionKernel measuredKernel(const AttentionKernel &shape, const AttentionRate &candidate) {
   AttentionKernel kernel = shape;
   kernel.name = "tune_attention";
   kernel.cache = WeightStorage::F32;
-  kernel.bf16Prefill = bf16;
-  kernel.prefillRowSets = bf16 ? AttentionKernel::kBf16PrefillRowSets : 1;
+  kernel.bf16Prefill = candidate.bf16;
+  kernel.prefillRowSets = candidate.rowSets;
   return kernel;
+}
+
+std::string candidateName(const AttentionRate &r) {
+  return r.bf16 ? fmt::format("avx512bf16_sets{}", r.rowSets) : "f32";
 }
 
 std::vector<float> randomFloats(size_t count, std::mt19937 &rng) {
@@ -70,28 +79,35 @@ struct PrefillInputs {
   }
 };
 
-/// GFLOP/s of the f32 and the bf16 kernel of `shape`: the best of
-/// kRepetitions runs each, the two alternating (bestOfInterleaved).
+/// GFLOP/s of every candidate build of `shape`: the best of kRepetitions
+/// runs each, the candidates taking turns (bestOfInterleaved).
 std::vector<AttentionRate> measure(const AttentionKernel &shape, const CpuTarget &target) {
-  const AttentionKernel kernels[2] = {measuredKernel(shape, false), measuredKernel(shape, true)};
-  const LoadedTuningKernel loaded[2] = {
-      loadTuningSource(attentionSource(kernels[0]), kernels[0].name, target),
-      loadTuningSource(attentionSource(kernels[1]), kernels[1].name, target)};
+  std::vector<AttentionKernel> kernels;
+  std::vector<LoadedTuningKernel> loaded;
+  for (const AttentionRate &candidate : kCandidates) {
+    kernels.push_back(measuredKernel(shape, candidate));
+    loaded.push_back(
+        loadTuningSource(attentionSource(kernels.back()), kernels.back().name, target));
+  }
   PrefillInputs inputs(shape);
-  const std::vector<double> best =
-      bestOfInterleaved({[&] { return inputs.time(loaded[0], kernels[0]); },
-                         [&] { return inputs.time(loaded[1], kernels[1]); }},
-                        kRepetitions);
+  std::vector<std::function<double()>> runs;
+  for (size_t i = 0; i < kernels.size(); ++i)
+    runs.push_back([&, i] { return inputs.time(loaded[i], kernels[i]); });
+  const std::vector<double> best = bestOfInterleaved(runs, kRepetitions);
   // Row t scores and sums t + 1 positions per query head: two products of
   // head_dim multiply-adds each.
   const double positions = double(kPromptRows) * double(kPromptRows + 1) / 2;
   const double flops = 2.0 * 2.0 * double(shape.headDim) * double(shape.queryHeads) * positions;
-  return {{false, flops / best[0] / 1e9}, {true, flops / best[1] / 1e9}};
+  std::vector<AttentionRate> rates = kCandidates;
+  for (size_t i = 0; i < rates.size(); ++i)
+    rates[i].gflops = flops / best[i] / 1e9;
+  return rates;
 }
 
 std::string cacheKey(const CpuTarget &target, const AttentionKernel &shape) {
-  const std::string sources =
-      attentionSource(measuredKernel(shape, false)) + attentionSource(measuredKernel(shape, true));
+  std::string sources;
+  for (const AttentionRate &candidate : kCandidates)
+    sources += attentionSource(measuredKernel(shape, candidate));
   return fmt::format("attention {} {:016x} {} {}x{}x{} [{}] {:016x}", target.llvmCpu,
                      llvm::xxHash64(target.features), target.requiredFeatures.size(),
                      shape.queryHeads, shape.kvHeads, shape.headDim,
@@ -99,11 +115,27 @@ std::string cacheKey(const CpuTarget &target, const AttentionKernel &shape) {
 }
 
 std::optional<std::vector<AttentionRate>> cachedRates(const nlohmann::json &entry) {
-  if (!entry.is_object() || !entry.contains("f32") || !entry.contains("avx512bf16") ||
-      !entry["f32"].is_number() || !entry["avx512bf16"].is_number())
+  if (!entry.is_object())
     return std::nullopt;
-  return std::vector<AttentionRate>{{false, entry["f32"].get<double>()},
-                                    {true, entry["avx512bf16"].get<double>()}};
+  std::vector<AttentionRate> rates = kCandidates;
+  for (AttentionRate &r : rates) {
+    const std::string name = candidateName(r);
+    if (!entry.contains(name) || !entry[name].is_number())
+      return std::nullopt;
+    r.gflops = entry[name].get<double>();
+  }
+  return rates;
+}
+
+/// The fastest vdpbf16ps build, unless f32 FMAs measured kF32Margin faster.
+AttentionRate choose(const std::vector<AttentionRate> &rates) {
+  AttentionRate f32, bf16;
+  for (const AttentionRate &r : rates)
+    if (!r.bf16)
+      f32 = r;
+    else if (r.gflops > bf16.gflops)
+      bf16 = r;
+  return f32.gflops > kF32Margin * bf16.gflops ? f32 : bf16;
 }
 
 } // namespace
@@ -126,11 +158,13 @@ AttentionTuning tuneAttention(const CpuTarget &target, const AttentionKernel &sh
   } else {
     tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
       tuning.measured = measure(shape, target);
-      return nlohmann::json{{"f32", tuning.measured[0].gflops},
-                            {"avx512bf16", tuning.measured[1].gflops}};
+      nlohmann::json entry = nlohmann::json::object();
+      for (const AttentionRate &r : tuning.measured)
+        entry[candidateName(r)] = r.gflops;
+      return entry;
     });
   }
-  tuning.bf16 = tuning.measured[0].gflops <= kF32Margin * tuning.measured[1].gflops;
+  tuning.chosen = choose(tuning.measured);
   return tuning;
 }
 
@@ -139,8 +173,9 @@ void recordAttentionTuning(mlir::ModuleOp module, const AttentionTuning &tuning)
   mlir::Builder &b = record.builder;
   llvm::SmallVector<mlir::NamedAttribute> rates;
   for (const AttentionRate &r : tuning.measured)
-    rates.push_back(b.getNamedAttr(r.bf16 ? "avx512bf16" : "f32", record.rate(r.gflops)));
-  record.set("attention_matmul", b.getStringAttr(tuning.bf16 ? "avx512bf16" : "f32"));
+    rates.push_back(b.getNamedAttr(candidateName(r), record.rate(r.gflops)));
+  record.set("attention_matmul", b.getStringAttr(tuning.chosen.bf16 ? "avx512bf16" : "f32"));
+  record.set("attention_row_sets", b.getI64IntegerAttr(tuning.chosen.rowSets));
   record.set("attention_gflops", b.getDictionaryAttr(rates));
   record.setOthersShare("attention_others_share", tuning.provenance);
   record.set(

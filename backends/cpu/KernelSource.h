@@ -149,9 +149,10 @@ struct AttentionKernel {
   /// copies; the f32 one runs one block.
   int64_t prefillRowSets = 1;
   static constexpr int64_t kMaxPrefillRowSets = 4;
-  /// The sets cpu-assign-grids gives the bf16 flash kernel: with one, the
-  /// key and value copies were ~17% of attention's time; two cut attention
-  /// at pp2048 by ~17% (0.6B shape, AMD family 26).
+  /// The sets cpu-assign-grids gives the bf16 flash kernel unless q3c
+  /// compile's tuner measured another count faster: with one, the key and
+  /// value copies were ~17% of attention's time; two cut attention at
+  /// pp2048 by ~17% (0.6B shape, AMD family 26).
   static constexpr int64_t kBf16PrefillRowSets = 2;
   /// head_dim a multiple of 32: a key row is whole 32-feature vectors of pairs.
   bool bf16Flashable() const { return vectorized() && headDim % 32 == 0; }

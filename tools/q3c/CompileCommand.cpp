@@ -92,9 +92,14 @@ void printPrefillTuning(const cpu::TuningResult &result) {
 void printAttentionTuning(const cpu::AttentionTuning &tuning) {
   llvm::outs() << "tuned the prefill attention (" << cpu::describeProvenance(tuning.provenance)
                << "), GFLOP/s of one layer's 512-row causal prefill on one thread:\n";
-  for (const cpu::AttentionRate &r : tuning.measured)
-    llvm::outs() << fmt::format("  {:<10} {:6.1f}{}\n", r.bf16 ? "avx512bf16" : "f32", r.gflops,
-                                r.bf16 == tuning.bf16 ? "  <- chosen" : "");
+  for (const cpu::AttentionRate &r : tuning.measured) {
+    const std::string name =
+        r.bf16 ? fmt::format("avx512bf16, {} row set{}", r.rowSets, r.rowSets > 1 ? "s" : "")
+               : "f32";
+    const bool chosen = r.bf16 == tuning.chosen.bf16 && r.rowSets == tuning.chosen.rowSets;
+    llvm::outs() << fmt::format("  {:<25} {:6.1f}{}\n", name, r.gflops,
+                                chosen ? "  <- chosen" : "");
+  }
 }
 
 /// -v: what the tuner measured and chose for decode.

@@ -10,7 +10,7 @@
 // KernelSource.h): code generation reads it from here and checks it.
 // Attention's tile is [query heads per workgroup, rows per prefill block,
 // blocks per workgroup]; the last follows the matmul cpu-select-attention-
-// matmul chose, so this pass runs after it.
+// matmul chose (so this pass runs after it) and the tuner's measurement.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/KernelSelection.h"
@@ -35,12 +35,16 @@ int64_t dimOf(Value value, unsigned dim) {
 
 /// Blocks of prefill rows an attention workgroup runs: where the flash
 /// kernel rounds its key blocks to bf16 (cpu-select-attention-matmul ran
-/// before), several, so each rounded copy serves them all; else one.
-int64_t prefillRowSets(LoweringConfigAttr lowering) {
-  return lowering.getMatmul() == "avx512bf16" ? AttentionKernel::kBf16PrefillRowSets : 1;
+/// before), several, so each rounded copy serves them all: as many as q3c
+/// compile's tuner measured fastest (q3.tuning's attention_row_sets), else
+/// kBf16PrefillRowSets; else one.
+int64_t prefillRowSets(LoweringConfigAttr lowering, std::optional<int64_t> measured) {
+  if (lowering.getMatmul() != "avx512bf16")
+    return 1;
+  return measured.value_or(AttentionKernel::kBf16PrefillRowSets);
 }
 
-LogicalResult assignGrid(func::FuncOp kernel) {
+LogicalResult assignGrid(func::FuncOp kernel, std::optional<int64_t> measuredRowSets) {
   Operation *compute = kernelComputeOp(kernel);
   LoweringConfigAttr lowering = loweringOf(kernel);
   auto columnTiles = [](int64_t columns) {
@@ -65,7 +69,7 @@ LogicalResult assignGrid(func::FuncOp kernel) {
             const AttentionKernel shape = attentionKernelShape(op);
             return lowering.withGrid("per_row", shape.workgroupsPerRow())
                 .withTile({shape.headsPerWorkgroup(), shape.prefillBlockRows(),
-                           prefillRowSets(lowering)});
+                           prefillRowSets(lowering, measuredRowSets)});
           })
           .Default([](Operation *) { return std::nullopt; });
   if (!assigned)
@@ -79,8 +83,15 @@ LogicalResult assignGrid(func::FuncOp kernel) {
 
 struct CpuAssignGridsPass : impl::CpuAssignGridsBase<CpuAssignGridsPass> {
   void runOnOperation() override {
-    for (func::FuncOp kernel : kernelsOf(getOperation()))
-      if (failed(assignGrid(kernel)))
+    ModuleOp module = getOperation();
+    const std::optional<int64_t> rowSets = measuredInteger(module, "attention_row_sets");
+    if (rowSets && (*rowSets < 1 || *rowSets > AttentionKernel::kMaxPrefillRowSets)) {
+      module.emitError() << "cpu-assign-grids: q3.tuning's attention_row_sets must be 1 to "
+                         << AttentionKernel::kMaxPrefillRowSets << ", not " << *rowSets;
+      return signalPassFailure();
+    }
+    for (func::FuncOp kernel : kernelsOf(module))
+      if (failed(assignGrid(kernel, rowSets)))
         return signalPassFailure();
   }
 };
