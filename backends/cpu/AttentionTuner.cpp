@@ -83,12 +83,13 @@ struct PrefillInputs {
 /// runs each, the candidates taking turns (bestOfInterleaved).
 std::vector<AttentionRate> measure(const AttentionKernel &shape, const CpuTarget &target) {
   std::vector<AttentionKernel> kernels;
-  std::vector<LoadedTuningKernel> loaded;
+  std::vector<std::string> sources, names;
   for (const AttentionRate &candidate : kCandidates) {
     kernels.push_back(measuredKernel(shape, candidate));
-    loaded.push_back(
-        loadTuningSource(attentionSource(kernels.back()), kernels.back().name, target));
+    sources.push_back(attentionSource(kernels.back()));
+    names.push_back(kernels.back().name);
   }
+  const std::vector<LoadedTuningKernel> loaded = loadTuningSources(sources, names, target);
   PrefillInputs inputs(shape);
   std::vector<std::function<double()>> runs;
   for (size_t i = 0; i < kernels.size(); ++i)

@@ -37,13 +37,18 @@ std::vector<DecodeRate> measureRates(const FusedLinearKernel &product, const Cpu
                                      const std::vector<DecodeSetting> &candidates,
                                      const DecodeSetting &baseline, int rounds, int threads) {
   // One compiled kernel per prefetch distance.
-  std::map<int64_t, LoadedTuningKernel> loaded;
+  std::vector<FusedLinearKernel> kernels;
+  std::vector<int64_t> distances;
   for (const DecodeSetting &c : candidates)
-    if (!loaded.count(c.prefetchBytes)) {
-      FusedLinearKernel kernel = product;
-      kernel.prefetchBytes = c.prefetchBytes;
-      loaded.emplace(c.prefetchBytes, loadTuningKernel(kernel, target));
+    if (std::find(distances.begin(), distances.end(), c.prefetchBytes) == distances.end()) {
+      distances.push_back(c.prefetchBytes);
+      kernels.push_back(product);
+      kernels.back().prefetchBytes = c.prefetchBytes;
     }
+  std::vector<LoadedTuningKernel> compiled = loadTuningKernels(kernels, target);
+  std::map<int64_t, LoadedTuningKernel> loaded;
+  for (size_t i = 0; i < distances.size(); ++i)
+    loaded.emplace(distances[i], std::move(compiled[i]));
   std::mt19937 rng(11);
   std::vector<float> x(static_cast<size_t>(product.inFeatures), 0.5f), y(product.outFeatures);
   const std::vector<uint8_t> packed = randomWeights(product, rng);

@@ -43,9 +43,7 @@ FusedLinearKernel measuredProduct(int64_t hidden, int64_t intermediate,
 /// (bestOfInterleaved).
 std::vector<double> measure(const std::vector<FusedLinearKernel> &kernels,
                             const CpuTarget &target) {
-  std::vector<LoadedTuningKernel> loaded;
-  for (const FusedLinearKernel &kernel : kernels)
-    loaded.push_back(loadTuningKernel(kernel, target));
+  const std::vector<LoadedTuningKernel> loaded = loadTuningKernels(kernels, target);
   // Every candidate reads the weight in the same layout (column blocks or
   // row-major, as the model's products): one set of inputs serves them all.
   const FusedLinearKernel &shape = kernels.front();

@@ -3,11 +3,15 @@
 #include "backends/cpu/CompileKernels.h"
 
 #include "runtime/DType.h"
+#include "runtime/ResourceLimits.h"
 #include "runtime/WeightLayout.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <limits>
 #include <stdexcept>
+#include <thread>
 
 namespace q3::cpu {
 
@@ -64,9 +68,8 @@ std::vector<uint8_t> randomWeights(const FusedLinearKernel &kernel, std::mt19937
   return packed;
 }
 
-LoadedTuningKernel loadTuningSource(const std::string &source, const std::string &name,
-                                    const CpuTarget &target) {
-  const std::vector<uint8_t> object = linkSharedObject(compileKernelsToObject(source, target));
+/// The kernel `name` of the shared object `object`, loaded.
+static LoadedTuningKernel loadObject(const std::vector<uint8_t> &object, const std::string &name) {
   LoadedTuningKernel loaded;
   loaded.library = runtime::SharedLibrary::loadFromMemory("tune", object.data(), object.size());
   loaded.entry = reinterpret_cast<runtime::KernelEntry>(
@@ -76,8 +79,47 @@ LoadedTuningKernel loadTuningSource(const std::string &source, const std::string
   return loaded;
 }
 
-LoadedTuningKernel loadTuningKernel(const FusedLinearKernel &kernel, const CpuTarget &target) {
-  return loadTuningSource(fusedLinearSource(kernel), kernel.name, target);
+std::vector<LoadedTuningKernel> loadTuningSources(const std::vector<std::string> &sources,
+                                                  const std::vector<std::string> &names,
+                                                  const CpuTarget &target) {
+  if (sources.size() != names.size())
+    throw std::invalid_argument("loadTuningSources: a name for every source");
+  std::vector<std::vector<uint8_t>> objects(sources.size());
+  std::vector<std::exception_ptr> failures(sources.size());
+  std::atomic<size_t> next{0};
+  auto compileSome = [&] {
+    for (size_t i = next++; i < sources.size(); i = next++) {
+      try {
+        objects[i] = linkSharedObject(compileKernelsToObject(sources[i], target));
+      } catch (...) {
+        failures[i] = std::current_exception();
+      }
+    }
+  };
+  const size_t workers = std::min(sources.size(), size_t(std::max(1, runtime::availableCpus())));
+  std::vector<std::thread> threads;
+  for (size_t w = 1; w < workers; ++w)
+    threads.emplace_back(compileSome);
+  compileSome();
+  for (std::thread &thread : threads)
+    thread.join();
+  std::vector<LoadedTuningKernel> loaded;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (failures[i])
+      std::rethrow_exception(failures[i]);
+    loaded.push_back(loadObject(objects[i], names[i]));
+  }
+  return loaded;
+}
+
+std::vector<LoadedTuningKernel> loadTuningKernels(const std::vector<FusedLinearKernel> &kernels,
+                                                  const CpuTarget &target) {
+  std::vector<std::string> sources, names;
+  for (const FusedLinearKernel &kernel : kernels) {
+    sources.push_back(fusedLinearSource(kernel));
+    names.push_back(kernel.name);
+  }
+  return loadTuningSources(sources, names, target);
 }
 
 std::vector<double> bestOfInterleaved(const std::vector<std::function<double()>> &runs,

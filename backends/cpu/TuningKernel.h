@@ -1,9 +1,10 @@
-//===- TuningKernel.h - the product the tuners compile and run ------------===//
+//===- TuningKernel.h - the kernels the tuners compile and run ------------===//
 //
-// Both tuners (Tuner.h: prefill variants, DecodeTuner.h: the decode split)
-// measure the model's gate/up product: SwiGLU with its RMSNorm and gain, the
-// checkpoint's bf16 or f16 weights packed at load or per call, on random
-// inputs.
+// The product tuners (Tuner.h: prefill variants, DecodeTuner.h: the decode
+// split) measure the model's gate/up product: SwiGLU with its RMSNorm and
+// gain, the checkpoint's bf16 or f16 weights packed at load or per call, on
+// random inputs. All three tuners (AttentionTuner.h too) compile their
+// candidates at once and time them in turns.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -47,17 +48,24 @@ std::vector<uint8_t> randomHalves(WeightStorage dtype, int64_t count, std::mt199
 /// blocks when packed at load).
 std::vector<uint8_t> randomWeights(const FusedLinearKernel &kernel, std::mt19937 &rng);
 
-/// `kernel` compiled for `target` and loaded; `entry` stays valid while
+/// A kernel the tuners compiled and loaded; `entry` stays valid while
 /// `library` lives.
 struct LoadedTuningKernel {
   std::unique_ptr<runtime::SharedLibrary> library;
   runtime::KernelEntry entry = nullptr;
 };
-LoadedTuningKernel loadTuningKernel(const FusedLinearKernel &kernel, const CpuTarget &target);
-/// The kernel `name` of MLIR `source` compiled for `target` and loaded (any
-/// template: the attention tuner measures attentionSource's).
-LoadedTuningKernel loadTuningSource(const std::string &source, const std::string &name,
-                                    const CpuTarget &target);
+
+/// The kernels `names[i]` of MLIR `sources[i]` compiled for `target` and
+/// loaded; the compiles (LLVM, then the link) run on all CPUs at once, each
+/// in its own contexts.
+std::vector<LoadedTuningKernel> loadTuningSources(const std::vector<std::string> &sources,
+                                                  const std::vector<std::string> &names,
+                                                  const CpuTarget &target);
+
+/// Each of `kernels` (fusedLinearSource) compiled and loaded, as
+/// loadTuningSources.
+std::vector<LoadedTuningKernel> loadTuningKernels(const std::vector<FusedLinearKernel> &kernels,
+                                                  const CpuTarget &target);
 
 /// The lowest seconds of each of `runs` (each times one run) over `rounds`
 /// rounds after a warm-up round. Every round runs each once, the order
