@@ -10,6 +10,9 @@
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/CompileKernels.h"
 
+#include "runtime/ResourceLimits.h"
+#include "runtime/ThreadPool.h"
+
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -202,35 +205,61 @@ std::vector<uint8_t> compileKernelsToObject(const std::string &mlirSource,
   return emitObject(*llvmModule, *machine);
 }
 
-std::vector<uint8_t> linkSharedObject(const std::vector<uint8_t> &object) {
-  llvm::SmallString<128> objectPath, libraryPath;
-  if (llvm::sys::fs::createTemporaryFile("q3-kernels", "o", objectPath) ||
-      llvm::sys::fs::createTemporaryFile("q3-kernels", "so", libraryPath))
-    throw std::runtime_error("cannot create temporary files to link the kernels");
-  auto cleanup = llvm::make_scope_exit([&] {
-    llvm::sys::fs::remove(objectPath);
-    llvm::sys::fs::remove(libraryPath);
-  });
-  {
-    std::error_code error;
-    llvm::raw_fd_ostream out(objectPath, error);
-    if (error)
-      throw std::runtime_error(objectPath.str().str() + ": " + error.message());
-    out.write(reinterpret_cast<const char *>(object.data()), object.size());
-    // A failed write is this line, not LLVM's "IO failure on output stream"
-    // fatal error when the stream is destroyed.
-    out.close();
-    if (out.has_error()) {
-      const std::string reason = out.error().message();
-      out.clear_error();
-      throw std::runtime_error(objectPath.str().str() + ": cannot write: " + reason);
-    }
+std::vector<std::vector<uint8_t>> compileKernelsToObjects(const std::vector<std::string> &sources,
+                                                          const CpuTarget &target) {
+  std::vector<std::vector<uint8_t>> objects(sources.size());
+  runtime::ThreadPool pool(std::max(1, std::min(runtime::availableCpus(), int(sources.size()))));
+  // One chunk per source, so a thread that finishes early takes another.
+  pool.parallelFor(
+      int64_t(sources.size()),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          objects[size_t(i)] = compileKernelsToObject(sources[size_t(i)], target);
+      },
+      int(sources.size()));
+  return objects;
+}
+
+/// Writes `bytes` to `path`; a failed write is this line, not LLVM's "IO
+/// failure on output stream" fatal error when the stream is destroyed.
+static void writeFile(const llvm::SmallString<128> &path, const std::vector<uint8_t> &bytes) {
+  std::error_code error;
+  llvm::raw_fd_ostream out(path, error);
+  if (error)
+    throw std::runtime_error(path.str().str() + ": " + error.message());
+  out.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  out.close();
+  if (out.has_error()) {
+    const std::string reason = out.error().message();
+    out.clear_error();
+    throw std::runtime_error(path.str().str() + ": cannot write: " + reason);
   }
+}
+
+std::vector<uint8_t> linkSharedObject(const std::vector<std::vector<uint8_t>> &objects) {
+  std::vector<llvm::SmallString<128>> objectPaths(objects.size());
+  llvm::SmallString<128> libraryPath;
+  auto cleanup = llvm::make_scope_exit([&] {
+    for (const llvm::SmallString<128> &path : objectPaths)
+      if (!path.empty())
+        llvm::sys::fs::remove(path);
+    if (!libraryPath.empty())
+      llvm::sys::fs::remove(libraryPath);
+  });
+  for (size_t i = 0; i < objects.size(); ++i) {
+    if (llvm::sys::fs::createTemporaryFile("q3-kernels", "o", objectPaths[i]))
+      throw std::runtime_error("cannot create temporary files to link the kernels");
+    writeFile(objectPaths[i], objects[i]);
+  }
+  if (llvm::sys::fs::createTemporaryFile("q3-kernels", "so", libraryPath))
+    throw std::runtime_error("cannot create temporary files to link the kernels");
   llvm::ErrorOr<std::string> driver = llvm::sys::findProgramByName("cc");
   if (!driver)
     throw std::runtime_error("linking the kernels needs a C compiler driver 'cc' on PATH");
-  llvm::SmallVector<llvm::StringRef> args = {*driver,     "-shared",  "-o",
-                                             libraryPath, objectPath, "-lm"};
+  llvm::SmallVector<llvm::StringRef> args = {*driver, "-shared", "-o", libraryPath};
+  for (const llvm::SmallString<128> &path : objectPaths)
+    args.push_back(path);
+  args.push_back("-lm");
   std::string message;
   if (llvm::sys::ExecuteAndWait(*driver, args, std::nullopt, {}, 0, 0, &message) != 0)
     throw std::runtime_error("'" + *driver + " -shared' failed to link the kernels " + message);

@@ -16,8 +16,17 @@ namespace q3::cpu {
 /// with the MLIR diagnostics if the source does not parse or lower.
 std::vector<uint8_t> compileKernelsToObject(const std::string &mlirSource, const CpuTarget &target);
 
-/// Links an ELF object into a shared object with the system compiler driver
+/// compileKernelsToObject of each of `sources`, on all the CPUs this process
+/// may use at once (each compile has its own MLIR and LLVM contexts). The
+/// first compile that throws is rethrown.
+std::vector<std::vector<uint8_t>> compileKernelsToObjects(const std::vector<std::string> &sources,
+                                                          const CpuTarget &target);
+
+/// Links ELF objects into one shared object with the system compiler driver
 /// (`cc -shared`, libm). Throws std::runtime_error naming the command on failure.
-std::vector<uint8_t> linkSharedObject(const std::vector<uint8_t> &object);
+std::vector<uint8_t> linkSharedObject(const std::vector<std::vector<uint8_t>> &objects);
+inline std::vector<uint8_t> linkSharedObject(const std::vector<uint8_t> &object) {
+  return linkSharedObject(std::vector<std::vector<uint8_t>>{object});
+}
 
 } // namespace q3::cpu

@@ -2,8 +2,9 @@
 //
 // The target passes decided everything (backends/cpu/passes/); this only
 // generates each kernel's source from the IR (KernelSelection.cpp), compiles
-// them into one shared object for the module's q3.target
-// (CompileKernels.cpp), and serializes the IR as the manifest
+// them (in as many units as CPUs, at once) and links them into one shared
+// object for the module's q3.target (CompileKernels.cpp), and serializes the
+// IR as the manifest
 // (backends/common/ManifestWriter.cpp).
 //
 //===----------------------------------------------------------------------===//
@@ -13,25 +14,60 @@
 #include "backends/cpu/CpuTarget.h"
 #include "backends/cpu/KernelSelection.h"
 #include "backends/cpu/passes/CpuPasses.h"
+#include "runtime/ResourceLimits.h"
+
+#include <algorithm>
+#include <numeric>
 
 namespace q3::cpu {
 
+namespace {
+
+/// The source of every kernel and variant of `module`, in module order.
+std::vector<std::string> kernelSources(mlir::ModuleOp module) {
+  std::vector<std::string> sources;
+  for (mlir::func::FuncOp kernel : kernelsOf(module)) {
+    sources.push_back(cpuKernelSource(module, kernel));
+    for (q3::ir::LoweringConfigAttr variant : q3::ir::variantsOf(kernel))
+      sources.push_back(cpuKernelVariantSource(module, kernel, variant));
+  }
+  return sources;
+}
+
+/// `sources` dealt into `groups` compile units of about equal size (the
+/// largest first, each to the smallest unit so far), so the units compile
+/// in about equal time on as many CPUs.
+std::vector<std::string> compileUnits(const std::vector<std::string> &sources, size_t groups) {
+  std::vector<size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sources[a].size() > sources[b].size(); });
+  std::vector<std::string> units(std::max<size_t>(1, std::min(groups, sources.size())));
+  for (size_t i : order)
+    std::min_element(units.begin(), units.end(), [](const std::string &a, const std::string &b) {
+      return a.size() < b.size();
+    })->append(sources[i]);
+  return units;
+}
+
+} // namespace
+
 std::string cpuKernelsSource(mlir::ModuleOp module) {
   std::string source;
-  for (mlir::func::FuncOp kernel : kernelsOf(module)) {
-    source += cpuKernelSource(module, kernel);
-    for (q3::ir::LoweringConfigAttr variant : q3::ir::variantsOf(kernel))
-      source += cpuKernelVariantSource(module, kernel, variant);
-  }
+  for (const std::string &kernel : kernelSources(module))
+    source += kernel;
   return source;
 }
 
 CompiledModel compileForCpu(mlir::ModuleOp module) {
   CompiledModel compiled;
   compiled.manifest = backends::manifestOf(module);
-  compiled.kernelSource = cpuKernelsSource(module);
-  compiled.sharedObject =
-      linkSharedObject(compileKernelsToObject(compiled.kernelSource, targetOf(module)));
+  const std::vector<std::string> sources = kernelSources(module);
+  for (const std::string &kernel : sources)
+    compiled.kernelSource += kernel;
+  const std::vector<std::string> units =
+      compileUnits(sources, size_t(std::max(1, runtime::availableCpus())));
+  compiled.sharedObject = linkSharedObject(compileKernelsToObjects(units, targetOf(module)));
   return compiled;
 }
 

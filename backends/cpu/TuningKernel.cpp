@@ -3,15 +3,11 @@
 #include "backends/cpu/CompileKernels.h"
 
 #include "runtime/DType.h"
-#include "runtime/ResourceLimits.h"
 #include "runtime/WeightLayout.h"
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
 #include <limits>
 #include <stdexcept>
-#include <thread>
 
 namespace q3::cpu {
 
@@ -84,31 +80,10 @@ std::vector<LoadedTuningKernel> loadTuningSources(const std::vector<std::string>
                                                   const CpuTarget &target) {
   if (sources.size() != names.size())
     throw std::invalid_argument("loadTuningSources: a name for every source");
-  std::vector<std::vector<uint8_t>> objects(sources.size());
-  std::vector<std::exception_ptr> failures(sources.size());
-  std::atomic<size_t> next{0};
-  auto compileSome = [&] {
-    for (size_t i = next++; i < sources.size(); i = next++) {
-      try {
-        objects[i] = linkSharedObject(compileKernelsToObject(sources[i], target));
-      } catch (...) {
-        failures[i] = std::current_exception();
-      }
-    }
-  };
-  const size_t workers = std::min(sources.size(), size_t(std::max(1, runtime::availableCpus())));
-  std::vector<std::thread> threads;
-  for (size_t w = 1; w < workers; ++w)
-    threads.emplace_back(compileSome);
-  compileSome();
-  for (std::thread &thread : threads)
-    thread.join();
+  const std::vector<std::vector<uint8_t>> objects = compileKernelsToObjects(sources, target);
   std::vector<LoadedTuningKernel> loaded;
-  for (size_t i = 0; i < sources.size(); ++i) {
-    if (failures[i])
-      std::rethrow_exception(failures[i]);
-    loaded.push_back(loadObject(objects[i], names[i]));
-  }
+  for (size_t i = 0; i < sources.size(); ++i)
+    loaded.push_back(loadObject(linkSharedObject(objects[i]), names[i]));
   return loaded;
 }
 

@@ -55,9 +55,8 @@ struct LoadedTuningKernel {
   runtime::KernelEntry entry = nullptr;
 };
 
-/// The kernels `names[i]` of MLIR `sources[i]` compiled for `target` and
-/// loaded; the compiles (LLVM, then the link) run on all CPUs at once, each
-/// in its own contexts.
+/// The kernels `names[i]` of MLIR `sources[i]` compiled for `target` (on
+/// all CPUs at once: compileKernelsToObjects) and loaded.
 std::vector<LoadedTuningKernel> loadTuningSources(const std::vector<std::string> &sources,
                                                   const std::vector<std::string> &names,
                                                   const CpuTarget &target);
