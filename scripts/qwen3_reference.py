@@ -345,7 +345,7 @@ class PrefillActivations:
       rows and an even K (the column-block kernels; the checkpoint's dtype
       decides, as it does for q3c compile);
     - avx512bf16: every row of a prefill (T > 1; the rows past the last
-      whole register tile run 1-row vdpbf16ps tiles), none of a decode step;
+      whole register tile run smaller vdpbf16ps tiles), none of a decode step;
     - amx: every row of a prefill (T > 1) when K % 32 == 0 (16 rows or more
       on the tile unit, fewer on vdpbf16ps tiles), else none (f32 tiles);
     - the rounded value is the kernel's input after the RMSNorm gain and

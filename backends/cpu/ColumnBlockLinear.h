@@ -10,6 +10,7 @@
 #include "backends/cpu/KernelSource.h"
 
 #include <string>
+#include <vector>
 
 namespace q3::cpu::detail {
 
@@ -44,6 +45,19 @@ std::string tileFunction(const FusedLinearKernel &kernel, const ColumnBlockLayou
 std::string tileAndStore(const FusedLinearKernel &kernel, const ColumnBlockLayout &l, int rows,
                          bool bf16, const std::string &x, const std::string &residual,
                          const std::string &blocks, const std::string &prefetch = "");
+
+/// The heights of the tiles that run the rows R-row tiles leave (fewer than
+/// R): the powers of two below R, largest first. Any leftover count is a
+/// sum of distinct ones (7 = 4 + 2 + 1), so at most log2(R) passes over the
+/// weights serve them, where 1-row tiles took one pass per row.
+std::vector<int> leftoverTileRows(int tileRows);
+
+/// The tiles (leftoverTileRows) that run rows %tiledRows .. %rows - 1, as
+/// tileAndStore without prefetch: the tile of p rows runs when bit p of
+/// %rows - %tiledRows is set, from %tiledRows plus the larger tiles' rows.
+std::string leftoverTiles(const FusedLinearKernel &kernel, const ColumnBlockLayout &l, int tileRows,
+                          bool bf16, const std::string &x, const std::string &residual,
+                          const std::string &blocks);
 
 /// @<name>_store(v, up, scale, t, column, y, res): 16 columns of row t from
 /// their accumulator(s): the norm scale, SwiGLU with the up accumulator, the

@@ -7,16 +7,16 @@
 // f16: the low and high halves through vcvtph2ps), and every
 // row's x[t, k] and x[t, k+1] are broadcast into 2R fused multiply-adds per
 // block. Prefill runs R-row tiles (R from the kernel's q3.lowering tile: 2R
-// accumulators, each weight load serves R rows), the remaining rows 1-row
-// tiles. Decode reads one block at a time, a single stream the prefetch runs
-// ahead of into the block read next: two blocks read side by side are two
-// DRAM streams, which streamed 10-15% slower than one on the AMD EPYC
-// (family 26) machines. The epilogue (norm scale, SwiGLU, residual) works on
-// 16 columns at once.
-// Workgroup w owns output blocks [4w, 4w + 4).
+// accumulators, each weight load serves R rows), the remaining rows tiles
+// of the powers of two below R (7 rows left by 8-row tiles: 4 + 2 + 1, three
+// passes over the weights instead of seven). Decode reads one block at a time, a single stream the
+// prefetch runs ahead of into the block read next: two blocks read side by side are two DRAM
+// streams, which streamed 10-15% slower than one on the AMD EPYC (family 26) machines. The epilogue
+// (norm scale, SwiGLU, residual) works on 16 columns at once. Workgroup w owns output blocks [4w,
+// 4w + 4).
 //
 // With matmul avx512bf16 every row of a prefill is rounded to bf16 and
-// multiplied with vdpbf16ps (its R-row tiles and the 1-row tiles of the rest),
+// multiplied with vdpbf16ps (its R-row tiles and the smaller tiles of the rest),
 // so all prefill rows see the same arithmetic, as the q3.lowering promises;
 // decode stays f32. With matmul amx, prefills of 16 rows or more run on the
 // tile unit (AmxLinearSource.cpp) and shorter ones on the vdpbf16ps tiles.
@@ -319,6 +319,33 @@ std::string tileAndStore(const FusedLinearKernel &kernel, const Layout &l, int r
   return text;
 }
 
+std::vector<int> leftoverTileRows(int tileRows) {
+  std::vector<int> heights;
+  for (int p = 1; p < tileRows; p *= 2)
+    heights.insert(heights.begin(), p);
+  return heights;
+}
+
+std::string leftoverTiles(const FusedLinearKernel &kernel, const Layout &l, int tileRows, bool bf16,
+                          const std::string &x, const std::string &residual,
+                          const std::string &blocks) {
+  std::string text = "      %leftRows = arith.subi %rows, %tiledRows : index\n";
+  for (int p : leftoverTileRows(tileRows)) {
+    // Rows before this tile: the larger tiles', the bits of %leftRows above p.
+    text +=
+        fmt::format("      %cBit{0} = arith.constant {0} : index\n"
+                    "      %cAbove{0} = arith.constant {1} : index\n"
+                    "      %bit{0} = arith.andi %leftRows, %cBit{0} : index\n"
+                    "      %runs{0} = arith.cmpi ne, %bit{0}, %c0 : index\n"
+                    "      %above{0} = arith.andi %leftRows, %cAbove{0} : index\n"
+                    "      scf.if %runs{0} {{\n"
+                    "        %t = arith.addi %tiledRows, %above{0} : index\n"
+                    "{2}      }}\n",
+                    p, ~int64_t(2 * p - 1), tileAndStore(kernel, l, p, bf16, x, residual, blocks));
+  }
+  return text;
+}
+
 std::string storeFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l) {
   const std::string vector = "vector<16xf32>";
   const Epilogue e =
@@ -415,11 +442,12 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
   const bool bf16 = kernel.prefillMatmul == PrefillMatmul::Avx512Bf16 ||
                     kernel.prefillMatmul == PrefillMatmul::Amx;
   // The decode block reads, the prefill tile and (bf16) the leftover rows'
-  // 1-row tile.
+  // smaller tiles.
   std::string source = decodeBlockFunction(kernel, l) + storeFunction(kernel, l);
   source += tileFunction(kernel, l, int(tileRows), bf16);
-  if (bf16 && tileRows != 1)
-    source += tileFunction(kernel, l, 1, true);
+  if (bf16)
+    for (int p : leftoverTileRows(int(tileRows)))
+      source += tileFunction(kernel, l, p, true);
   if (amx)
     source += amxFunctions(kernel, l);
   const KernelFrame frame = kernelFrame(kernel, l.xType, l.yType);
@@ -435,18 +463,16 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
                         "  scf.if %useAmx {{\n{}  }} else {{\n",
                         kAmxMinRows, amxPrefill(kernel, l, frame.dotInput, frame.residualOperand))
           : "";
-  // The rows the R-row tiles leave: bf16 1-row tiles in a prefill, the f32
-  // one-stream block reads (decode).
+  // The rows the R-row tiles leave: bf16 tiles of fewer rows in a prefill
+  // (leftoverTiles), the f32 one-stream block reads (decode).
   const std::string f32Rows =
       fmt::format("      scf.for %t = %tiledRows to %rows step %c1 {{\n{}      }}\n",
                   decodeAndStore(kernel, l, frame.dotInput, frame.residualOperand));
   const std::string leftoverRows =
-      bf16 ? fmt::format(
-                 "      scf.if %multiRow {{\n"
-                 "      scf.for %t = %tiledRows to %rows step %c1 {{\n{}      }}\n"
-                 "      }} else {{\n{}      }}\n",
-                 tileAndStore(kernel, l, 1, true, "%xp", frame.residualOperand, "%w, %t, %bA, %bB"),
-                 f32Rows)
+      bf16 ? fmt::format("      scf.if %multiRow {{\n{}      }} else {{\n{}      }}\n",
+                         leftoverTiles(kernel, l, int(tileRows), true, "%xp", frame.residualOperand,
+                                       "%w, %t, %bA, %bB"),
+                         f32Rows)
            : f32Rows;
   source += frame.opening;
   source += fmt::format(

@@ -226,8 +226,9 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
   const KernelFrame frame = kernelFrame(kernel, l.xType, l.yType);
   // The row tiles prefetch the next pair's rows as they go.
   std::string source = storeFunction(kernel, l) +
-                       tileFunction(kernel, l, int(tileRows), bf16, /*prefetchNext=*/true) +
-                       tileFunction(kernel, l, 1, bf16);
+                       tileFunction(kernel, l, int(tileRows), bf16, /*prefetchNext=*/true);
+  for (int p : leftoverTileRows(int(tileRows)))
+    source += tileFunction(kernel, l, p, bf16);
   // A block's part and first pair (the packing and its prefetch), a row's
   // part and index in it (decode).
   source += packPanelFunction(kernel, l, v) +
@@ -288,9 +289,7 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
         %tile = arith.divui %t, %cTileRows : index
         %pfFirst = arith.muli %tile, %pfLinesPerTile : index
 {prefillTile}      }}
-      scf.for %t = %tiledRows to %rows step %c1 {{
-{leftoverTile}      }}
-    }}
+{leftoverTiles}    }}
 {roundingClosing}    memref.dealloc %panelRaw : memref<{panelBytes}xi8>
   }} else {{
 {decode}  }}
@@ -309,7 +308,8 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
       fmt::arg("prefillTile",
                tileAndStore(kernel, l, int(tileRows), bf16, x, frame.residualOperand, blocks,
                             "%pfA, %pfBaseA, %pfB, %pfBaseB, %pfFirst, %pfLast, %cLastLine")),
-      fmt::arg("leftoverTile", tileAndStore(kernel, l, 1, bf16, x, frame.residualOperand, blocks)),
+      fmt::arg("leftoverTiles",
+               leftoverTiles(kernel, l, int(tileRows), bf16, x, frame.residualOperand, blocks)),
       fmt::arg("decode", rowMajorDecode(kernel, l, v, frame)));
   source += frame.closing;
   return source;

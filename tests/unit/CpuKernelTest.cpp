@@ -5,6 +5,7 @@
 // the reference interpreter's arithmetic for the same op.
 //
 //===----------------------------------------------------------------------===//
+#include "backends/cpu/ColumnBlockLinear.h"
 #include "backends/cpu/CompileKernels.h"
 #include "backends/cpu/CompileModel.h"
 #include "backends/cpu/KernelSource.h"
@@ -292,6 +293,28 @@ TEST(FusedLinearKernel, PanelTilesOfEveryHeight) {
       c.tileRows = tileRows;
       EXPECT_LE(relativeErrorOf(perCall(c), "host"), 1e-5) << tileRows << " rows";
       EXPECT_LE(relativeErrorOf(perCall(c, {96, 96}), "host"), 1e-5) << tileRows << " rows, parts";
+    }
+}
+
+// The rows 8-row tiles leave run in tiles of 4, 2 and 1 rows (one pass over
+// the weights each, where single rows took a pass per row): every remainder
+// from 0 to 7 after two full tiles, f32 products and, where the host has
+// them, vdpbf16ps ones, packed per call and at load.
+TEST(FusedLinearKernel, LeftoverRowsRunInSmallerTiles) {
+  EXPECT_EQ(cpu::detail::leftoverTileRows(8), (std::vector<int>{4, 2, 1}));
+  EXPECT_EQ(cpu::detail::leftoverTileRows(6), (std::vector<int>{4, 2, 1}));
+  EXPECT_EQ(cpu::detail::leftoverTileRows(2), (std::vector<int>{1}));
+  EXPECT_TRUE(cpu::detail::leftoverTileRows(1).empty());
+  std::vector<PrefillMatmul> matmuls = {PrefillMatmul::F32};
+  if (hostHasAvx512Bf16())
+    matmuls.push_back(PrefillMatmul::Avx512Bf16);
+  for (PrefillMatmul matmul : matmuls)
+    for (int64_t rows = 16; rows < 24; ++rows) {
+      LinearCase c{"leftover", 72,   96,   rows,  WeightStorage::BF16, true, true,
+                   true,       true, true, matmul};
+      c.tileRows = 8;
+      EXPECT_LE(relativeErrorOf(perCall(c), "host", true), 1e-5) << rows << " rows, per call";
+      EXPECT_LE(relativeErrorOf(c, "host", true), 1e-5) << rows << " rows, at load";
     }
 }
 
