@@ -50,6 +50,7 @@ struct Bf16FlashScratch {
   int64_t keyBytes, valueBytes;
 };
 
+/// The memref types of `kernel`'s query and cache views.
 AttentionTypes typesOf(const AttentionKernel &kernel);
 
 /// exp(score - max) over %scores<k>[0, count) in place, 16 positions at a
@@ -65,6 +66,7 @@ std::string slotSoftmax(int k, const std::string &max, const std::string &count)
 /// stay in registers across the blocks (16 accumulators per column group).
 std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &types);
 
+/// The f32 flash kernel's scratch types for `kernel`'s head size.
 FlashScratch flashScratchTypes(const AttentionKernel &kernel);
 
 /// The rows %blockStart .. + 15 a flash key block reads, %<prefix>Read<p>:
@@ -76,6 +78,7 @@ std::string clampedBlockRows(const std::string &prefix, const std::string &inden
 /// the low one in the lower half (the pair vdpbf16ps multiplies).
 std::string bf16Pairs(const std::string &result, const std::string &low, const std::string &high);
 
+/// The bf16 flash kernel's scratch types and sizes for `kernel`'s head size.
 Bf16FlashScratch bf16FlashScratchTypes(const AttentionKernel &kernel);
 
 /// `%s:16`: the 16 lanes' scores of positions %blockStart .. + 15 as outer
