@@ -441,13 +441,12 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
   // vdpbf16ps tiles: the avx512bf16 prefill, and AMX's prompts too short for the tile unit.
   const bool bf16 = kernel.prefillMatmul == PrefillMatmul::Avx512Bf16 ||
                     kernel.prefillMatmul == PrefillMatmul::Amx;
-  // The decode block reads, the prefill tile and (bf16) the leftover rows'
-  // smaller tiles.
+  // The decode block reads, the prefill tile and the leftover rows' smaller
+  // tiles.
   std::string source = decodeBlockFunction(kernel, l) + storeFunction(kernel, l);
   source += tileFunction(kernel, l, int(tileRows), bf16);
-  if (bf16)
-    for (int p : leftoverTileRows(int(tileRows)))
-      source += tileFunction(kernel, l, p, true);
+  for (int p : leftoverTileRows(int(tileRows)))
+    source += tileFunction(kernel, l, p, bf16);
   if (amx)
     source += amxFunctions(kernel, l);
   const KernelFrame frame = kernelFrame(kernel, l.xType, l.yType);
@@ -463,17 +462,15 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
                         "  scf.if %useAmx {{\n{}  }} else {{\n",
                         kAmxMinRows, amxPrefill(kernel, l, frame.dotInput, frame.residualOperand))
           : "";
-  // The rows the R-row tiles leave: bf16 tiles of fewer rows in a prefill
-  // (leftoverTiles), the f32 one-stream block reads (decode).
-  const std::string f32Rows =
-      fmt::format("      scf.for %t = %tiledRows to %rows step %c1 {{\n{}      }}\n",
-                  decodeAndStore(kernel, l, frame.dotInput, frame.residualOperand));
+  // The rows the R-row tiles leave: tiles of fewer rows in a prefill
+  // (leftoverTiles), the one-stream block reads in decode.
   const std::string leftoverRows =
-      bf16 ? fmt::format("      scf.if %multiRow {{\n{}      }} else {{\n{}      }}\n",
-                         leftoverTiles(kernel, l, int(tileRows), true, "%xp", frame.residualOperand,
-                                       "%w, %t, %bA, %bB"),
-                         f32Rows)
-           : f32Rows;
+      fmt::format("      scf.if %multiRow {{\n{}      }} else {{\n"
+                  "      scf.for %t = %tiledRows to %rows step %c1 {{\n{}      }}\n"
+                  "      }}\n",
+                  leftoverTiles(kernel, l, int(tileRows), bf16, bf16 ? "%xp" : frame.dotInput,
+                                frame.residualOperand, "%w, %t, %bA, %bB"),
+                  decodeAndStore(kernel, l, frame.dotInput, frame.residualOperand));
   source += frame.opening;
   source += fmt::format(
       R"mlir(  %c16 = arith.constant 16 : index
