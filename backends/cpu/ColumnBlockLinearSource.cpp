@@ -8,12 +8,13 @@
 // row's x[t, k] and x[t, k+1] are broadcast into 2R fused multiply-adds per
 // block. Prefill runs R-row tiles (R from the kernel's q3.lowering tile: 2R
 // accumulators, each weight load serves R rows), the remaining rows tiles
-// of the powers of two below R (7 rows left by 8-row tiles: 4 + 2 + 1, three
-// passes over the weights instead of seven). Decode reads one block at a time, a single stream the
-// prefetch runs ahead of into the block read next: two blocks read side by side are two DRAM
-// streams, which streamed 10-15% slower than one on the AMD EPYC (family 26) machines. The epilogue
-// (norm scale, SwiGLU, residual) works on 16 columns at once. Workgroup w owns output blocks [4w,
-// 4w + 4).
+// of the powers of two below R (7 rows left by 8-row tiles: 4 + 2 + 1,
+// three passes over the weights instead of seven). Decode reads one block at
+// a time, a single stream the prefetch runs ahead of into the block read
+// next: two blocks read side by side are two DRAM streams, which streamed
+// 10-15% slower than one on the AMD EPYC (family 26) machines. The epilogue
+// (norm scale, SwiGLU, residual) works on 16 columns at once.
+// Workgroup w owns output blocks [4w, 4w + 4).
 //
 // With matmul avx512bf16 every row of a prefill is rounded to bf16 and
 // multiplied with vdpbf16ps (its R-row tiles and the smaller tiles of the rest),
