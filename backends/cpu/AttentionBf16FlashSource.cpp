@@ -144,14 +144,10 @@ static std::string inRegion(const std::string &results, const std::string &types
 }
 
 std::string bf16FlashFunction(const AttentionKernel &kernel, const AttentionTypes &types) {
-  const int64_t heads = kernel.headsPerWorkgroup(), setRows = kernel.prefillBlockRows();
+  const int64_t setRows = kernel.prefillBlockRows();
   const FlashScratch scratch = flashScratchTypes(kernel);
   const Bf16FlashScratch pairs = bf16FlashScratchTypes(kernel);
-  std::string laneRows, positions, sets, blockSets, carried, carriedTypes, yields, outputs;
-  for (int lane = 0; lane < kLanes; ++lane)
-    laneRows += fmt::format("{}{}", lane ? ", " : "", lane / heads);
-  for (int p = 0; p < kLanes; ++p)
-    positions += fmt::format("  %cP{0} = arith.constant {0} : index\n", p);
+  std::string sets, blockSets, carried, carriedTypes, yields, outputs;
   const std::string vector = "vector<16xf32>";
   for (int64_t set = 0; set < kernel.prefillRowSets; ++set) {
     // The set's rows: offset set x 16 / heads, or (no rows there) the first
@@ -218,19 +214,9 @@ std::string bf16FlashFunction(const AttentionKernel &kernel, const AttentionType
   return fmt::format(
       R"mlir(
 func.func private @{name}_flash_bf16(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}, %tBase: index, %h0: index, %kv: index, %count0: index, %blockRowsAll: index) {{
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %c2 = arith.constant 2 : index
-  %c16 = arith.constant 16 : index
-  %cD = arith.constant {d} : index
-  %cSetRows = arith.constant {setRows} : index
-{buffers}  %scaleV = arith.constant dense<{scale:e}> : vector<16xf32>
-  %zeroV = arith.constant dense<0.0> : vector<16xf32>
+{constants}  %cSetRows = arith.constant {setRows} : index
   %zeroI = arith.constant dense<0> : vector<16xi32>
-  %oneV = arith.constant dense<1.0> : vector<16xf32>
-  %lowestV = arith.constant dense<0xFF800000> : vector<16xf32>
-  %laneRows = arith.constant dense<[{laneRows}]> : vector<16xi32>
-{positions}  %lastRowAll = arith.subi %blockRowsAll, %c1 : index
+{buffers}  %lastRowAll = arith.subi %blockRowsAll, %c1 : index
   %maxCount = arith.addi %count0, %lastRowAll : index
   %lastPosition = arith.subi %maxCount, %c1 : index
 {sets}  %final:{carriedCount} = scf.for %blockStart = %c0 to %maxCount step %c16 iter_args({carried}) -> ({carriedTypes}) {{
@@ -241,13 +227,12 @@ func.func private @{name}_flash_bf16(%q: {queryType}, %keys: {kvType}, %values: 
 }}
 )mlir",
       fmt::arg("name", kernel.name), fmt::arg("queryType", types.query),
-      fmt::arg("kvType", types.kv), fmt::arg("d", kernel.headDim), fmt::arg("setRows", setRows),
-      fmt::arg("buffers", bf16FlashBuffers(kernel)), fmt::arg("scale", kernel.scale),
-      fmt::arg("laneRows", laneRows), fmt::arg("positions", positions), fmt::arg("sets", sets),
-      fmt::arg("carriedCount", 2 * kernel.prefillRowSets), fmt::arg("carried", carried),
-      fmt::arg("carriedTypes", carriedTypes), fmt::arg("keyCopy", bf16KeyCopy(kernel, types)),
-      fmt::arg("blockPositions", blockPositions()), fmt::arg("blockSets", blockSets),
-      fmt::arg("yields", yields), fmt::arg("outputs", outputs));
+      fmt::arg("kvType", types.kv), fmt::arg("constants", flashConstants(kernel)),
+      fmt::arg("setRows", setRows), fmt::arg("buffers", bf16FlashBuffers(kernel)),
+      fmt::arg("sets", sets), fmt::arg("carriedCount", 2 * kernel.prefillRowSets),
+      fmt::arg("carried", carried), fmt::arg("carriedTypes", carriedTypes),
+      fmt::arg("keyCopy", bf16KeyCopy(kernel, types)), fmt::arg("blockPositions", blockPositions()),
+      fmt::arg("blockSets", blockSets), fmt::arg("yields", yields), fmt::arg("outputs", outputs));
 }
 
 } // namespace q3::cpu::attention

@@ -382,29 +382,33 @@ std::string flashOutput(const AttentionKernel &kernel, const AttentionTypes &typ
   return text;
 }
 
-std::string flashFunction(const AttentionKernel &kernel, const AttentionTypes &types) {
+std::string flashConstants(const AttentionKernel &kernel) {
   const int64_t heads = kernel.headsPerWorkgroup();
-  const FlashScratch scratch = flashScratchTypes(kernel);
-  std::string laneRows, positions;
-  for (int lane = 0; lane < kLanes; ++lane)
-    laneRows += fmt::format("{}{}", lane ? ", " : "", lane / heads);
+  std::string text =
+      fmt::format("  %c0 = arith.constant 0 : index\n"
+                  "  %c1 = arith.constant 1 : index\n"
+                  "  %c2 = arith.constant 2 : index\n"
+                  "  %c16 = arith.constant 16 : index\n"
+                  "  %cD = arith.constant {} : index\n"
+                  "  %scaleV = arith.constant dense<{:e}> : vector<16xf32>\n"
+                  "  %zeroV = arith.constant dense<0.0> : vector<16xf32>\n"
+                  "  %oneV = arith.constant dense<1.0> : vector<16xf32>\n"
+                  "  %lowestV = arith.constant dense<0xFF800000> : vector<16xf32>\n"
+                  "  %laneRows = arith.constant dense<[{}]> : vector<16xi32>\n",
+                  kernel.headDim, kernel.scale,
+                  listOf(kLanes, [&](int lane) { return std::to_string(lane / heads); }));
   for (int p = 0; p < kLanes; ++p)
-    positions += fmt::format("  %cP{0} = arith.constant {0} : index\n", p);
+    text += fmt::format("  %cP{0} = arith.constant {0} : index\n", p);
+  return text;
+}
+
+std::string flashFunction(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const FlashScratch scratch = flashScratchTypes(kernel);
   const std::string copyParams = fmt::format(", %keysF: {0}, %valuesF: {0}", scratch.block);
   return fmt::format(
       R"mlir(
 func.func private @{name}_flash(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}, %queryT: {queryTType}, %outT: {outTType}, %probabilities: {pType}, %laneScalars: {laneType}{copyParams}, %t0: index, %h0: index, %kv: index, %count0: index, %blockRows: index) {{
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %c2 = arith.constant 2 : index
-  %c16 = arith.constant 16 : index
-  %cD = arith.constant {d} : index
-  %scaleV = arith.constant dense<{scale:e}> : vector<16xf32>
-  %zeroV = arith.constant dense<0.0> : vector<16xf32>
-  %oneV = arith.constant dense<1.0> : vector<16xf32>
-  %lowestV = arith.constant dense<0xFF800000> : vector<16xf32>
-  %laneRows = arith.constant dense<[{laneRows}]> : vector<16xi32>
-{positions}  %lastRow = arith.subi %blockRows, %c1 : index
+{constants}  %lastRow = arith.subi %blockRows, %c1 : index
   %maxCount = arith.addi %count0, %lastRow : index
   %lastPosition = arith.subi %maxCount, %c1 : index
   %count0i = arith.index_cast %count0 : index to i32
@@ -426,8 +430,7 @@ func.func private @{name}_flash(%q: {queryType}, %keys: {kvType}, %values: {kvTy
       fmt::arg("kvType", types.kv), fmt::arg("queryTType", scratch.queryT),
       fmt::arg("outTType", scratch.outT), fmt::arg("pType", scratch.probabilities),
       fmt::arg("laneType", scratch.laneScalars), fmt::arg("copyParams", copyParams),
-      fmt::arg("d", kernel.headDim), fmt::arg("scale", kernel.scale),
-      fmt::arg("laneRows", laneRows), fmt::arg("positions", positions),
+      fmt::arg("constants", flashConstants(kernel)),
       fmt::arg("keyBlock", flashKeyBlock(kernel, types)),
       fmt::arg("queryTranspose", flashQueryTranspose(kernel, types)),
       fmt::arg("output", flashOutput(kernel, types)));

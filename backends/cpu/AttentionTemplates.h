@@ -113,6 +113,11 @@ std::string flashQueryTranspose(const AttentionKernel &kernel, const AttentionTy
 /// inverse sum.
 std::string flashOutput(const AttentionKernel &kernel, const AttentionTypes &types);
 
+/// The constants both flash kernels start with: %c0, %c1, %c2, %c16, %cD
+/// (head_dim), %scaleV, %zeroV, %oneV, %lowestV (-inf), %laneRows (each
+/// lane's row in the block) and the positions %cP0 .. %cP15.
+std::string flashConstants(const AttentionKernel &kernel);
+
 /// @<name>_flash: causal attention of rows %t0 .. %t0 + %blockRows - 1 for
 /// the workgroup's heads (one KV head, %kv), flash-attention style: the
 /// block's (row, head) query vectors are the 16 lanes of every vector (lane

@@ -16,6 +16,8 @@
 #include "backends/cpu/passes/CpuPasses.h"
 #include "runtime/ResourceLimits.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 #include <algorithm>
 #include <numeric>
 
@@ -53,18 +55,14 @@ std::vector<std::string> compileUnits(const std::vector<std::string> &sources, s
 } // namespace
 
 std::string cpuKernelsSource(mlir::ModuleOp module) {
-  std::string source;
-  for (const std::string &kernel : kernelSources(module))
-    source += kernel;
-  return source;
+  return llvm::join(kernelSources(module), "");
 }
 
 CompiledModel compileForCpu(mlir::ModuleOp module) {
   CompiledModel compiled;
   compiled.manifest = backends::manifestOf(module);
   const std::vector<std::string> sources = kernelSources(module);
-  for (const std::string &kernel : sources)
-    compiled.kernelSource += kernel;
+  compiled.kernelSource = llvm::join(sources, "");
   const std::vector<std::string> units =
       compileUnits(sources, size_t(std::max(1, runtime::availableCpus())));
   compiled.sharedObject = linkSharedObject(compileKernelsToObjects(units, targetOf(module)));

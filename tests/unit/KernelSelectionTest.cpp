@@ -18,19 +18,35 @@
 namespace q3::testing {
 namespace {
 
+/// Runs the CPU target stage with `cpuOptions` on `module`.
+void runTargetStage(mlir::ModuleOp module, const cpu::CpuPipelineOptions &cpuOptions) {
+  passes::PipelineOptions options;
+  options.stage = passes::Stage::Target;
+  options.target = cpu::cpuTargetPipeline(cpuOptions);
+  ASSERT_TRUE(mlir::succeeded(passes::runPipeline(module, options)));
+}
+
+/// Code generation refuses `kernel` with an error that contains `message`.
+void expectRefused(mlir::ModuleOp module, mlir::func::FuncOp kernel, const std::string &message) {
+  try {
+    cpu::cpuKernelSource(module, kernel);
+    ADD_FAILURE() << "no error for " << kernel.getSymName().str() << " (expected: " << message
+                  << ")";
+  } catch (const std::runtime_error &error) {
+    EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+  }
+}
+
 /// Runs the CPU target stage (x86-64-v3) with `prefetchBytes` and hands
 /// each product or attention kernel to `check` (a bf16 golden with head_dim
 /// 32, so attention takes the vector template).
 void forStreamingKernels(int64_t prefetchBytes,
                          const std::function<void(mlir::ModuleOp, mlir::func::FuncOp)> &check) {
   GoldenRunner runner(loadGoldenCase("sharded_gqa2_bf16"), [&](mlir::ModuleOp module) {
-    passes::PipelineOptions options;
-    options.stage = passes::Stage::Target;
     cpu::CpuPipelineOptions cpuOptions;
     cpuOptions.cpu = "x86-64-v3";
     cpuOptions.prefetchBytes = prefetchBytes;
-    options.target = cpu::cpuTargetPipeline(cpuOptions);
-    ASSERT_TRUE(mlir::succeeded(passes::runPipeline(module, options)));
+    runTargetStage(module, cpuOptions);
     for (mlir::func::FuncOp kernel : cpu::kernelsOf(module))
       if (mlir::isa_and_nonnull<ir::FusedLinearOp, ir::AttentionOp>(ir::kernelComputeOp(kernel)))
         check(module, kernel);
@@ -41,10 +57,7 @@ TEST(KernelSelection, ScalarAttentionHasNoPrefetchDistance) {
   // head_dim 8: the scalar attention template, which prefetches nothing.
   int attention = 0;
   GoldenRunner runner(loadGoldenCase("gqa4_tied_bf16"), [&](mlir::ModuleOp module) {
-    passes::PipelineOptions options;
-    options.stage = passes::Stage::Target;
-    options.target = cpu::cpuTargetPipeline({});
-    ASSERT_TRUE(mlir::succeeded(passes::runPipeline(module, options)));
+    runTargetStage(module, {});
     for (mlir::func::FuncOp kernel : cpu::kernelsOf(module))
       if (mlir::isa_and_nonnull<ir::AttentionOp>(ir::kernelComputeOp(kernel))) {
         EXPECT_EQ(ir::loweringOf(kernel).getPrefetchBytes(), 0);
@@ -81,15 +94,8 @@ TEST(KernelSelection, DecodeLoopsPrefetchTheLoweringsDistance) {
 TEST(KernelSelection, RefusesAStreamingKernelWithoutAPrefetchDistance) {
   forStreamingKernels(0, [&](mlir::ModuleOp module, mlir::func::FuncOp kernel) {
     ir::setLowering(kernel, ir::loweringOf(kernel).withPrefetchBytes(0));
-    try {
-      cpu::cpuKernelSource(module, kernel);
-      ADD_FAILURE() << "no error for " << kernel.getSymName().str();
-    } catch (const std::runtime_error &error) {
-      EXPECT_NE(std::string(error.what()).find("has no prefetch_bytes in its q3.lowering"),
-                std::string::npos)
-          << error.what();
-      EXPECT_NE(std::string(error.what()).find(kernel.getSymName().str()), std::string::npos);
-    }
+    expectRefused(module, kernel, "has no prefetch_bytes in its q3.lowering");
+    expectRefused(module, kernel, kernel.getSymName().str());
   });
 }
 
@@ -99,28 +105,17 @@ TEST(KernelSelection, RefusesAStreamingKernelWithoutAPrefetchDistance) {
 TEST(KernelSelection, RefusesBf16InstructionsForAnF16Weight) {
   int products = 0;
   GoldenRunner runner(loadGoldenCase("gqa2_hdsmaller_tied_f16"), [&](mlir::ModuleOp module) {
-    passes::PipelineOptions options;
-    options.stage = passes::Stage::Target;
     cpu::CpuPipelineOptions cpuOptions;
     cpuOptions.cpu = "x86-64-v4";
     cpuOptions.matmul = "f32";
-    options.target = cpu::cpuTargetPipeline(cpuOptions);
-    ASSERT_TRUE(mlir::succeeded(passes::runPipeline(module, options)));
+    runTargetStage(module, cpuOptions);
     for (mlir::func::FuncOp kernel : cpu::kernelsOf(module)) {
       if (!cpu::tiledProductDepth(kernel))
         continue;
       ++products;
       EXPECT_NO_THROW(cpu::cpuKernelSource(module, kernel));
       ir::setLowering(kernel, ir::loweringOf(kernel).withMatmul("avx512bf16"));
-      try {
-        cpu::cpuKernelSource(module, kernel);
-        ADD_FAILURE() << "no error for " << kernel.getSymName().str();
-      } catch (const std::runtime_error &error) {
-        EXPECT_NE(std::string(error.what()).find("matmul avx512bf16 multiplies bf16 weights, not "
-                                                 "f16"),
-                  std::string::npos)
-            << error.what();
-      }
+      expectRefused(module, kernel, "matmul avx512bf16 multiplies bf16 weights, not f16");
     }
   });
   EXPECT_GE(products, 3);
@@ -133,13 +128,10 @@ TEST(KernelSelection, RefusesBf16InstructionsForAnF16Weight) {
 TEST(KernelSelection, AttentionRunsTheLoweringsRowSets) {
   int attention = 0;
   GoldenRunner runner(loadGoldenCase("sharded_gqa2_bf16"), [&](mlir::ModuleOp module) {
-    passes::PipelineOptions options;
-    options.stage = passes::Stage::Target;
     cpu::CpuPipelineOptions cpuOptions;
     cpuOptions.cpu = "znver4";
     cpuOptions.attentionMatmul = "avx512bf16";
-    options.target = cpu::cpuTargetPipeline(cpuOptions);
-    ASSERT_TRUE(mlir::succeeded(passes::runPipeline(module, options)));
+    runTargetStage(module, cpuOptions);
     for (mlir::func::FuncOp kernel : cpu::kernelsOf(module)) {
       if (!mlir::isa_and_nonnull<ir::AttentionOp>(ir::kernelComputeOp(kernel)))
         continue;
@@ -159,15 +151,8 @@ TEST(KernelSelection, AttentionRunsTheLoweringsRowSets) {
         EXPECT_EQ(setsIn(cpu::cpuKernelSource(module, kernel)), sets);
       }
       ir::setLowering(kernel, lowering.withMatmul("f32").withTile({tile[0], tile[1], 2}));
-      try {
-        cpu::cpuKernelSource(module, kernel);
-        ADD_FAILURE() << "no error for two sets of f32 rows";
-      } catch (const std::runtime_error &error) {
-        EXPECT_NE(std::string(error.what())
-                      .find("attention's f32 prefill runs one block of rows per workgroup, not 2"),
-                  std::string::npos)
-            << error.what();
-      }
+      expectRefused(module, kernel,
+                    "attention's f32 prefill runs one block of rows per workgroup, not 2");
     }
   });
   EXPECT_EQ(attention, 1);
