@@ -107,7 +107,9 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
       bf16 weights only); of attention's prefill, `f32` or `avx512bf16`.
     - `tile`: the register tile of a product's prefill, rows x column blocks;
       for attention, the query heads of a workgroup x the rows of a prefill
-      block x the blocks one workgroup runs (they share each key block).
+      block x the blocks one workgroup runs (they share each key block) x
+      the workgroups a head group's decode is split into over the positions
+      (1 when left out).
     - `prefill_chunks`, `decode_chunks`: how finely the runtime splits a
       dispatch of several rows / of one row for its threads to claim, per
       thread (1 to 64).
@@ -120,6 +122,11 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     - `prefetch_bytes`: how far ahead of its loads a one-row (decode) loop
       prefetches the memory it streams, in bytes: a product's weights,
       attention's keys and values.
+    - `workspace_bytes`: scratch memory the kernel needs beside its operands
+      and results (the runtime allocates it zeroed, once, and passes it after
+      the results; the kernel leaves it as it found it): attention's decode
+      split over positions keeps its partial results and arrival counters
+      there.
     - `workgroup_size`: the invocations of one workgroup (GPU targets).
 
     ```mlir
@@ -133,7 +140,7 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
                         ArrayRefParameter<"int64_t", "register tile">:$tile,
                         StringRefParameter<"where a product's weight is packed">:$weight_packing,
                         "int64_t":$prefill_chunks, "int64_t":$decode_chunks,
-                        "int64_t":$prefetch_bytes,
+                        "int64_t":$prefetch_bytes, "int64_t":$workspace_bytes,
                         ArrayRefParameter<"int64_t", "workgroup size">:$workgroup_size);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
@@ -150,10 +157,13 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     LoweringConfigAttr withChunks(int64_t prefill, int64_t decode) const;
     LoweringConfigAttr withPrefetchBytes(int64_t bytes) const;
     LoweringConfigAttr withWorkgroupSize(::llvm::ArrayRef<int64_t> size) const;
+    LoweringConfigAttr withWorkspaceBytes(int64_t bytes) const;
     bool hasGrid() const { return !getGridKind().empty(); }
     /// prefetch_bytes, when set: at least a cache line, at most 1 MiB.
     static constexpr int64_t kMinPrefetchBytes = 64;
     static constexpr int64_t kMaxPrefetchBytes = int64_t(1) << 20;
+    /// workspace_bytes, when set: at most 64 MiB.
+    static constexpr int64_t kMaxWorkspaceBytes = int64_t(64) << 20;
   }];
 }
 

@@ -9,7 +9,10 @@
 //
 // and computes workgroups [workgroupBegin, workgroupEnd) of its grid, so the
 // runtime can split one dispatch over its threads. `buffers` are the kernel's
-// tensor arguments in order, then its results; `bufferBytes` their sizes.
+// tensor arguments in order, then its results, then, where the manifest gives
+// the kernel `workspace_bytes`, its workspace (allocated zeroed once; every
+// dispatch leaves it as it found it, so dispatches share it); `bufferBytes`
+// their sizes.
 // `scalars` are: [0] the number of rows T of the dispatch (the dynamic
 // sequence extent), [1] the positions visible after it (start position + T),
 // [2] the KV cache capacity in positions; the kernel's own index arguments

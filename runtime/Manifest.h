@@ -26,7 +26,7 @@
 namespace q3::manifest {
 
 /// The version of the manifest's contents; a reader accepts exactly this one.
-inline constexpr int64_t kManifestVersion = 2;
+inline constexpr int64_t kManifestVersion = 3;
 
 inline constexpr const char *kCpuFormat = "q3c-cpu";
 /// A Vulkan artifact: the same schema, plus the Vulkan kernels' modules and
@@ -122,6 +122,9 @@ struct Kernel {
   WeightPacking weightPacking = WeightPacking::None;
   int64_t prefillChunks = 1, decodeChunks = 1; // per thread, 1..64
   int64_t prefetchBytes = 0; // decode loops prefetch this far ahead (0: not a streaming kernel)
+  /// Scratch the kernel takes after its results (runtime/KernelABI.h): the
+  /// runtime allocates it zeroed once; the kernel leaves it as it found it.
+  int64_t workspaceBytes = 0;
   std::vector<Slot> operands, results;
   std::vector<KernelVariant> variants; // alternatives the runtime may pick at load
 };
@@ -371,6 +374,7 @@ inline constexpr int64_t kMaxExtent = int64_t(1) << 32;
 inline constexpr int64_t kMaxCount = int64_t(1) << 24;
 inline constexpr int64_t kMaxChunksPerThread = 64;
 inline constexpr int64_t kMaxPrefetchBytes = int64_t(1) << 20;
+inline constexpr int64_t kMaxWorkspaceBytes = int64_t(64) << 20;
 
 inline nlohmann::json slotJson(const Slot &slot) {
   nlohmann::json j = {{"kind", spell(kSlotKinds, slot.kind)}};
@@ -493,6 +497,8 @@ inline nlohmann::json toJson(const Kernel &k) {
     j["weight_packing"] = detail::spell(detail::kWeightPackings, k.weightPacking);
   if (k.prefetchBytes != 0)
     j["prefetch_bytes"] = k.prefetchBytes;
+  if (k.workspaceBytes != 0)
+    j["workspace_bytes"] = k.workspaceBytes;
   for (const Slot &slot : k.operands)
     j["operands"].push_back(detail::slotJson(slot));
   for (const Slot &slot : k.results)
@@ -619,6 +625,7 @@ inline Kernel kernelFromJson(const detail::Reader &r) {
   k.prefillChunks = r.integerOr("prefill_chunks", 1, 1, kMaxChunksPerThread);
   k.decodeChunks = r.integerOr("decode_chunks", 1, 1, kMaxChunksPerThread);
   k.prefetchBytes = r.integerOr("prefetch_bytes", 0, 64, kMaxPrefetchBytes);
+  k.workspaceBytes = r.integerOr("workspace_bytes", 0, 0, kMaxWorkspaceBytes);
   r.each("operands", [&](const Reader &slot) { k.operands.push_back(readSlot(slot)); });
   r.each("results", [&](const Reader &slot) { k.results.push_back(readSlot(slot)); });
   if (r.has("variants"))

@@ -48,6 +48,9 @@ struct Model::State {
   std::vector<int64_t> buffers;         // driver buffers of prefillRows rows each
   int64_t keyCache = 0, valueCache = 0; // [layers][kvHeads][context][headDim], kv element
   int64_t tokenBuffer = 0;              // [prefillRows] i32
+  /// The kernels' workspace (manifest::Kernel::workspaceBytes): one, of the
+  /// largest, as dispatches run one at a time and leave it as they found it.
+  int64_t workspace = -1;
   std::vector<float> logits;
   int64_t layers = 0, kvRowBytes = 0, vocab = 0, context = 0, position = 0, chunkRows = 0;
   bool profiling = false;
@@ -108,6 +111,11 @@ void Model::State::allocate() {
   keyCache = driver->allocate(cacheBytes);
   valueCache = driver->allocate(cacheBytes);
   tokenBuffer = driver->allocate(chunkRows * 4);
+  int64_t workspaceBytes = 0;
+  for (const manifest::Kernel &k : manifest.kernels)
+    workspaceBytes = std::max(workspaceBytes, k.workspaceBytes);
+  if (workspaceBytes > 0)
+    workspace = driver->allocate(workspaceBytes);
   for (const manifest::Step &step : manifest.steps) {
     stepKernels.push_back(driver->kernel(step.kernel));
     for (const manifest::Kernel &k : manifest.kernels)
@@ -163,6 +171,8 @@ void Model::State::runStep(size_t index, int64_t rows, int64_t startPos, int64_t
   for (const manifest::Binding &result : step.results)
     if (result.kind == BindingKind::Buffer)
       bind(result);
+  if (kernel->workspaceBytes > 0)
+    ranges.push_back({workspace, 0, kernel->workspaceBytes});
   const int64_t workgroups = kernel->gridKind == manifest::GridKind::Fixed
                                  ? kernel->gridCount
                                  : (rows - firstRow) * kernel->gridCount;

@@ -1,5 +1,6 @@
 #include "runtime/ModelMemory.h"
 
+#include <algorithm>
 #include <set>
 
 namespace q3::runtime {
@@ -69,6 +70,11 @@ std::vector<MemoryPart> estimateModelMemory(const Json &manifest, int64_t contex
       activations =
           saturatingAdd(activations, saturatingMul(bufferRows, rowBytes.get<uint64_t>()));
   activations = saturatingAdd(activations, saturatingMul(bufferRows, 4)); // token ids
+  uint64_t workspace = 0; // one, of the largest kernel's (runtime/KernelABI.h)
+  for (const Json &kernel : arrayAt(manifest, "kernels"))
+    if (kernel.is_object())
+      workspace = std::max(workspace, nonNegative(kernel, "workspace_bytes"));
+  activations = saturatingAdd(activations, workspace);
   const Json config = manifest.is_object() ? manifest.value("config", Json()) : Json();
   uint64_t cache = saturatingMul(nonNegative(config, "num_hidden_layers"), rows);
   cache = saturatingMul(cache, nonNegative(config, "num_key_value_heads"));

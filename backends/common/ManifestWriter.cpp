@@ -206,6 +206,7 @@ private:
     k.prefillChunks = lowering.getPrefillChunks() ? lowering.getPrefillChunks() : 1;
     k.decodeChunks = lowering.getDecodeChunks() ? lowering.getDecodeChunks() : 1;
     k.prefetchBytes = lowering.getPrefetchBytes();
+    k.workspaceBytes = lowering.getWorkspaceBytes();
     for (LoweringConfigAttr variant : variantsOf(kernel))
       k.variants.push_back({variantName(variant), variant.getMatmul().str(),
                             std::vector<int64_t>(variant.getTile().begin(), variant.getTile().end()),

@@ -247,7 +247,7 @@ std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &
   // The block's scores (positions in pairs, then a last one), from the
   // running maxima, so the loops yield the new maxima.
   body += "    %blockFull = arith.addi %blockStart, %cBlock : index\n"
-          "    %blockEnd = arith.minui %blockFull, %count0 : index\n"
+          "    %blockEnd = arith.minui %blockFull, %to : index\n"
           "    %blockSize = arith.subi %blockEnd, %blockStart : index\n"
           "    %pairs = arith.divui %blockSize, %c2 : index\n"
           "    %pairSpan = arith.muli %pairs, %c2 : index\n"
@@ -292,28 +292,50 @@ std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &
                       "%blockStart", "%blockEnd",
                       [](int k, int64_t c) { return fmt::format("%kept{}_{}", k, c); });
   }
-  // The output: the value sums over the sums of the probabilities.
+  // The output: the value sums over the sums of the probabilities; or, for
+  // a split of the positions, the maxima, sums and value sums as they are.
   for (const Slot &slot : slots)
     finish += fmt::format("  %inverse{0} = arith.divf %one, %final#{1} : f32\n"
                           "  %inverseV{0} = vector.broadcast %inverse{0} : f32 to vector<16xf32>\n",
                           slot.k, heads + slot.k);
+  std::string partial;
+  for (const Slot &slot : slots)
+    partial += fmt::format("  %record{0} = arith.addi %record, %cSlot{0} : index\n"
+                           "  memref.store %final#{0}, %partials[%record{0}, %c0] : {1}\n"
+                           "  memref.store %final#{2}, %partials[%record{0}, %c1] : {1}\n",
+                           slot.k, partialsType(kernel), heads + slot.k);
   int index = 2 * heads;
   for (size_t g = 0; g < groups.size(); ++g)
     for (const Slot &slot : slots)
-      for (int64_t c : groups[g])
+      for (int64_t c : groups[g]) {
         finish += fmt::format("  %o{0}_{1} = arith.mulf %final#{2}, %inverseV{0} : vector<16xf32>\n"
                               "  %oOff{0}_{1} = arith.constant {3} : index\n"
                               "  vector.store %o{0}_{1}, %out[%t0, %h{4}, %oOff{0}_{1}] : {5}, "
                               "vector<16xf32>\n",
-                              slot.k, c, index++, c * kLanes, slot.head, types.query);
-  std::string scoreParams, lanes;
+                              slot.k, c, index, c * kLanes, slot.head, types.query);
+        partial += fmt::format("  %pOff{0}_{1} = arith.constant {2} : index\n"
+                               "  vector.store %final#{3}, %partials[%record{0}, %pOff{0}_{1}] : "
+                               "{4}, vector<16xf32>\n",
+                               slot.k, c, AttentionKernel::kSplitRecordHeader + c * kLanes, index,
+                               partialsType(kernel));
+        ++index;
+      }
+  std::string scoreParams, lanes, splitParams;
   for (int k = 0; k < heads; ++k)
     scoreParams += fmt::format(", %scores{}: memref<?xf32>", k);
+  if (kernel.decodeSplits > 1) {
+    // Normalized when this workgroup holds all the positions, else partial.
+    for (int k = 0; k < heads; ++k)
+      setup += fmt::format("  %cSlot{0} = arith.constant {0} : index\n", k);
+    splitParams = fmt::format(", %direct: i1, %partials: {}, %record: index", partialsType(kernel));
+    finish = "  scf.if %direct {\n" + indented(finish, "  ") + "  } else {\n" +
+             indented(partial, "  ") + "  }\n";
+  }
   for (int lane = 0; lane < kLanes; ++lane)
     lanes += fmt::format("{}{}", lane ? ", " : "", lane);
   return fmt::format(
       R"mlir(
-func.func private @{name}_decode(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}{scoreParams}, %t0: index, %h0: index, %kv: index, %count0: index) {{
+func.func private @{name}_decode(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}{scoreParams}, %t0: index, %h0: index, %kv: index, %count0: index, %from: index, %to: index{splitParams}) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
@@ -328,7 +350,7 @@ func.func private @{name}_decode(%q: {queryType}, %keys: {kvType}, %values: {kvT
   %cBlock = arith.constant {block} : index
   %ahead = arith.constant {ahead} : index
   %lastPosition = arith.subi %count0, %c1 : index
-{setup}  %final:{carried} = scf.for %blockStart = %c0 to %count0 step %cBlock iter_args({iterArgs}) -> ({iterTypes}) {{
+{setup}  %final:{carried} = scf.for %blockStart = %from to %to step %cBlock iter_args({iterArgs}) -> ({iterTypes}) {{
 {body}    scf.yield {yields} : {iterTypes}
   }}
 {finish}  return
@@ -336,11 +358,12 @@ func.func private @{name}_decode(%q: {queryType}, %keys: {kvType}, %values: {kvT
 )mlir",
       fmt::arg("name", kernel.name), fmt::arg("queryType", types.query),
       fmt::arg("kvType", types.kv), fmt::arg("scoreParams", scoreParams),
-      fmt::arg("d", kernel.headDim), fmt::arg("scale", kernel.scale), fmt::arg("setup", setup),
-      fmt::arg("lanes", lanes), fmt::arg("block", kDecodeBlockPositions),
-      fmt::arg("ahead", aheadPositions(kernel)), fmt::arg("carried", carried),
-      fmt::arg("iterArgs", iterArgs), fmt::arg("iterTypes", iterTypes), fmt::arg("body", body),
-      fmt::arg("yields", yields), fmt::arg("finish", finish));
+      fmt::arg("splitParams", splitParams), fmt::arg("d", kernel.headDim),
+      fmt::arg("scale", kernel.scale), fmt::arg("setup", setup), fmt::arg("lanes", lanes),
+      fmt::arg("block", kDecodeBlockPositions), fmt::arg("ahead", aheadPositions(kernel)),
+      fmt::arg("carried", carried), fmt::arg("iterArgs", iterArgs),
+      fmt::arg("iterTypes", iterTypes), fmt::arg("body", body), fmt::arg("yields", yields),
+      fmt::arg("finish", finish));
 }
 
 } // namespace q3::cpu::attention

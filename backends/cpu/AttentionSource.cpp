@@ -21,7 +21,9 @@
 // at a time with an online softmax: it scores a block's keys, two positions
 // per step for its P heads, then adds the block's values, so each streams
 // as one long run, each row prefetched q3.lowering's prefetch_bytes ahead
-// (the cache is on 4 KiB pages, where the hardware prefetchers stop). Other
+// (the cache is on 4 KiB pages, where the hardware prefetchers stop); with
+// decode splits a head group's positions go to several workgroups, merged
+// by the last to finish (AttentionDecodeSplitSource.cpp). Other
 // head sizes take a scalar template, one query head and one row per
 // workgroup. A bf16 or f16 cache is widened exactly as it is loaded.
 //
@@ -35,6 +37,8 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <stdexcept>
 
 namespace q3::cpu {
 
@@ -77,7 +81,7 @@ static std::string attentionOpening(const AttentionKernel &kernel, const Attenti
       R"mlir(
 memref.global "private" constant @{name}_kv_head_map : memref<{queryHeads}xi64> = dense<[{map}]>
 
-func.func @q3k_{name}(%qb: memref<?xi8>, %kb: memref<?xi8>, %vb: memref<?xi8>, %ob: memref<?xi8>, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
+func.func @q3k_{name}(%qb: memref<?xi8>, %kb: memref<?xi8>, %vb: memref<?xi8>, %ob: memref<?xi8>{workspace}, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %cD = arith.constant {d} : index
@@ -91,27 +95,37 @@ func.func @q3k_{name}(%qb: memref<?xi8>, %kb: memref<?xi8>, %vb: memref<?xi8>, %
   %out = memref.view %ob[%c0][%rows] : memref<?xi8> to {queryType}
   %map = memref.get_global @{name}_kv_head_map : memref<{queryHeads}xi64>
   %cached = arith.subi %visible, %rows : index
-)mlir",
-      fmt::arg("name", kernel.name), fmt::arg("queryHeads", kernel.queryHeads),
-      fmt::arg("map", fmt::join(kernel.kvHeadMap, ", ")), fmt::arg("d", kernel.headDim),
-      fmt::arg("scale", kernel.scale), fmt::arg("queryType", types.query),
-      fmt::arg("kvType", types.kv));
+{workspaceViews})mlir",
+      fmt::arg("name", kernel.name),
+      fmt::arg("workspace", kernel.decodeSplits > 1 ? ", %wb: memref<?xi8>" : ""),
+      fmt::arg("workspaceViews", kernel.decodeSplits > 1 ? splitWorkspaceViews(kernel) : ""),
+      fmt::arg("queryHeads", kernel.queryHeads), fmt::arg("map", fmt::join(kernel.kvHeadMap, ", ")),
+      fmt::arg("d", kernel.headDim), fmt::arg("scale", kernel.scale),
+      fmt::arg("queryType", types.query), fmt::arg("kvType", types.kv));
 }
 
 /// The start of workgroup %g's body: its row %t and first query head %h0
-/// (head-major: g = head group x rows + row), the KV head %kv they read and
-/// the positions row %t sees, %count0.
-static std::string workgroupPrologue(int64_t headsPerWorkgroup, int64_t queryHeads) {
+/// (head-major: g = head group x rows + row, or with decode splits
+/// g = (head group x splits + split) x rows + row), the KV head %kv they read
+/// and the positions row %t sees, %count0.
+static std::string workgroupPrologue(int64_t headsPerWorkgroup, int64_t queryHeads,
+                                     int64_t splits = 1) {
+  const std::string headGroup =
+      splits > 1 ? fmt::format("    %headSplit = arith.divui %g, %rows : index\n"
+                               "    %cSplitCount = arith.constant {} : index\n"
+                               "    %headGroup = arith.divui %headSplit, %cSplitCount : index\n"
+                               "    %split = arith.remui %headSplit, %cSplitCount : index\n",
+                               splits)
+                 : "    %headGroup = arith.divui %g, %rows : index\n";
   return fmt::format(R"mlir(    %t = arith.remui %g, %rows : index
-    %headGroup = arith.divui %g, %rows : index
-    %cHeads = arith.constant {0} : index
+{2}    %cHeads = arith.constant {0} : index
     %h0 = arith.muli %headGroup, %cHeads : index
     %kv64 = memref.load %map[%h0] : memref<{1}xi64>
     %kv = arith.index_cast %kv64 : i64 to index
     %seen = arith.addi %cached, %t : index
     %count0 = arith.addi %seen, %c1 : index
 )mlir",
-                     headsPerWorkgroup, queryHeads);
+                     headsPerWorkgroup, queryHeads, headGroup);
 }
 
 /// A prefill runs @<name>_flash on blocks of 16 / heads rows, or
@@ -134,10 +148,20 @@ static std::string vectorAttention(const AttentionKernel &kernel, const Attentio
   buffers += fmt::format("  %keysF = memref.alloca() : {0}\n"
                          "  %valuesF = memref.alloca() : {0}\n",
                          scratch.block);
-  const std::string decode = fmt::format(
-      "func.call @{0}_decode(%q, %keys, %values, %out{1}, %t, %h0, %kv, %count0) : "
-      "({2}, {3}, {3}, {2}{4}, index, index, index, index) -> ()",
-      kernel.name, decodeScores, types.query, types.kv, decodeScoreTypes);
+  const bool splits = kernel.decodeSplits > 1;
+  const std::string decodeCall = fmt::format(
+      "func.call @{0}_decode(%q, %keys, %values, %out{1}, %t, %h0, %kv, %count0, {5}) : "
+      "({2}, {3}, {3}, {2}{4}, index, index, index, index, {6}) -> ()",
+      kernel.name, decodeScores, types.query, types.kv, decodeScoreTypes,
+      splits ? "%from, %to, %direct, %partials, %record" : "%c0, %count0",
+      splits ? "index, index, i1, " + partialsType(kernel) + ", index" : "index, index");
+  const std::string decode =
+      splits ? splitDecode(kernel, decodeCall) : "      " + decodeCall + "\n";
+  // With splits, split 0 of a head group runs its prefill blocks.
+  const std::string leads = splits ? "      %blockLead = arith.cmpi eq, %blockOffset, %c0 : index\n"
+                                     "      %firstSplit = arith.cmpi eq, %split, %c0 : index\n"
+                                     "      %leads = arith.andi %blockLead, %firstSplit : i1\n"
+                                   : "      %leads = arith.cmpi eq, %blockOffset, %c0 : index\n";
   const std::string flash = fmt::format(
       "func.call @{0}_flash(%q, %keys, %values, %out, %queryT, %outT, %probabilities, "
       "%laneScalars, %keysF, %valuesF, %t, %h0, %kv, %count0, %blockRows) : ({1}, {2}, {2}, "
@@ -149,7 +173,7 @@ static std::string vectorAttention(const AttentionKernel &kernel, const Attentio
       "({1}, {2}, {2}, {1}, index, index, index, index, index) -> ()",
       kernel.name, types.query, types.kv);
   const int64_t leadRows = kernel.prefillBlockRows() * kernel.prefillRowSets;
-  return decodeFunction(kernel, types) +
+  return decodeFunction(kernel, types) + (splits ? splitMergeFunction(kernel) : "") +
          (kernel.bf16Prefill ? bf16FlashFunction(kernel, types) : flashFunction(kernel, types)) +
          attentionOpening(kernel, types) +
          fmt::format(
@@ -159,11 +183,9 @@ static std::string vectorAttention(const AttentionKernel &kernel, const Attentio
   %scoreSlots = arith.addi %visible, %c16 : index
 {buffers}  scf.for %g = %wgBegin to %wgEnd step %c1 {{
 {prologue}    scf.if %oneRow {{
-      {decode}
-    }} else {{
+{decode}    }} else {{
       %blockOffset = arith.remui %t, %cBlock : index
-      %leads = arith.cmpi eq, %blockOffset, %c0 : index
-      scf.if %leads {{
+{leads}      scf.if %leads {{
         %rowsLeft = arith.subi %rows, %t : index
         %blockRows = arith.minui %rowsLeft, %cBlock : index
         {flash}
@@ -174,8 +196,9 @@ static std::string vectorAttention(const AttentionKernel &kernel, const Attentio
 }}
 )mlir",
              fmt::arg("blockRows", leadRows), fmt::arg("buffers", buffers),
-             fmt::arg("prologue", workgroupPrologue(heads, kernel.queryHeads)),
-             fmt::arg("decode", decode), fmt::arg("flash", kernel.bf16Prefill ? flashBf16 : flash));
+             fmt::arg("prologue", workgroupPrologue(heads, kernel.queryHeads, kernel.decodeSplits)),
+             fmt::arg("decode", decode), fmt::arg("leads", leads),
+             fmt::arg("flash", kernel.bf16Prefill ? flashBf16 : flash));
 }
 
 /// One query head per workgroup, one feature at a time: head sizes that are
@@ -234,6 +257,11 @@ static std::string scalarAttention(const AttentionKernel &kernel, const Attentio
 } // namespace attention
 
 std::string attentionSource(const AttentionKernel &kernel) {
+  if (kernel.decodeSplits < 1 || kernel.decodeSplits > AttentionKernel::kMaxDecodeSplits ||
+      (kernel.decodeSplits > 1 && !kernel.vectorized()))
+    throw std::invalid_argument("attention: " + std::to_string(kernel.decodeSplits) +
+                                " decode splits for head_dim " + std::to_string(kernel.headDim) +
+                                " (1 to 16, and 1 unless head_dim is a multiple of 16)");
   const AttentionTypes types = typesOf(kernel);
   return kernel.vectorized() ? vectorAttention(kernel, types) : scalarAttention(kernel, types);
 }

@@ -58,13 +58,34 @@ AttentionTypes typesOf(const AttentionKernel &kernel);
 std::string slotSoftmax(int k, const std::string &max, const std::string &count);
 
 /// @<name>_decode: attention of the one row %t0 for the workgroup's heads
-/// %h0 .. (one KV head, %kv), over %count0 positions in one pass,
+/// %h0 .. (one KV head, %kv), over positions %from .. %to of %count0 in one pass,
 /// kDecodeBlockPositions at a time with an online softmax: a block's keys
 /// are scored (two positions per step), the running maximum, sum and value
 /// sums are rescaled when the maximum rises, and the block's values added.
 /// Every key and value row is read once for all the heads; the value sums
 /// stay in registers across the blocks (16 accumulators per column group).
+/// With decodeSplits > 1 it also takes %direct, %partials and %record: the
+/// output when %direct, else its records (splitDecode).
 std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &types);
+
+/// The workspace's records of decode splits: [record][kSplitRecordHeader +
+/// head_dim] f32, the maximum at 0, the sum at 1, the value sums from
+/// kSplitRecordHeader.
+std::string partialsType(const AttentionKernel &kernel);
+
+/// The kernel's views of its workspace %wb (decodeSplits > 1): the head
+/// groups' arrival counters %counters (i32, a cache line apart) and the
+/// records %partials.
+std::string splitWorkspaceViews(const AttentionKernel &kernel);
+
+/// Workgroup %g's decode with splits: its run of positions (split %split of
+/// head group %headGroup), `decodeCall` (@<name>_decode over %from .. %to,
+/// normalized when %direct, else to its records from %record), then the
+/// arrival count and, for the last to arrive, the merge.
+std::string splitDecode(const AttentionKernel &kernel, const std::string &decodeCall);
+
+/// @<name>_merge: head group records to the output rows (decodeSplits > 1).
+std::string splitMergeFunction(const AttentionKernel &kernel);
 
 /// The f32 flash kernel's scratch types for `kernel`'s head size.
 FlashScratch flashScratchTypes(const AttentionKernel &kernel);

@@ -18,6 +18,7 @@ passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
                      "cpu-select-attention-matmul",
                      "cpu-select-tiles",
                      "cpu-assign-grids",
+                     "cpu-split-decode-attention",
                      "cpu-set-chunking",
                      "cpu-set-prefetch",
                      "cpu-add-variants"};
@@ -46,6 +47,10 @@ passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
       pm.addPass(createCpuSelectTilesPass(o));
     } else if (name == "cpu-assign-grids") {
       pm.addPass(createCpuAssignGridsPass());
+    } else if (name == "cpu-split-decode-attention") {
+      CpuSplitDecodeAttentionOptions o;
+      o.splits = options.decodeSplits;
+      pm.addPass(createCpuSplitDecodeAttentionPass(o));
     } else if (name == "cpu-set-chunking") {
       CpuSetChunkingOptions o;
       o.decodeChunks = options.decodeChunks;

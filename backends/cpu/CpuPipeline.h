@@ -17,6 +17,7 @@ struct CpuPipelineOptions {
   std::string matmul = "auto";  // cpu-select-matmul
   std::string attentionMatmul = "auto"; // cpu-select-attention-matmul
   int64_t prefillRows = 0;      // cpu-select-tiles (0: measured or default)
+  int64_t decodeSplits = 0;     // cpu-split-decode-attention (0: from the threads)
   int64_t decodeChunks = 0;    // cpu-set-chunking (0: measured by --tune, else 4)
   int64_t attentionChunks = 8;  // cpu-set-chunking
   int64_t prefetchBytes = 0;    // cpu-set-prefetch (0: measured by --tune, else 8192)
@@ -29,8 +30,9 @@ std::string resolveWeightPacking(const std::string &option, const CpuTarget &tar
                                  WeightStorage element);
 
 /// The CPU target stage: cpu-set-target, cpu-pack-column-blocks,
-/// cpu-sink-weight-concat, cpu-select-matmul, cpu-select-tiles, cpu-assign-grids, cpu-set-chunking,
-/// cpu-set-prefetch, cpu-add-variants.
+/// cpu-sink-weight-concat, cpu-select-matmul, cpu-select-attention-matmul,
+/// cpu-select-tiles, cpu-assign-grids, cpu-split-decode-attention,
+/// cpu-set-chunking, cpu-set-prefetch, cpu-add-variants.
 passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options);
 
 /// Makes the CPU passes known to q3-opt's command line.

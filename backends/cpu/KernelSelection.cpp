@@ -128,6 +128,9 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
     refuse(kernel, "computes nothing");
   if (!lowering.hasGrid())
     refuse(kernel, "has no grid in its q3.lowering: run the CPU target passes");
+  if (lowering.getWorkspaceBytes() != 0 && !isa<AttentionOp>(compute))
+    refuse(kernel, "has workspace_bytes in its q3.lowering, which only attention's decode "
+                   "splits use");
   auto forward = module.lookupSymbol<func::FuncOp>(kEntryPoint);
   const WeightStorage cacheStorage =
       storageOf(forward.getArgument(2).getType().cast<KVCacheType>().getElement());
@@ -181,20 +184,33 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
                  "attention's matmul must be f32 or avx512bf16, not '" + matmul.str() + "'");
         }
         ArrayRef<int64_t> tile = lowering.getTile();
-        if (tile.size() != 3 || tile[0] != cpu.headsPerWorkgroup() ||
+        if (tile.size() < 3 || tile.size() > 4 || tile[0] != cpu.headsPerWorkgroup() ||
             tile[1] != cpu.prefillBlockRows() || tile[2] < 1 ||
-            tile[2] > AttentionKernel::kMaxPrefillRowSets)
-          refuse(kernel, "attention's q3.lowering tile must be [" +
-                             std::to_string(cpu.headsPerWorkgroup()) + ", " +
-                             std::to_string(cpu.prefillBlockRows()) +
-                             ", sets] (query heads per workgroup, rows per prefill block, "
-                             "blocks per workgroup: 1 to " +
-                             std::to_string(AttentionKernel::kMaxPrefillRowSets) + ")");
+            tile[2] > AttentionKernel::kMaxPrefillRowSets ||
+            (tile.size() == 4 && (tile[3] < 1 || tile[3] > AttentionKernel::kMaxDecodeSplits)))
+          refuse(
+              kernel,
+              "attention's q3.lowering tile must be [" + std::to_string(cpu.headsPerWorkgroup()) +
+                  ", " + std::to_string(cpu.prefillBlockRows()) +
+                  ", sets, splits] (query heads per workgroup, rows per prefill "
+                  "block, blocks per workgroup: 1 to " +
+                  std::to_string(AttentionKernel::kMaxPrefillRowSets) + ", decode splits: 1 to " +
+                  std::to_string(AttentionKernel::kMaxDecodeSplits) + ", 1 when left out)");
         if (tile[2] != 1 && !cpu.bf16Prefill)
           refuse(kernel, "attention's f32 prefill runs one block of rows per workgroup, not " +
                              std::to_string(tile[2]) + " (only matmul = avx512bf16 shares " +
                              "its key blocks between sets)");
         cpu.prefillRowSets = tile[2];
+        cpu.decodeSplits = tile.size() == 4 ? tile[3] : 1;
+        if (cpu.decodeSplits > 1 && !cpu.vectorized())
+          refuse(kernel, "attention's decode splits need a head_dim that is a multiple of 16, "
+                         "not " +
+                             std::to_string(cpu.headDim));
+        if (lowering.getWorkspaceBytes() != cpu.workspaceBytes())
+          refuse(kernel, "attention with " + std::to_string(cpu.decodeSplits) +
+                             " decode splits needs workspace_bytes = " +
+                             std::to_string(cpu.workspaceBytes()) + ", not " +
+                             std::to_string(lowering.getWorkspaceBytes()));
         expectGrid(kernel, lowering, "per_row", cpu.workgroupsPerRow());
         return attentionSource(cpu);
       })

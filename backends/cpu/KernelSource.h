@@ -127,10 +127,11 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel);
 /// q3.attention over one layer's cached keys and values ([kvHeads][capacity][headDim];
 /// each KV head's positions are contiguous, so the scores stream them).
 /// Grid: rows x workgroupsPerRow(), head-major (workgroup g is row g % rows of
-/// head group g / rows); a workgroup handles headsPerWorkgroup() query heads
-/// that share one KV head, so each key and value load serves them all, and a
-/// prefill's rows go in blocks of prefillBlockRows(), prefillRowSets blocks
-/// to the workgroup of their first row.
+/// head group and split (g / rows) / decodeSplits, (g / rows) % decodeSplits);
+/// a workgroup handles headsPerWorkgroup() query heads that share one KV
+/// head, so each key and value load serves them all, and a prefill's rows go
+/// in blocks of prefillBlockRows(), prefillRowSets blocks to the split-0
+/// workgroup of their first row.
 struct AttentionKernel {
   std::string name;
   int64_t queryHeads = 0, kvHeads = 0, headDim = 0;
@@ -160,7 +161,27 @@ struct AttentionKernel {
   /// that every aligned run of that many query heads shares its KV head (the
   /// whole GQA group for Qwen3's ratios 2, 4, 5 and 8), else 1.
   int64_t headsPerWorkgroup() const;
-  int64_t workgroupsPerRow() const { return queryHeads / headsPerWorkgroup(); }
+  /// Decode's splits of the positions (q3.lowering's fourth tile entry): a
+  /// head group's positions go to this many workgroups, in runs of at least
+  /// splitPositions, so more threads than head groups stream the cache; each
+  /// writes its running maxima, sums and value sums to the workspace, and
+  /// the last to finish (an atomic count per head group) merges them into
+  /// the output and resets the count. A context of at most splitPositions
+  /// runs in one workgroup, as without splits. Needs vectorized().
+  int64_t decodeSplits = 1;
+  static constexpr int64_t kMaxDecodeSplits = 16;
+  /// The fewest positions a decode split takes: below ~512 the partial
+  /// results and the merge cost more than another thread saves.
+  int64_t splitPositions = kDecodeSplitPositions;
+  static constexpr int64_t kDecodeSplitPositions = 512;
+  int64_t headGroups() const { return queryHeads / headsPerWorkgroup(); }
+  int64_t workgroupsPerRow() const { return headGroups() * decodeSplits; }
+  /// The workspace decode splits need (q3.lowering's workspace_bytes): an
+  /// arrival count per head group (a cache line each), then a record of
+  /// kSplitRecordHeader + headDim floats per head group, split and head; 0
+  /// without splits.
+  int64_t workspaceBytes() const;
+  static constexpr int64_t kSplitRecordHeader = 16; // floats: the maximum, the sum, padding
   /// The rows of one prefill block: with head_dim a multiple of 16, 16 /
   /// headsPerWorkgroup() (its query vectors are the 16 lanes of the flash
   /// kernel's vectors); other head sizes run a row at a time.
@@ -169,7 +190,8 @@ struct AttentionKernel {
   /// decode that prefetches prefetchBytes ahead); else the scalar one.
   bool vectorized() const { return headDim % 16 == 0; }
 };
-/// `@q3k_<name>(query, keys, values, out, rows, visible, capacity, wgBegin, wgEnd)`.
+/// `@q3k_<name>(query, keys, values, out, rows, visible, capacity, wgBegin, wgEnd)`;
+/// with decode splits, the workspace after `out`.
 std::string attentionSource(const AttentionKernel &kernel);
 
 } // namespace q3::cpu

@@ -18,6 +18,18 @@ const char *storageType(WeightStorage storage) {
   return "f32";
 }
 
+std::string indented(const std::string &text, const std::string &prefix) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end + 1;
+    out += prefix + text.substr(start, end - start);
+    start = end;
+  }
+  return out;
+}
+
 /// Loads `memref[indices]` (stored as `storage`) into an f32 `result`.
 std::string widenedLoad(WeightStorage storage, const std::string &result, const std::string &memref,
                         const std::string &indices, const std::string &type) {

@@ -14,6 +14,10 @@ inline constexpr int64_t kLanes = 16;
 /// LLVM 16 cannot select vector bf16 -> f32 on x86, so it is widened by hand).
 const char *storageType(WeightStorage storage);
 
+/// `text` with `prefix` before each of its lines (nesting a template's
+/// lines in a region).
+std::string indented(const std::string &text, const std::string &prefix);
+
 /// Loads `memref[indices]` (stored as `storage`) into an f32 `result`.
 std::string widenedLoad(WeightStorage storage, const std::string &result, const std::string &memref,
                         const std::string &indices, const std::string &type);

@@ -14,12 +14,14 @@
 #include "runtime/DType.h"
 #include "runtime/KernelABI.h"
 #include "runtime/SharedLibrary.h"
+#include "runtime/ThreadPool.h"
 #include "runtime/WeightLayout.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 
 namespace q3::testing {
@@ -636,17 +638,28 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
 /// position; it prefetches the value rows), more a prefill (the flash kernel's
 /// blocks). Past the visible positions the cache holds NaNs. With
 /// `bf16Prefill` (matmul = avx512bf16) the prefill multiplies bf16 inputs,
-/// `rowSets` blocks of rows per workgroup.
+/// `rowSets` blocks of rows per workgroup. With `splits` > 1 decode splits
+/// the positions in runs of at least `splitPositions`, and `threads` > 0
+/// runs the workgroups on that many threads, one per chunk, `repeats` times.
 void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {0, 0, 0, 1, 1, 1},
                     int64_t rows = 3, WeightStorage cache = WeightStorage::F32,
                     bool bf16Prefill = false,
-                    int64_t rowSets = cpu::AttentionKernel::kBf16PrefillRowSets) {
+                    int64_t rowSets = cpu::AttentionKernel::kBf16PrefillRowSets, int64_t splits = 1,
+                    int64_t splitPositions = 16, int threads = 0, int repeats = 1) {
   const int64_t qHeads = int64_t(map.size()), capacity = std::max<int64_t>(48, visible + 5);
   const int64_t kvHeads = *std::max_element(map.begin(), map.end()) + 1;
   cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(double(d)), cache};
   kernel.bf16Prefill = bf16Prefill;
   kernel.prefillRowSets = bf16Prefill ? rowSets : 1;
-  LoadedKernel loaded = compileForHost(cpu::attentionSource(kernel), "attn");
+  kernel.decodeSplits = splits;
+  kernel.splitPositions = splitPositions;
+  // The attention checks run each kernel on many contexts: compile each once.
+  static std::map<std::string, LoadedKernel> compiled;
+  const std::string source = cpu::attentionSource(kernel);
+  auto found = compiled.find(source);
+  if (found == compiled.end())
+    found = compiled.emplace(source, compileForHost(source, "attn")).first;
+  const LoadedKernel &loaded = found->second;
   std::mt19937 rng(3);
   std::vector<float> q = randomValues(rows * qHeads * d, rng, 2.0f);
   // The reference reads [visible][kvHeads][d]; the kernel one layer of the
@@ -669,20 +682,39 @@ void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {
   runtime::convertFromF32(cacheType, keyCache.data(), keysStored.data(), keyCache.size());
   runtime::convertFromF32(cacheType, valueCache.data(), valuesStored.data(), valueCache.size());
   std::vector<float> out(q.size(), NAN), expected(q.size());
-  void *buffers[] = {q.data(), keysStored.data(), valuesStored.data(), out.data()};
+  // Decode splits' workspace: zeroed, as the runtime allocates it.
+  std::vector<uint8_t> workspace(size_t(kernel.workspaceBytes()), 0);
+  void *buffers[] = {q.data(), keysStored.data(), valuesStored.data(), out.data(),
+                     workspace.data()};
   const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(keysStored.size()),
-                           int64_t(valuesStored.size()), int64_t(out.size() * 4)};
+                           int64_t(valuesStored.size()), int64_t(out.size() * 4),
+                           int64_t(workspace.size())};
   const int64_t scalars[] = {rows, visible, capacity};
-  // Two calls over disjoint workgroup ranges, as two threads would run it.
   const int64_t workgroups = rows * kernel.workgroupsPerRow(), split = workgroups / 2 + 1;
-  loaded.entry(buffers, bytes, scalars, 0, split);
-  loaded.entry(buffers, bytes, scalars, split, workgroups);
+  std::unique_ptr<runtime::ThreadPool> pool;
+  if (threads > 0)
+    pool = std::make_unique<runtime::ThreadPool>(threads);
+  // Each repeat starts from a NaN output: a dispatch that found the split
+  // counters as the last one left them (not back at 0) would leave some unmerged.
+  for (int repeat = 0; repeat < repeats; ++repeat) {
+    std::fill(out.begin(), out.end(), NAN);
+    if (pool) {
+      pool->parallelFor(
+          workgroups,
+          [&](int64_t begin, int64_t end) { loaded.entry(buffers, bytes, scalars, begin, end); },
+          int(workgroups));
+    } else {
+      // Two calls over disjoint workgroup ranges, as two threads would run it.
+      loaded.entry(buffers, bytes, scalars, 0, split);
+      loaded.entry(buffers, bytes, scalars, split, workgroups);
+    }
+  }
   reference::causalAttention(q.data(), keys.data(), values.data(), expected.data(), rows, visible,
                              qHeads, kvHeads, d, 1.0 / std::sqrt(double(d)), map);
   if (!bf16Prefill || rows == 1) {
     EXPECT_LE(maxRelativeDiff(out, expected), 1e-5)
         << "head_dim " << d << ", " << visible << " positions, " << rows << " rows, "
-        << kernel.headsPerWorkgroup() << " heads per workgroup";
+        << kernel.headsPerWorkgroup() << " heads per workgroup, " << splits << " decode splits";
     return;
   }
   // The kernel rounds each probability against the running maximum of its
@@ -714,6 +746,39 @@ TEST(AttentionKernel, DecodesOneRowOverTheCache) {
     for (int64_t d : {12, 32, 128})
       for (const std::vector<int64_t> &map : {std::vector<int64_t>{0, 0, 1, 1}, {0, 1}})
         checkAttention(d, visible, map, 1);
+}
+
+// Decode splits (q3.lowering's fourth attention tile entry): a head group's
+// positions run in up to `splits` workgroups of at least 16 positions here
+// (512 in compiled models); the last to arrive merges their records. One
+// workgroup (up to 16 positions), fewer runs than splits (17-47), every
+// split, runs that end inside a 512-position block, head groups of 1, 2, 4
+// and 8 heads on one or two KV heads, bf16 and f16 caches; on two calls or
+// on four threads claiming single workgroups (any order), twice in a row
+// (the counters are back at 0 after each dispatch).
+TEST(AttentionKernel, DecodeSplitsThePositionsAndMerges) {
+  const std::vector<int64_t> gqa2 = {0, 0, 1, 1}, mha = {0, 1}, mqa = {0, 0, 0, 0},
+                             gqa8 = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+  for (int64_t splits : {2, 3, 4})
+    for (int64_t visible : {1, 16, 17, 47, 64, 100, 1100})
+      for (const auto &map : {gqa2, mha, mqa, gqa8})
+        checkAttention(128, visible, map, 1, WeightStorage::F32, false, 1, splits, 16, 0, 2);
+  for (WeightStorage cache : {WeightStorage::BF16, WeightStorage::F16})
+    checkAttention(128, 200, gqa2, 1, cache, false, 1, 4, 16, 0, 2);
+  for (int64_t d : {16, 32, 64, 256})
+    checkAttention(d, 90, gqa2, 1, WeightStorage::F32, false, 1, 3, 16, 0, 2);
+  // Prefill runs as without splits (split 0 of each head group leads the blocks).
+  for (int64_t rows : {2, 9, 17})
+    checkAttention(128, rows + 21, gqa2, rows, WeightStorage::F32, false, 1, 3, 16, 0, 2);
+  for (int repeat = 0; repeat < 2; ++repeat)
+    for (int64_t splits : {int64_t(2), int64_t(8), cpu::AttentionKernel::kMaxDecodeSplits})
+      checkAttention(128, 700, gqa2, 1, WeightStorage::F32, false, 1, splits, 16, 4, 10);
+  cpu::AttentionKernel shape{"attn", 4, 2, 128, gqa2};
+  EXPECT_EQ(shape.workspaceBytes(), 0) << "no workspace without splits";
+  shape.decodeSplits = 3;
+  EXPECT_EQ(shape.workgroupsPerRow(), 6);
+  EXPECT_EQ(shape.workspaceBytes(), 2 * 64 + 2 * 3 * 2 * (16 + 128) * 4)
+      << "a counter line per head group, a record per head group, split and head";
 }
 
 // --kv-cache=bf16: keys and values are read as bf16 and widened exactly.

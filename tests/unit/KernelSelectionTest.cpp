@@ -137,7 +137,7 @@ TEST(KernelSelection, AttentionRunsTheLoweringsRowSets) {
         continue;
       ++attention;
       const ir::LoweringConfigAttr lowering = ir::loweringOf(kernel);
-      ASSERT_EQ(lowering.getTile().size(), 3u);
+      ASSERT_EQ(lowering.getTile().size(), 4u);
       EXPECT_EQ(lowering.getTile()[2], cpu::AttentionKernel::kBf16PrefillRowSets);
       auto setsIn = [](const std::string &source) {
         int sets = 0;
@@ -147,12 +147,58 @@ TEST(KernelSelection, AttentionRunsTheLoweringsRowSets) {
       };
       const std::vector<int64_t> tile(lowering.getTile().begin(), lowering.getTile().end());
       for (int64_t sets : {1, 3}) {
-        ir::setLowering(kernel, lowering.withTile({tile[0], tile[1], sets}));
+        ir::setLowering(kernel, lowering.withTile({tile[0], tile[1], sets, tile[3]}));
         EXPECT_EQ(setsIn(cpu::cpuKernelSource(module, kernel)), sets);
       }
-      ir::setLowering(kernel, lowering.withMatmul("f32").withTile({tile[0], tile[1], 2}));
+      ir::setLowering(kernel, lowering.withMatmul("f32").withTile({tile[0], tile[1], 2, tile[3]}));
       expectRefused(module, kernel,
                     "attention's f32 prefill runs one block of rows per workgroup, not 2");
+    }
+  });
+  EXPECT_EQ(attention, 1);
+}
+
+// Decode splits come from the tile's fourth entry (cpu-split-decode-attention):
+// the source merges partial results only with more than one, the grid and
+// workspace must be the ones the splits need, and only attention has a workspace.
+TEST(KernelSelection, AttentionRunsTheLoweringsDecodeSplits) {
+  int attention = 0;
+  GoldenRunner runner(loadGoldenCase("sharded_gqa2_bf16"), [&](mlir::ModuleOp module) {
+    cpu::CpuPipelineOptions cpuOptions;
+    cpuOptions.cpu = "x86-64-v3";
+    cpuOptions.decodeSplits = 1;
+    runTargetStage(module, cpuOptions);
+    for (mlir::func::FuncOp kernel : cpu::kernelsOf(module)) {
+      const ir::LoweringConfigAttr lowering = ir::loweringOf(kernel);
+      if (!mlir::isa_and_nonnull<ir::AttentionOp>(ir::kernelComputeOp(kernel))) {
+        ir::setLowering(kernel, lowering.withWorkspaceBytes(64));
+        expectRefused(module, kernel,
+                      "has workspace_bytes in its q3.lowering, which only attention's decode "
+                      "splits use");
+        ir::setLowering(kernel, lowering);
+        continue;
+      }
+      ++attention;
+      const std::vector<int64_t> tile(lowering.getTile().begin(), lowering.getTile().end());
+      ASSERT_EQ(tile, (std::vector<int64_t>{2, 8, 1, 1}));
+      EXPECT_EQ(lowering.getWorkspaceBytes(), 0);
+      EXPECT_EQ(cpu::cpuKernelSource(module, kernel).find("_merge("), std::string::npos);
+      cpu::AttentionKernel shape =
+          cpu::attentionKernelShape(mlir::cast<ir::AttentionOp>(ir::kernelComputeOp(kernel)));
+      shape.decodeSplits = 3;
+      const ir::LoweringConfigAttr split = lowering.withTile({2, 8, 1, 3})
+                                               .withGrid("per_row", shape.workgroupsPerRow())
+                                               .withWorkspaceBytes(shape.workspaceBytes());
+      ir::setLowering(kernel, split);
+      EXPECT_NE(cpu::cpuKernelSource(module, kernel).find("_merge("), std::string::npos);
+      ir::setLowering(kernel, split.withWorkspaceBytes(64));
+      expectRefused(module, kernel,
+                    "attention with 3 decode splits needs workspace_bytes = " +
+                        std::to_string(shape.workspaceBytes()) + ", not 64");
+      ir::setLowering(kernel, split.withTile({2, 8, 1, 17}));
+      expectRefused(module, kernel, "decode splits: 1 to 16, 1 when left out)");
+      ir::setLowering(kernel, split.withGrid("per_row", 2));
+      expectRefused(module, kernel, "per_row 6");
     }
   });
   EXPECT_EQ(attention, 1);

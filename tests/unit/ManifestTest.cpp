@@ -52,6 +52,25 @@ TEST(Manifest, StreamingKernelsCarryTheirPrefetchDistance) {
   EXPECT_GE(streaming, 3);
 }
 
+TEST(Manifest, SplitDecodeAttentionCarriesItsWorkspace) {
+  // x86-64-v3 is portable: decode attention is split for 16 threads, here
+  // 2 head groups x 8 splits, and the manifest carries the IR's workspace.
+  const nlohmann::json written = compiledManifestJson("sharded_gqa2_bf16", "f32");
+  int attention = 0;
+  for (const nlohmann::json &kernel : written["kernels"]) {
+    const std::string name = kernel["name"];
+    if (name.rfind("attention", 0) != 0) {
+      EXPECT_FALSE(kernel.contains("workspace_bytes")) << name;
+      continue;
+    }
+    ++attention;
+    EXPECT_EQ(kernel["tile"], nlohmann::json({2, 8, 1, 8}));
+    EXPECT_EQ(kernel["grid"]["count"], 16);
+    EXPECT_EQ(kernel["workspace_bytes"], 2 * 64 + 2 * 8 * 2 * (16 + 32) * 4);
+  }
+  EXPECT_EQ(attention, 1);
+}
+
 TEST(Manifest, ProductsSayWhereTheirWeightIsPacked) {
   // x86-64-v3 packs per call: each product's weights are row-major operands
   // (q/k/v and gate/up as their parts), and the manifest says so.
@@ -117,6 +136,8 @@ TEST(Manifest, EachDamagedFieldIsNamed) {
        [](nlohmann::json &m) { m["kernels"][1]["weight_packing"] = "sometimes"; }},
       {"kernels[1].prefetch_bytes",
        [](nlohmann::json &m) { m["kernels"][1]["prefetch_bytes"] = 8; }},
+      {"kernels[1].workspace_bytes",
+       [](nlohmann::json &m) { m["kernels"][1]["workspace_bytes"] = -64; }},
       {"weights[0].shape",
        [](nlohmann::json &m) {
          m["weights"][0]["shape"] = {-1, 64};

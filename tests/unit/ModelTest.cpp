@@ -27,29 +27,42 @@ namespace {
 constexpr const char *kCase = "gqa4_tied_bf16";
 constexpr int64_t kChunkRows = 4;
 
+/// A fresh temporary folder.
+std::string temporaryFolder() {
+  std::string dir = (std::filesystem::temp_directory_path() / "q3-model-test-XXXXXX").string();
+  if (!::mkdtemp(dir.data()))
+    throw std::runtime_error("cannot create a folder in " + dir);
+  return dir;
+}
+
+/// Compiles `golden`'s model for this CPU with activation buffers of
+/// `chunkRows` rows into `artifact`.
+void compileGolden(const GoldenCase &golden, const std::string &artifact, int64_t chunkRows,
+                   const cpu::CpuPipelineOptions &cpuOptions) {
+  std::vector<std::string> warnings;
+  frontend::ModelConfig config = frontend::loadModelConfig(golden.dir, &warnings);
+  mlir::MLIRContext context;
+  auto module = ir::buildQwen3Graph(context, config);
+  passes::PipelineOptions options;
+  options.stage = passes::Stage::Target;
+  options.maxSeqLen = chunkRows;
+  options.target = cpu::cpuTargetPipeline(cpuOptions);
+  ASSERT_TRUE(mlir::succeeded(passes::runPipeline(*module, options)));
+  cpu::writeCpuArtifact(artifact, cpu::compileForCpu(*module));
+}
+
 /// The golden compiled once for the whole suite (f32 products: the 1e-4
 /// bound), with activation buffers of kChunkRows rows.
 class ModelTest : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
     golden = new GoldenCase(loadGoldenCase(kCase));
-    std::string dir = (std::filesystem::temp_directory_path() / "q3-model-test-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(dir.data()), nullptr);
-    folder = new std::string(dir);
-    artifact = new std::string(dir + "/model.q3");
-    std::vector<std::string> warnings;
-    frontend::ModelConfig config = frontend::loadModelConfig(golden->dir, &warnings);
-    mlir::MLIRContext context;
-    auto module = ir::buildQwen3Graph(context, config);
-    passes::PipelineOptions options;
-    options.stage = passes::Stage::Target;
-    // Buffers of 4 rows: every prompt of the suite runs in several chunks.
-    options.maxSeqLen = kChunkRows;
+    folder = new std::string(temporaryFolder());
+    artifact = new std::string(*folder + "/model.q3");
     cpu::CpuPipelineOptions cpuOptions;
     cpuOptions.matmul = "f32";
-    options.target = cpu::cpuTargetPipeline(cpuOptions);
-    ASSERT_TRUE(mlir::succeeded(passes::runPipeline(*module, options)));
-    cpu::writeCpuArtifact(*artifact, cpu::compileForCpu(*module));
+    // Buffers of 4 rows: every prompt of the suite runs in several chunks.
+    compileGolden(*golden, *artifact, kChunkRows, cpuOptions);
   }
   static void TearDownTestSuite() {
     std::error_code ignored;
@@ -151,6 +164,41 @@ TEST_F(ModelTest, OneThreadAndTwoGiveTheSameBits) {
   EXPECT_EQ(one->threads(), 1);
   EXPECT_EQ(two->threads(), 2);
   EXPECT_EQ(one->forward(golden->prompt), two->forward(golden->prompt));
+}
+
+// Decode attention split over positions (cpu-split-decode-attention): on a
+// context of 1,300 positions each head group's decode runs in 3 workgroups
+// of 512, 512 and the rest, merged by the last to finish. MQA with 4 query
+// heads (one head group) and head_dim 16; its decode steps give the rows of
+// one prefill (which does not split) on 2 threads and on 1.
+TEST(ModelDecodeSplits, DecodeStepsGiveTheRowsOfOnePrefill) {
+  const GoldenCase golden = loadGoldenCase("mqa_hdlarger_tied_bf16");
+  const std::string folder = temporaryFolder(), artifact = folder + "/split.q3";
+  cpu::CpuPipelineOptions cpuOptions;
+  cpuOptions.matmul = "f32";
+  cpuOptions.decodeSplits = 3;
+  compileGolden(golden, artifact, 64, cpuOptions);
+  std::vector<int32_t> tokens;
+  for (int32_t i = 0; i < 1300; ++i)
+    tokens.push_back(golden.prompt[size_t(i) % golden.prompt.size()] ^ (i % 7));
+  for (int threads : {2, 1}) {
+    runtime::ModelOptions options;
+    options.threads = threads;
+    options.contextLength = 1400;
+    auto model = runtime::Model::load(artifact, golden.dir, options);
+    const int64_t vocab = model->vocabSize();
+    const std::vector<float> all = model->forward(tokens);
+    model->reset();
+    const size_t prefill = tokens.size() - 12;
+    model->forward(std::vector<int32_t>(tokens.begin(), tokens.begin() + prefill));
+    for (size_t t = prefill; t < tokens.size(); ++t) {
+      const std::vector<float> step = model->forward({tokens[t]});
+      EXPECT_LE(maxAbsDiff(step, row(all, vocab, int64_t(t))), 1e-5)
+          << "position " << t << ", " << threads << " threads";
+    }
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(folder, ignored);
 }
 
 } // namespace

@@ -125,6 +125,13 @@ cl::opt<int64_t> targetPrefillRows(
     cl::desc("Rows of the prefill register tile, 1 to 8 (default 0: measured by --tune, else 6 "
              "with AVX-512 and 2 without)"),
     cl::cat(q3Category));
+cl::opt<int64_t> targetDecodeSplits(
+    "decode-splits", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init(0),
+    cl::desc("Workgroups each KV head's decode attention is split into, 1 to 16, so more "
+             "threads than KV heads stream a long context's cache (default 0: enough for the "
+             "CPUs of this machine with --cpu=host, for 16 threads otherwise)"),
+    cl::cat(q3Category));
 cl::opt<int64_t> targetDecodeChunks(
     "decode-chunks", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
     cl::init(0),
@@ -258,6 +265,7 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
     cpuOptions.attentionMatmul = targetAttentionMatmul;
     cpuOptions.prefillRows = targetPrefillRows;
     cpuOptions.decodeChunks = targetDecodeChunks;
+    cpuOptions.decodeSplits = targetDecodeSplits;
     cpuOptions.weightPacking = weightPackingFromFlags();
     options.target = cpu::cpuTargetPipeline(cpuOptions);
   }

@@ -28,6 +28,9 @@ createCpuSelectAttentionMatmulPass(const CpuSelectAttentionMatmulOptions &option
 std::unique_ptr<mlir::Pass> createCpuSelectTilesPass();
 std::unique_ptr<mlir::Pass> createCpuSelectTilesPass(const CpuSelectTilesOptions &options);
 std::unique_ptr<mlir::Pass> createCpuAssignGridsPass();
+std::unique_ptr<mlir::Pass> createCpuSplitDecodeAttentionPass();
+std::unique_ptr<mlir::Pass>
+createCpuSplitDecodeAttentionPass(const CpuSplitDecodeAttentionOptions &options);
 std::unique_ptr<mlir::Pass> createCpuAddVariantsPass();
 std::unique_ptr<mlir::Pass> createCpuAddVariantsPass(const CpuAddVariantsOptions &options);
 std::unique_ptr<mlir::Pass> createCpuSetChunkingPass();

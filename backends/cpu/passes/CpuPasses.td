@@ -5,9 +5,10 @@
 // transforms) or on each kernel's `q3.lowering`. Code generation and the
 // artifact's manifest only read what they recorded. The order
 // (backends/cpu/CpuPipeline.cpp):
-//   cpu-set-target, cpu-pack-column-blocks, cpu-select-matmul,
-//   cpu-select-tiles, cpu-assign-grids, cpu-set-chunking, cpu-set-prefetch,
-//   cpu-add-variants
+//   cpu-set-target, cpu-pack-column-blocks, cpu-sink-weight-concat,
+//   cpu-select-matmul, cpu-select-attention-matmul, cpu-select-tiles,
+//   cpu-assign-grids, cpu-split-decode-attention, cpu-set-chunking,
+//   cpu-set-prefetch, cpu-add-variants
 //
 //===----------------------------------------------------------------------===//
 
@@ -136,10 +137,35 @@ def CpuAssignGrids : Pass<"cpu-assign-grids", "mlir::ModuleOp"> {
     features per workgroup (`fixed ceil(N / 64)`, all rows); the embedding
     one row (`per_row 1`); q/k-norm + RoPE one row and query head
     (`per_row Hq`); attention one row and the query heads that share a KV
-    head (`per_row Hq / 2` with `tile = [2]` when heads pair up, else
-    `per_row Hq`). A kernel without a CPU implementation is an error.
+    head (`per_row Hq / P` with `tile = [P, 16 / P, sets]`: P heads per
+    workgroup, the rows of a prefill block, the blocks a workgroup runs).
+    A kernel without a CPU implementation is an error.
   }];
   let constructor = "q3::cpu::createCpuAssignGridsPass()";
+}
+
+def CpuSplitDecodeAttention : Pass<"cpu-split-decode-attention", "mlir::ModuleOp"> {
+  let summary = "Split decode attention's positions so every thread streams the cache";
+  let description = [{
+    Decode attention runs one workgroup per head group (the query heads on
+    one KV head: 8 for every Qwen3 size), so a machine with more threads
+    leaves the rest idle while the cache streams. This pass gives each
+    attention kernel (vector template: head_dim a multiple of 16) `splits`
+    workgroups per head group: the fourth entry of its `tile`, its grid
+    multiplied by it, and `workspace_bytes` for the splits' partial results
+    and arrival counters. A split takes at least 512 positions, so shorter
+    contexts still run in one workgroup. `splits` 0 chooses
+    ceil(threads / head groups), at most 16, with `threads` the CPUs this
+    process may use for `cpu = host` and 16 for portable targets; `threads`
+    overrides that count. Runs after cpu-assign-grids.
+  }];
+  let constructor = "q3::cpu::createCpuSplitDecodeAttentionPass()";
+  let options = [
+    Option<"splits", "splits", "int64_t", /*default=*/"0",
+           "Workgroups per head group in decode, 1 to 16 (0: from the threads)">,
+    Option<"threads", "threads", "int64_t", /*default=*/"0",
+           "Threads to cover (0: this machine's CPUs for cpu = host, else 16)">
+  ];
 }
 
 def CpuAddVariants : Pass<"cpu-add-variants", "mlir::ModuleOp"> {

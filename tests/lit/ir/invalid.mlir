@@ -231,3 +231,13 @@ func.func private @prefetch_too_near() attributes {q3.lowering = #q3.lowering<pr
 
 // expected-error @+1 {{#q3.lowering: prefetch_bytes must be 64 to 1048576, got 2097152}}
 func.func private @prefetch_too_far() attributes {q3.lowering = #q3.lowering<prefetch_bytes = 2097152>}
+
+// -----
+
+// expected-error @+1 {{#q3.lowering: workspace_bytes must be 0 to 67108864, got -8}}
+func.func private @workspace_negative() attributes {q3.lowering = #q3.lowering<workspace_bytes = -8>}
+
+// -----
+
+// expected-error @+1 {{#q3.lowering: workspace_bytes must be 0 to 67108864, got 134217728}}
+func.func private @workspace_too_large() attributes {q3.lowering = #q3.lowering<workspace_bytes = 134217728>}
