@@ -18,6 +18,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace q3::cpu {
 
 using namespace detail;
@@ -34,6 +36,11 @@ int64_t AttentionKernel::workspaceBytes() const {
     return 0;
   const int64_t records = headGroups() * decodeSplits * headsPerWorkgroup();
   return headGroups() * kCounterStrideBytes + records * (kSplitRecordHeader + headDim) * 4;
+}
+
+int64_t AttentionKernel::coveringDecodeSplits(int64_t threads) const {
+  const int64_t groups = headGroups();
+  return std::clamp<int64_t>((threads + groups - 1) / groups, 1, kMaxDecodeSplits);
 }
 
 namespace attention {

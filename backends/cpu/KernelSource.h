@@ -176,6 +176,9 @@ struct AttentionKernel {
   static constexpr int64_t kDecodeSplitPositions = 512;
   int64_t headGroups() const { return queryHeads / headsPerWorkgroup(); }
   int64_t workgroupsPerRow() const { return headGroups() * decodeSplits; }
+  /// The splits that cover `threads` threads with the head groups, at most
+  /// kMaxDecodeSplits (cpu-split-decode-attention's choice unless measured).
+  int64_t coveringDecodeSplits(int64_t threads) const;
   /// The workspace decode splits need (q3.lowering's workspace_bytes): an
   /// arrival count per head group (a cache line each), then a record of
   /// kSplitRecordHeader + headDim floats per head group, split and head; 0

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/DecodeTuner.h"
+#include "backends/cpu/DecodeSplitTuner.h"
 #include "backends/cpu/KernelSource.h"
 #include "backends/cpu/passes/CpuPasses.h"
 
@@ -109,6 +110,35 @@ TEST(DecodeTuner, AGivenSplitMeasuresOnlyTheDistancesAtIt) {
   EXPECT_EQ(cpu::chooseDecodePrefetch({base, {{8, 16384}, 41.0, 1.02, 1.01}}, 8), kAhead);
   // Chosen at the default split, rates measured at 8 are not candidates.
   EXPECT_EQ(cpu::chooseDecodePrefetch({base, {{8, 16384}, 43.0, 1.07, 1.02}}), kAhead);
+}
+
+// Decode attention's splits (DecodeSplitTuner.h): the candidates are one,
+// the count that covers the threads with the head groups and twice it; the
+// covering count stays unless another measured 10% faster.
+TEST(DecodeSplitTuner, MeasuresOneTheCoveringCountAndTwiceIt) {
+  std::vector<int64_t> map;
+  for (int64_t h = 0; h < 16; ++h)
+    map.push_back(h / 2);
+  const cpu::AttentionKernel q06{"a", 16, 8, 128, map, 1.0};
+  EXPECT_EQ(q06.coveringDecodeSplits(2), 1);
+  EXPECT_EQ(q06.coveringDecodeSplits(16), 2);
+  EXPECT_EQ(q06.coveringDecodeSplits(20), 3);
+  EXPECT_EQ(q06.coveringDecodeSplits(1000), cpu::AttentionKernel::kMaxDecodeSplits);
+  EXPECT_EQ(cpu::decodeSplitCandidates(q06, 2), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(cpu::decodeSplitCandidates(q06, 16), (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_EQ(cpu::decodeSplitCandidates(q06, 128), (std::vector<int64_t>{1, 16}));
+  const cpu::AttentionKernel mqa{"a", 8, 1, 128, std::vector<int64_t>(8, 0), 1.0};
+  EXPECT_EQ(cpu::decodeSplitCandidates(mqa, 2), (std::vector<int64_t>{1, 2, 4}));
+}
+
+TEST(DecodeSplitTuner, KeepsTheCoveringCountWithinTheNoise) {
+  using cpu::DecodeSplitRate;
+  EXPECT_EQ(cpu::chooseDecodeSplits({{1, 35.4}, {2, 34.7}}, 1).splits, 1);
+  EXPECT_EQ(cpu::chooseDecodeSplits({{1, 35.5}, {2, 37.4}}, 1).splits, 1) << "5% is noise";
+  EXPECT_EQ(cpu::chooseDecodeSplits({{1, 30.0}, {2, 34.0}}, 1).splits, 2);
+  EXPECT_EQ(cpu::chooseDecodeSplits({{1, 20.0}, {2, 40.0}, {4, 41.0}}, 2).splits, 2);
+  EXPECT_EQ(cpu::chooseDecodeSplits({{1, 20.0}, {2, 40.0}, {4, 45.0}}, 2).splits, 4);
+  EXPECT_EQ(cpu::chooseDecodeSplits({{1, 50.0}, {2, 40.0}, {4, 41.0}}, 2).splits, 1);
 }
 
 } // namespace

@@ -129,8 +129,9 @@ cl::opt<int64_t> targetDecodeSplits(
     "decode-splits", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
     cl::init(0),
     cl::desc("Workgroups each KV head's decode attention is split into, 1 to 16, so more "
-             "threads than KV heads stream a long context's cache (default 0: enough for the "
-             "CPUs of this machine with --cpu=host, for 16 threads otherwise)"),
+             "threads than KV heads stream a long context's cache (default 0: measured by "
+             "--tune, else enough for the CPUs of this machine with --cpu=host, for 16 threads "
+             "otherwise)"),
     cl::cat(q3Category));
 cl::opt<int64_t> targetDecodeChunks(
     "decode-chunks", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
@@ -349,6 +350,13 @@ HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
   tuning.attention = tuneAttentionIfItMatters(host, module, tuning);
   if (tuning.attention)
     cpu::recordAttentionTuning(module, *tuning.attention);
+  // Decode attention's splits, unless --decode-splits decides.
+  std::optional<cpu::AttentionKernel> shape = attentionShape(module);
+  if (targetDecodeSplits == 0 && shape && shape->vectorized()) {
+    tuning.decodeSplits =
+        cpu::tuneDecodeSplits(host, *shape, runtime::availableCpus(), tuneMaxForeignShare);
+    cpu::recordDecodeSplitTuning(module, *tuning.decodeSplits);
+  }
   return tuning;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "backends/cpu/AttentionTuner.h"
+#include "backends/cpu/DecodeSplitTuner.h"
 #include "backends/cpu/DecodeTuner.h"
 #include "backends/cpu/Tuner.h"
 #include "passes/Pipeline.h"
@@ -73,6 +74,7 @@ struct HostTuning {
   std::optional<cpu::TuningResult> prefill;
   std::optional<cpu::DecodeTuning> decode;
   std::optional<cpu::AttentionTuning> attention;
+  std::optional<cpu::DecodeSplitTuning> decodeSplits;
 };
 
 /// Runs that pipeline on `module` (after --tune's measurements, which the

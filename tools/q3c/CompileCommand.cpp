@@ -102,6 +102,17 @@ void printAttentionTuning(const cpu::AttentionTuning &tuning) {
   }
 }
 
+/// -v: what the tuner measured for decode attention's splits.
+void printDecodeSplitTuning(const cpu::DecodeSplitTuning &tuning) {
+  llvm::outs() << "tuned decode attention's splits (" << cpu::describeProvenance(tuning.provenance)
+               << "), GB/s of KV cache in one decode step over " << tuning.positions
+               << " positions on " << tuning.threads << " threads:\n";
+  for (const cpu::DecodeSplitRate &r : tuning.measured)
+    llvm::outs() << fmt::format(
+        "  {:<25} {:6.1f}{}\n", fmt::format("{} split{}", r.splits, r.splits > 1 ? "s" : ""),
+        r.gbPerSecond, r.splits == tuning.chosen.splits ? "  <- chosen" : "");
+}
+
 /// -v: what the tuner measured and chose for decode.
 void printDecodeTuning(const cpu::DecodeTuning &tuning) {
   llvm::outs() << "tuned the decode split and prefetch ("
@@ -248,6 +259,8 @@ int runCompile() {
     printDecodeTuning(*tuning.decode);
   if (compileVerbose && tuning.attention)
     printAttentionTuning(*tuning.attention);
+  if (compileVerbose && tuning.decodeSplits)
+    printDecodeSplitTuning(*tuning.decodeSplits);
   progress.stage(3, "kernels (LLVM)");
   cpu::CompiledModel compiled = cpu::compileForCpu(*module);
   progress.stage(4, "writing");

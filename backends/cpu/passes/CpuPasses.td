@@ -154,7 +154,8 @@ def CpuSplitDecodeAttention : Pass<"cpu-split-decode-attention", "mlir::ModuleOp
     workgroups per head group: the fourth entry of its `tile`, its grid
     multiplied by it, and `workspace_bytes` for the splits' partial results
     and arrival counters. A split takes at least 512 positions, so shorter
-    contexts still run in one workgroup. `splits` 0 chooses
+    contexts still run in one workgroup. `splits` 0 takes what `q3c compile
+    --tune` measured (q3.tuning's `attention_decode_splits`), else
     ceil(threads / head groups), at most 16, with `threads` the CPUs this
     process may use for `cpu = host` and 16 for portable targets; `threads`
     overrides that count. Runs after cpu-assign-grids.

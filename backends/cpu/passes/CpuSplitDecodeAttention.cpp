@@ -9,7 +9,9 @@
 // and at long contexts attention is most of a decode step's bytes. The
 // fourth tile entry splits each head group's positions over that many
 // workgroups (backends/cpu/KernelSource.h: AttentionKernel::decodeSplits);
-// their partial results and arrival counters take workspace_bytes.
+// their partial results and arrival counters take workspace_bytes. The
+// count: the option, else what `q3c compile --tune` measured
+// (DecodeSplitTuner.h), else enough splits to cover the threads.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/CpuTarget.h"
@@ -43,16 +45,18 @@ struct CpuSplitDecodeAttentionPass
     return targetOf(module).name == "host" ? runtime::availableCpus() : kPortableThreads;
   }
 
-  /// The option when given, else enough splits that the head groups cover
-  /// the threads.
-  int64_t splitsFor(const AttentionKernel &shape, int64_t threadCount) const {
+  /// The option when given, else what `q3c compile --tune` measured, else
+  /// enough splits that the head groups cover the threads.
+  int64_t splitsFor(const AttentionKernel &shape, std::optional<int64_t> measured,
+                    int64_t threadCount) const {
     if (splits > 0)
       return splits;
-    const int64_t groups = shape.headGroups();
-    return std::min(AttentionKernel::kMaxDecodeSplits, (threadCount + groups - 1) / groups);
+    if (measured)
+      return *measured;
+    return shape.coveringDecodeSplits(threadCount);
   }
 
-  LogicalResult split(func::FuncOp kernel, int64_t threadCount) {
+  LogicalResult split(func::FuncOp kernel, std::optional<int64_t> measured, int64_t threadCount) {
     LoweringConfigAttr lowering = loweringOf(kernel);
     if (lowering.getTile().size() != 3 || !lowering.hasGrid())
       return kernel.emitError() << "cpu-split-decode-attention: @" << kernel.getSymName()
@@ -60,7 +64,7 @@ struct CpuSplitDecodeAttentionPass
                                    "cpu-assign-grids first";
     AttentionKernel shape = attentionKernelShape(cast<AttentionOp>(kernelComputeOp(kernel)));
     // The scalar template (head sizes not a multiple of 16) has one.
-    shape.decodeSplits = shape.vectorized() ? splitsFor(shape, threadCount) : 1;
+    shape.decodeSplits = shape.vectorized() ? splitsFor(shape, measured, threadCount) : 1;
     SmallVector<int64_t> tile(lowering.getTile().begin(), lowering.getTile().end());
     tile.push_back(shape.decodeSplits);
     setLowering(kernel, lowering.withGrid("per_row", shape.workgroupsPerRow())
@@ -78,9 +82,16 @@ struct CpuSplitDecodeAttentionPass
                          << int64_t(splits) << " and " << int64_t(threads);
       return signalPassFailure();
     }
+    const std::optional<int64_t> measured = measuredInteger(module, "attention_decode_splits");
+    if (measured && (*measured < 1 || *measured > AttentionKernel::kMaxDecodeSplits)) {
+      module.emitError() << "cpu-split-decode-attention: q3.tuning's attention_decode_splits "
+                            "must be 1 to "
+                         << AttentionKernel::kMaxDecodeSplits << ", not " << *measured;
+      return signalPassFailure();
+    }
     int64_t threadCount = 0;
     try {
-      if (splits == 0)
+      if (splits == 0 && !measured)
         threadCount = threadsFor(module);
     } catch (const std::exception &error) {
       module.emitError() << "cpu-split-decode-attention: " << error.what();
@@ -88,7 +99,7 @@ struct CpuSplitDecodeAttentionPass
     }
     for (func::FuncOp kernel : kernelsOf(module))
       if (isa_and_nonnull<AttentionOp>(kernelComputeOp(kernel)) &&
-          failed(split(kernel, threadCount)))
+          failed(split(kernel, measured, threadCount)))
         return signalPassFailure();
   }
 };

@@ -1,0 +1,205 @@
+//===- DecodeSplitTuner.cpp - measure decode attention's position splits --===//
+#include "backends/cpu/DecodeSplitTuner.h"
+#include "backends/cpu/TuningKernel.h"
+#include "backends/cpu/TuningRecord.h"
+#include "runtime/ThreadPool.h"
+
+#include "llvm/Support/xxhash.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+namespace q3::cpu {
+namespace {
+
+constexpr int64_t kPositions = 4096; // a long context: attention is much of decode there
+constexpr int64_t kLayers = 4;       // caches of their own, so none stays in the LLC
+constexpr int kRepetitions = 5;
+// Another count replaces the covering one only when it measured this much
+// faster: two compiles of one model on one machine should agree (on AMD
+// family 26, 2 threads, one and two splits measured within 6% of each other
+// either way round in three compiles).
+constexpr double kMargin = 1.10;
+
+AttentionKernel measuredKernel(const AttentionKernel &shape, int64_t splits) {
+  AttentionKernel kernel = shape;
+  kernel.name = fmt::format("tune_decode_splits{}", splits);
+  kernel.cache = WeightStorage::F32;
+  kernel.bf16Prefill = false;
+  kernel.prefillRowSets = 1;
+  kernel.decodeSplits = splits;
+  return kernel;
+}
+
+std::string candidateName(int64_t splits) { return fmt::format("splits{}", splits); }
+
+/// Values in [-0.5, 0.5) from a multiplicative hash of the index: cheap to
+/// fill hundreds of MB with, and no two rows alike.
+void fillPattern(std::vector<float> &values, uint32_t seed) {
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = float((uint32_t(i) * 2654435761u + seed) >> 8) * (1.0f / 16777216.0f) - 0.5f;
+}
+
+/// One decode step's attention over kPositions cached positions of each of
+/// kLayers layers, the same inputs for every kernel measured.
+struct DecodeInputs {
+  std::vector<float> q, out;
+  std::vector<std::vector<float>> keys, values; // per layer: [kvHeads][kPositions][headDim]
+  std::vector<uint8_t> workspace;
+
+  DecodeInputs(const AttentionKernel &shape, int64_t workspaceBytes)
+      : workspace(size_t(workspaceBytes), 0) {
+    q.resize(size_t(shape.queryHeads * shape.headDim));
+    fillPattern(q, 1);
+    out.resize(q.size());
+    const size_t layerValues = size_t(shape.kvHeads * kPositions * shape.headDim);
+    for (int64_t layer = 0; layer < kLayers; ++layer) {
+      keys.emplace_back(layerValues);
+      values.emplace_back(layerValues);
+      fillPattern(keys.back(), uint32_t(2 * layer + 2));
+      fillPattern(values.back(), uint32_t(2 * layer + 3));
+    }
+  }
+
+  int64_t cacheBytes() const { return kLayers * 2 * int64_t(keys[0].size()) * 4; }
+
+  /// Seconds of one step (every layer) of `loaded`, a kernel of `kernel`'s
+  /// shape, its workgroups dealt to `pool`'s threads as the runtime deals a
+  /// decode dispatch of attention (one contiguous piece each).
+  double time(const LoadedTuningKernel &loaded, const AttentionKernel &kernel,
+              runtime::ThreadPool &pool) {
+    const int64_t scalars[] = {1, kPositions, kPositions}; // rows, visible, capacity
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t layer = 0; layer < kLayers; ++layer) {
+      void *buffers[] = {q.data(), keys[size_t(layer)].data(), values[size_t(layer)].data(),
+                         out.data(), workspace.data()};
+      const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(keys[0].size() * 4),
+                               int64_t(keys[0].size() * 4), int64_t(out.size() * 4),
+                               int64_t(workspace.size())};
+      pool.parallelFor(kernel.workgroupsPerRow(), [&](int64_t begin, int64_t end) {
+        loaded.entry(buffers, bytes, scalars, begin, end);
+      });
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+};
+
+std::vector<DecodeSplitRate> measure(const AttentionKernel &shape, const CpuTarget &target,
+                                     int threads) {
+  std::vector<AttentionKernel> kernels;
+  std::vector<std::string> sources, names;
+  int64_t workspaceBytes = 0;
+  for (int64_t splits : decodeSplitCandidates(shape, threads)) {
+    kernels.push_back(measuredKernel(shape, splits));
+    sources.push_back(attentionSource(kernels.back()));
+    names.push_back(kernels.back().name);
+    workspaceBytes = std::max(workspaceBytes, kernels.back().workspaceBytes());
+  }
+  const std::vector<LoadedTuningKernel> loaded = loadTuningSources(sources, names, target);
+  DecodeInputs inputs(shape, workspaceBytes);
+  runtime::ThreadPool pool(threads);
+  std::vector<std::function<double()>> runs;
+  for (size_t i = 0; i < kernels.size(); ++i)
+    runs.push_back([&, i] { return inputs.time(loaded[i], kernels[i], pool); });
+  const std::vector<double> best = bestOfInterleaved(runs, kRepetitions);
+  std::vector<DecodeSplitRate> rates;
+  for (size_t i = 0; i < kernels.size(); ++i)
+    rates.push_back({kernels[i].decodeSplits, double(inputs.cacheBytes()) / best[i] / 1e9});
+  return rates;
+}
+
+std::string cacheKey(const CpuTarget &target, const AttentionKernel &shape, int threads) {
+  std::string sources;
+  for (int64_t splits : decodeSplitCandidates(shape, threads))
+    sources += attentionSource(measuredKernel(shape, splits));
+  return fmt::format("decode-splits {} {:016x} {} threads {} {}x{}x{} [{}] {:016x}", target.llvmCpu,
+                     llvm::xxHash64(target.features), target.requiredFeatures.size(), threads,
+                     shape.queryHeads, shape.kvHeads, shape.headDim,
+                     fmt::join(shape.kvHeadMap, ","), llvm::xxHash64(sources));
+}
+
+std::optional<std::vector<DecodeSplitRate>> cachedRates(const nlohmann::json &entry,
+                                                        const AttentionKernel &shape, int threads) {
+  if (!entry.is_object())
+    return std::nullopt;
+  std::vector<DecodeSplitRate> rates;
+  for (int64_t splits : decodeSplitCandidates(shape, threads)) {
+    const std::string name = candidateName(splits);
+    if (!entry.contains(name) || !entry[name].is_number())
+      return std::nullopt;
+    rates.push_back({splits, entry[name].get<double>()});
+  }
+  return rates;
+}
+
+} // namespace
+
+std::vector<int64_t> decodeSplitCandidates(const AttentionKernel &shape, int64_t threads) {
+  const int64_t covering = shape.coveringDecodeSplits(threads);
+  std::vector<int64_t> candidates = {1, covering,
+                                     std::min(2 * covering, AttentionKernel::kMaxDecodeSplits)};
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  return candidates;
+}
+
+DecodeSplitRate chooseDecodeSplits(const std::vector<DecodeSplitRate> &rates, int64_t covering) {
+  DecodeSplitRate fastest, cover;
+  for (const DecodeSplitRate &r : rates) {
+    if (r.gbPerSecond > fastest.gbPerSecond)
+      fastest = r;
+    if (r.splits == covering)
+      cover = r;
+  }
+  return fastest.gbPerSecond > kMargin * cover.gbPerSecond ? fastest : cover;
+}
+
+DecodeSplitTuning tuneDecodeSplits(const CpuTarget &target, const AttentionKernel &shape,
+                                   int threads, double maxForeignShare) {
+  if (!shape.vectorized())
+    throw std::invalid_argument("--tune: decode attention of head_dim " +
+                                std::to_string(shape.headDim) + " does not split");
+  const std::string key = cacheKey(target, shape, threads);
+  const std::string path = tuningCachePath();
+  DecodeSplitTuning tuning;
+  tuning.threads = threads;
+  tuning.positions = kPositions;
+  if (std::optional<std::vector<DecodeSplitRate>> cached =
+          cachedRates(readTuningCache(path, key), shape, threads)) {
+    tuning.measured = *cached;
+    tuning.provenance.cached = true;
+    tuning.provenance.cachePath = path;
+  } else {
+    tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
+      tuning.measured = measure(shape, target, threads);
+      nlohmann::json entry = nlohmann::json::object();
+      for (const DecodeSplitRate &r : tuning.measured)
+        entry[candidateName(r.splits)] = r.gbPerSecond;
+      return entry;
+    });
+  }
+  tuning.chosen = chooseDecodeSplits(tuning.measured, shape.coveringDecodeSplits(threads));
+  return tuning;
+}
+
+void recordDecodeSplitTuning(mlir::ModuleOp module, const DecodeSplitTuning &tuning) {
+  TuningRecord record(module);
+  mlir::Builder &b = record.builder;
+  llvm::SmallVector<mlir::NamedAttribute> rates;
+  for (const DecodeSplitRate &r : tuning.measured)
+    rates.push_back(b.getNamedAttr(candidateName(r.splits), record.rate(r.gbPerSecond)));
+  record.set("attention_decode_splits", b.getI64IntegerAttr(tuning.chosen.splits));
+  record.set("attention_decode_gb_s", b.getDictionaryAttr(rates));
+  record.setOthersShare("attention_decode_others_share", tuning.provenance);
+  record.set("attention_decode_measured_on",
+             b.getStringAttr(fmt::format("one decode step over {} f32 positions of {} layers, "
+                                         "{} threads",
+                                         kPositions, kLayers, tuning.threads)));
+  record.commit();
+}
+
+} // namespace q3::cpu

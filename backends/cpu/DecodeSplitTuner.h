@@ -1,0 +1,65 @@
+//===- DecodeSplitTuner.h - measure decode attention's position splits ----===//
+//
+// q3c compile --tune, decode attention: how many workgroups each head group's
+// decode is split into (cpu-split-decode-attention). Without a measurement
+// the splits just cover the threads with the head groups; whether more
+// splits stream the cache faster is the machine's to say (on AMD family 26
+// with 2 threads and 8 head groups two splits decoded 8-17% faster than one
+// in whole-model runs at 2048 positions, though not in this measurement).
+// The tuner compiles the model's
+// attention kernel with each candidate (1, the covering count and twice it,
+// at most 16), runs one decode step over 4096 cached positions of 4 layers
+// (their own f32 caches, so the measurement streams from memory) on every
+// CPU, best of 5 with the candidates taking turns, and records the rates
+// and the choice: the fastest, where it measured 10% faster than the
+// covering count. Cached per CPU, thread count, shape and kernel sources.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "backends/cpu/CpuTarget.h"
+#include "backends/cpu/ForeignLoad.h"
+#include "backends/cpu/KernelSource.h"
+#include "backends/cpu/TuningCache.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <vector>
+
+namespace q3::cpu {
+
+struct DecodeSplitRate {
+  int64_t splits = 1;
+  double gbPerSecond = 0; // KV cache bytes read per second, 1e9
+};
+
+struct DecodeSplitTuning {
+  DecodeSplitRate chosen;
+  std::vector<DecodeSplitRate> measured; // by splits
+  int threads = 0;
+  int64_t positions = 0; // cached positions of the measured step
+  TuningProvenance provenance;
+};
+
+/// What the tuner measures for `shape` on `threads` threads: 1, the
+/// covering count and twice it (at most kMaxDecodeSplits), ascending.
+std::vector<int64_t> decodeSplitCandidates(const AttentionKernel &shape, int64_t threads);
+
+/// The fastest of `rates`, where it measured 10% faster than `covering`'s
+/// (one of them); else `covering`'s.
+DecodeSplitRate chooseDecodeSplits(const std::vector<DecodeSplitRate> &rates, int64_t covering);
+
+/// Measures decode attention of `shape` (its queryHeads, kvHeads, headDim,
+/// map and scale; an f32 cache; the vector template: head_dim a multiple of
+/// 16) with each candidate split on `threads` threads, or returns the cached
+/// result for the same CPU, threads, shape and kernel sources. A
+/// measurement during which others took more than `maxForeignShare` of the
+/// machine is used but not cached.
+DecodeSplitTuning tuneDecodeSplits(const CpuTarget &target, const AttentionKernel &shape,
+                                   int threads, double maxForeignShare = kMaxForeignShare);
+
+/// Adds the result to the module's q3.tuning: `attention_decode_splits`
+/// (which cpu-split-decode-attention reads) and `attention_decode_gb_s`.
+void recordDecodeSplitTuning(mlir::ModuleOp module, const DecodeSplitTuning &tuning);
+
+} // namespace q3::cpu
