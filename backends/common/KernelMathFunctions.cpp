@@ -20,16 +20,17 @@ Type floatsOf(MLIRContext &context, int64_t lanes, Type element) {
   return lanes > 1 ? Type(VectorType::get({lanes}, element)) : element;
 }
 
-/// A private function `name` of `inputs` -> `result` whose body `body`
-/// builds (returning the result value), printed as MLIR text.
-std::string functionText(const std::string &name, const std::function<std::vector<Type>(MLIRContext &)> &inputs,
-                         const std::function<Type(MLIRContext &)> &result,
-                         const std::function<Value(OpBuilder &, Location, ValueRange)> &body) {
+/// A private function `name` of `inputs` -> `results` whose body `body`
+/// builds (returning the result values), printed as MLIR text.
+std::string
+functionText(const std::string &name, const std::function<std::vector<Type>(MLIRContext &)> &inputs,
+             const std::function<std::vector<Type>(MLIRContext &)> &results,
+             const std::function<std::vector<Value>(OpBuilder &, Location, ValueRange)> &body) {
   MLIRContext context;
   context.loadDialect<func::FuncDialect, arith::ArithDialect, math::MathDialect>();
   OpBuilder b(&context);
   Location loc = b.getUnknownLoc();
-  auto func = func::FuncOp::create(loc, name, b.getFunctionType(inputs(context), {result(context)}));
+  auto func = func::FuncOp::create(loc, name, b.getFunctionType(inputs(context), results(context)));
   func.setPrivate();
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
@@ -41,6 +42,18 @@ std::string functionText(const std::string &name, const std::function<std::vecto
   os << "\n";
   func->erase();
   return text;
+}
+
+/// functionText for one result.
+std::string functionText(const std::string &name,
+                         const std::function<std::vector<Type>(MLIRContext &)> &inputs,
+                         const std::function<Type(MLIRContext &)> &result,
+                         const std::function<Value(OpBuilder &, Location, ValueRange)> &body) {
+  return functionText(
+      name, inputs, [&](MLIRContext &c) { return std::vector<Type>{result(c)}; },
+      [&](OpBuilder &b, Location loc, ValueRange args) {
+        return std::vector<Value>{body(b, loc, args)};
+      });
 }
 
 } // namespace
@@ -76,6 +89,16 @@ std::string swigluFunctionText(const std::string &name, int64_t lanes) {
       [&](MLIRContext &c) { return floatsOf(c, lanes, FloatType::getF32(&c)); },
       [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
         return b.create<arith::MulFOp>(loc, silu(b, loc, args[0]), args[1]);
+      });
+}
+
+std::string mergeSoftmaxFunctionText(const std::string &name) {
+  return functionText(
+      name, [](MLIRContext &c) { return std::vector<Type>(4, FloatType::getF32(&c)); },
+      [](MLIRContext &c) { return std::vector<Type>(4, FloatType::getF32(&c)); },
+      [](OpBuilder &b, Location loc, ValueRange args) {
+        const SoftmaxMerge merged = mergeSoftmax(b, loc, args[0], args[1], args[2], args[3]);
+        return std::vector<Value>{merged.max, merged.sum, merged.scaleA, merged.scaleB};
       });
 }
 

@@ -27,4 +27,10 @@ std::string inverseRmsFunctionText(const std::string &name, int64_t count, doubl
 /// or vector<lanes x f32> (silu).
 std::string swigluFunctionText(const std::string &name, int64_t lanes);
 
+/// `func.func private @<name>(%maxA: f32, %sumA: f32, %maxB: f32, %sumB: f32)
+/// -> (f32, f32, f32, f32)`: two partial softmax states merged, the merged
+/// maximum and sum and the factors that rescale each side's sums
+/// (mergeSoftmax).
+std::string mergeSoftmaxFunctionText(const std::string &name);
+
 } // namespace q3::kernels

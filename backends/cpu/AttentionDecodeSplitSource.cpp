@@ -7,12 +7,15 @@
 // (unnormalized) to the workspace, then counts its arrival on the head
 // group's counter (an atomic add; acq_rel, so its records are visible to
 // whoever counts after it); the workgroup that arrives last merges the
-// records, out = sum_s exp(m_s - M) o_s / sum_s exp(m_s - M) l_s with M the
-// largest m_s, and puts the counter back to 0 for the next dispatch. No
+// records one after another with the shared mergeSoftmax (the Vulkan kernel
+// merges its subgroups with it), out = sum_s exp(m_s - M) o_s / sum_s
+// exp(m_s - M) l_s with M the largest m_s, and puts the counter back to 0
+// for the next dispatch. No
 // workgroup waits for another, so any order of the workgroups over any
 // number of threads is correct.
 //
 //===----------------------------------------------------------------------===//
+#include "backends/common/KernelMathFunctions.h"
 #include "backends/cpu/AttentionTemplates.h"
 #include "backends/cpu/KernelSourceUtil.h"
 
@@ -110,77 +113,76 @@ std::string splitDecode(const AttentionKernel &kernel, const std::string &decode
 }
 
 /// The merge of head `p`'s `active` records (the first at %own<p>, one every
-/// %cHeads) into its output row.
+/// %cHeads) into its output row: split 0's state, then each next split's
+/// merged in (the shared mergeSoftmax), the value sums rescaled by both sides'
+/// factors.
 static std::string mergeHead(const AttentionKernel &kernel, int64_t p) {
   const int64_t columns = kernel.headDim / kLanes;
-  std::string sumArgs, sumTypes, loads, yields, stores;
+  const std::string partials = partialsType(kernel);
+  std::string firstSums, sumArgs, sumTypes, loads, yields, stores;
   for (int64_t c = 0; c < columns; ++c) {
-    sumArgs += fmt::format(", %a{}_{} = %zeroV", p, c);
+    const int64_t offset = AttentionKernel::kSplitRecordHeader + c * kLanes;
+    firstSums += fmt::format(
+        "  %off{0}_{1} = arith.constant {2} : index\n"
+        "  %first{0}_{1} = vector.load %partials[%own{0}, %off{0}_{1}] : {3}, vector<16xf32>\n",
+        p, c, offset, partials);
+    sumArgs += fmt::format(", %a{0}_{1} = %first{0}_{1}", p, c);
     sumTypes += ", vector<16xf32>";
     loads += fmt::format(
-        "      %off{0}_{1} = arith.constant {2} : index\n"
-        "      %v{0}_{1} = vector.load %partials[%r{0}, %off{0}_{1}] : {3}, vector<16xf32>\n"
-        "      %n{0}_{1} = vector.fma %wV{0}, %v{0}_{1}, %a{0}_{1} : vector<16xf32>\n",
-        p, c, AttentionKernel::kSplitRecordHeader + c * kLanes, partialsType(kernel));
+        "    %v{0}_{1} = vector.load %partials[%r{0}, %off{0}_{1}] : {2}, vector<16xf32>\n"
+        "    %kept{0}_{1} = arith.mulf %a{0}_{1}, %scaleAV{0} : vector<16xf32>\n"
+        "    %n{0}_{1} = vector.fma %scaleBV{0}, %v{0}_{1}, %kept{0}_{1} : vector<16xf32>\n",
+        p, c, partials);
     yields += fmt::format(", %n{}_{}", p, c);
     stores += fmt::format(
-        "  %o{0}_{1} = arith.mulf %sums{0}#{2}, %inverseV{0} : vector<16xf32>\n"
+        "  %o{0}_{1} = arith.mulf %merged{0}#{2}, %inverseV{0} : vector<16xf32>\n"
         "  %oOff{0}_{1} = arith.constant {3} : index\n"
         "  vector.store %o{0}_{1}, %out[%t0, %head{0}, %oOff{0}_{1}] : {4}, vector<16xf32>\n",
-        p, c, c + 1, c * kLanes, typesOf(kernel).query);
+        p, c, c + 2, c * kLanes, typesOf(kernel).query);
   }
   return fmt::format(
       R"mlir(  %cSlot{p} = arith.constant {p} : index
   %head{p} = arith.addi %h0, %cSlot{p} : index
   %own{p} = arith.addi %first, %cSlot{p} : index
-  %max{p} = scf.for %s = %c0 to %active step %c1 iter_args(%mx = %lowest) -> (f32) {{
+  %firstMax{p} = memref.load %partials[%own{p}, %c0] : {partials}
+  %firstSum{p} = memref.load %partials[%own{p}, %c1] : {partials}
+{firstSums}  %merged{p}:{results} = scf.for %s = %c1 to %active step %c1 iter_args(%mx = %firstMax{p}, %l = %firstSum{p}{sumArgs}) -> (f32, f32{sumTypes}) {{
     %sp{p} = arith.muli %s, %cHeads : index
     %r{p} = arith.addi %own{p}, %sp{p} : index
-    %m{p} = memref.load %partials[%r{p}, %c0] : {partialsType}
-    %mxNew{p} = arith.maxf %mx, %m{p} : f32
-    scf.yield %mxNew{p} : f32
+    %m{p} = memref.load %partials[%r{p}, %c0] : {partials}
+    %ls{p} = memref.load %partials[%r{p}, %c1] : {partials}
+    %mg{p}:4 = func.call @{name}_merge_softmax(%mx, %l, %m{p}, %ls{p}) : (f32, f32, f32, f32) -> (f32, f32, f32, f32)
+    %scaleAV{p} = vector.broadcast %mg{p}#2 : f32 to vector<16xf32>
+    %scaleBV{p} = vector.broadcast %mg{p}#3 : f32 to vector<16xf32>
+{loads}    scf.yield %mg{p}#0, %mg{p}#1{yields} : f32, f32{sumTypes}
   }}
-  %sums{p}:{results} = scf.for %s = %c0 to %active step %c1 iter_args(%l = %zero{sumArgs}) -> (f32{sumTypes}) {{
-    %sp{p} = arith.muli %s, %cHeads : index
-    %r{p} = arith.addi %own{p}, %sp{p} : index
-    %m{p} = memref.load %partials[%r{p}, %c0] : {partialsType}
-    %ls{p} = memref.load %partials[%r{p}, %c1] : {partialsType}
-    %drop{p} = arith.subf %m{p}, %max{p} : f32
-    %w{p} = math.exp %drop{p} : f32
-    %wl{p} = arith.mulf %w{p}, %ls{p} : f32
-    %lNew{p} = arith.addf %l, %wl{p} : f32
-    %wV{p} = vector.broadcast %w{p} : f32 to vector<16xf32>
-{loads}    scf.yield %lNew{p}{yields} : f32{sumTypes}
-  }}
-  %inverse{p} = arith.divf %one, %sums{p}#0 : f32
+  %inverse{p} = arith.divf %one, %merged{p}#1 : f32
   %inverseV{p} = vector.broadcast %inverse{p} : f32 to vector<16xf32>
 {stores})mlir",
-      fmt::arg("p", p), fmt::arg("results", columns + 1), fmt::arg("sumArgs", sumArgs),
-      fmt::arg("sumTypes", sumTypes), fmt::arg("loads", indented(loads, "  ")),
-      fmt::arg("yields", yields), fmt::arg("stores", stores),
-      fmt::arg("partialsType", partialsType(kernel)));
+      fmt::arg("p", p), fmt::arg("results", columns + 2), fmt::arg("firstSums", firstSums),
+      fmt::arg("sumArgs", sumArgs), fmt::arg("sumTypes", sumTypes), fmt::arg("loads", loads),
+      fmt::arg("yields", yields), fmt::arg("stores", stores), fmt::arg("partials", partials),
+      fmt::arg("name", kernel.name));
 }
 
 std::string splitMergeFunction(const AttentionKernel &kernel) {
   std::string heads;
   for (int64_t p = 0; p < kernel.headsPerWorkgroup(); ++p)
     heads += mergeHead(kernel, p);
-  return fmt::format(
-      R"mlir(
+  return kernels::mergeSoftmaxFunctionText(kernel.name + "_merge_softmax") +
+         fmt::format(
+             R"mlir(
 func.func private @{name}_merge(%out: {queryType}, %partials: {partialsType}, %t0: index, %h0: index, %first: index, %active: index) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %cHeads = arith.constant {heads} : index
-  %zero = arith.constant 0.0 : f32
   %one = arith.constant 1.0 : f32
-  %lowest = arith.constant 0xFF800000 : f32
-  %zeroV = arith.constant dense<0.0> : vector<16xf32>
 {body}  return
 }}
 )mlir",
-      fmt::arg("name", kernel.name), fmt::arg("queryType", typesOf(kernel).query),
-      fmt::arg("partialsType", partialsType(kernel)), fmt::arg("heads", kernel.headsPerWorkgroup()),
-      fmt::arg("body", heads));
+             fmt::arg("name", kernel.name), fmt::arg("queryType", typesOf(kernel).query),
+             fmt::arg("partialsType", partialsType(kernel)),
+             fmt::arg("heads", kernel.headsPerWorkgroup()), fmt::arg("body", heads));
 }
 
 } // namespace attention
