@@ -2,7 +2,7 @@
 //
 // After (tiny: 2 head groups, threads = 16):
 //   func.func private @attention_0(...) attributes {q3.kernel, q3.lowering =
-//       #q3.lowering<grid = per_row 16, tile = [2, 8, 1, 8], workspace_bytes = 9344>}
+//       #q3.lowering<grid = per_row 16, tile = [2, 8, 1, 8], workspace_bytes = 6272>}
 //
 // Decode attention's workgroups are its head groups (8 for every Qwen3), so
 // on a machine with more threads the others wait while the cache streams,
