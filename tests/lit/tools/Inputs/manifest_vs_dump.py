@@ -3,7 +3,7 @@
 
 Reads the manifest of a q3c artifact and a `q3c dump --target cpu` of the same
 model and compares, with their own parsers: every kernel's lowering (grid,
-matmul, tile, chunking) and weight operand types; the weight plan as a
+matmul, tile, chunking, prefetch distance, workspace) and weight operand types; the weight plan as a
 multiset of (kind, name, dtype, shape, layout); the order of dispatches.
 Prints one summary line per part, or exits 1 naming the first difference.
 """
@@ -59,7 +59,7 @@ def lowering_of(text):
     tile = re.search(r"tile = \[([\d, ]+)\]", text)
     if tile:
         fields["tile"] = [int(x) for x in tile.group(1).split(",")]
-    for key in ("prefill_chunks", "decode_chunks"):
+    for key in ("prefill_chunks", "decode_chunks", "prefetch_bytes", "workspace_bytes"):
         m = re.search(key + r" = (\d+)", text)
         if m:
             fields[key] = int(m.group(1))
@@ -115,7 +115,7 @@ def main():
     for k in m["kernels"]:
         lowering, arg_types = kernels[k["name"]]
         for key in ("grid", "matmul", "tile", "weight_packing", "prefill_chunks",
-                    "decode_chunks"):
+                    "decode_chunks", "prefetch_bytes", "workspace_bytes"):
             if lowering.get(key) != k.get(key):
                 fail(f"kernel {k['name']} {key}: dump {lowering.get(key)}, manifest {k.get(key)}")
         for i, operand in enumerate(k["operands"]):
