@@ -3,10 +3,10 @@
 // q3c compile --tune, decode attention: how many workgroups each head group's
 // decode is split into (cpu-split-decode-attention). Without a measurement
 // the splits just cover the threads with the head groups; whether more
-// splits stream the cache faster is the machine's to say (on AMD family 26
-// with 2 threads and 8 head groups two splits decoded 8-17% faster than one
-// in whole-model runs at 2048 positions, though not in this measurement).
-// The tuner compiles the model's
+// (or none) stream the cache faster is the machine's to say (on AMD family
+// 26 with 2 threads and 8 head groups one and two splits measured the same
+// within the noise, here and in whole-model runs). The tuner compiles the
+// model's
 // attention kernel with each candidate (1, the covering count and twice it,
 // at most 16), runs one decode step over 4096 cached positions of 4 layers
 // (their own f32 caches, so the measurement streams from memory) on every
