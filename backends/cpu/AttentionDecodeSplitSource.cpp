@@ -10,9 +10,8 @@
 // records one after another with the shared mergeSoftmax (the Vulkan kernel
 // merges its subgroups with it), out = sum_s exp(m_s - M) o_s / sum_s
 // exp(m_s - M) l_s with M the largest m_s, and puts the counter back to 0
-// for the next dispatch. No
-// workgroup waits for another, so any order of the workgroups over any
-// number of threads is correct.
+// for the next dispatch. No workgroup waits for another, so any order of
+// the workgroups over any number of threads is correct.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/common/KernelMathFunctions.h"

@@ -753,9 +753,9 @@ TEST(AttentionKernel, DecodesOneRowOverTheCache) {
 // (512 in compiled models); the last to arrive merges their records. One
 // workgroup (up to 16 positions), fewer runs than splits (17-47), every
 // split, runs that end inside a 512-position block, head groups of 1, 2, 4
-// and 8 heads on one or two KV heads, bf16 and f16 caches; on two calls or
-// on four threads claiming single workgroups (any order), twice in a row
-// (the counters are back at 0 after each dispatch).
+// and 8 heads on one or two KV heads, bf16 and f16 caches; on two calls
+// (twice in a row) or on four threads claiming single workgroups in any
+// order (ten times in a row): the counters are back at 0 after each dispatch.
 TEST(AttentionKernel, DecodeSplitsThePositionsAndMerges) {
   const std::vector<int64_t> gqa2 = {0, 0, 1, 1}, mha = {0, 1}, mqa = {0, 0, 0, 0},
                              gqa8 = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
