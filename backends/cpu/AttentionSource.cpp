@@ -128,9 +128,36 @@ static std::string workgroupPrologue(int64_t headsPerWorkgroup, int64_t queryHea
                      headsPerWorkgroup, queryHeads, headGroup);
 }
 
+/// The decode branch of workgroup %g: @<name>_decode over all %count0
+/// positions, or (decodeSplits > 1) over its split's run, then the arrival
+/// count and the merge (splitDecode). `scores` and `scoreTypes` are the
+/// per-head score buffers' arguments and types.
+static std::string decodeBranch(const AttentionKernel &kernel, const AttentionTypes &types,
+                                const std::string &scores, const std::string &scoreTypes) {
+  const bool splits = kernel.decodeSplits > 1;
+  const std::string call = fmt::format(
+      "func.call @{0}_decode(%q, %keys, %values, %out{1}, %t, %h0, %kv, %count0, {5}) : "
+      "({2}, {3}, {3}, {2}{4}, index, index, index, index, {6}) -> ()",
+      kernel.name, scores, types.query, types.kv, scoreTypes,
+      splits ? "%from, %to, %direct, %partials, %record" : "%c0, %count0",
+      splits ? "index, index, i1, " + partialsType(kernel) + ", index" : "index, index");
+  return splits ? splitDecode(kernel, call) : "      " + call + "\n";
+}
+
+/// %leads: whether workgroup %g runs the prefill block of row %t (the block's
+/// first row; with decode splits, in split 0 of its head group).
+static std::string prefillLead(const AttentionKernel &kernel) {
+  if (kernel.decodeSplits == 1)
+    return "      %leads = arith.cmpi eq, %blockOffset, %c0 : index\n";
+  return "      %blockLead = arith.cmpi eq, %blockOffset, %c0 : index\n"
+         "      %firstSplit = arith.cmpi eq, %split, %c0 : index\n"
+         "      %leads = arith.andi %blockLead, %firstSplit : i1\n";
+}
+
 /// A prefill runs @<name>_flash on blocks of 16 / heads rows, or
 /// @<name>_flash_bf16 on prefillRowSets such blocks (the workgroup of the
-/// first row does them, the others nothing); decode runs @<name>_decode.
+/// first row does them, in split 0 of its head group, the others nothing);
+/// decode runs @<name>_decode (decodeBranch).
 static std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes &types) {
   const int64_t heads = kernel.headsPerWorkgroup();
   const FlashScratch scratch = flashScratchTypes(kernel);
@@ -148,20 +175,6 @@ static std::string vectorAttention(const AttentionKernel &kernel, const Attentio
   buffers += fmt::format("  %keysF = memref.alloca() : {0}\n"
                          "  %valuesF = memref.alloca() : {0}\n",
                          scratch.block);
-  const bool splits = kernel.decodeSplits > 1;
-  const std::string decodeCall = fmt::format(
-      "func.call @{0}_decode(%q, %keys, %values, %out{1}, %t, %h0, %kv, %count0, {5}) : "
-      "({2}, {3}, {3}, {2}{4}, index, index, index, index, {6}) -> ()",
-      kernel.name, decodeScores, types.query, types.kv, decodeScoreTypes,
-      splits ? "%from, %to, %direct, %partials, %record" : "%c0, %count0",
-      splits ? "index, index, i1, " + partialsType(kernel) + ", index" : "index, index");
-  const std::string decode =
-      splits ? splitDecode(kernel, decodeCall) : "      " + decodeCall + "\n";
-  // With splits, split 0 of a head group runs its prefill blocks.
-  const std::string leads = splits ? "      %blockLead = arith.cmpi eq, %blockOffset, %c0 : index\n"
-                                     "      %firstSplit = arith.cmpi eq, %split, %c0 : index\n"
-                                     "      %leads = arith.andi %blockLead, %firstSplit : i1\n"
-                                   : "      %leads = arith.cmpi eq, %blockOffset, %c0 : index\n";
   const std::string flash = fmt::format(
       "func.call @{0}_flash(%q, %keys, %values, %out, %queryT, %outT, %probabilities, "
       "%laneScalars, %keysF, %valuesF, %t, %h0, %kv, %count0, %blockRows) : ({1}, {2}, {2}, "
@@ -173,7 +186,8 @@ static std::string vectorAttention(const AttentionKernel &kernel, const Attentio
       "({1}, {2}, {2}, {1}, index, index, index, index, index) -> ()",
       kernel.name, types.query, types.kv);
   const int64_t leadRows = kernel.prefillBlockRows() * kernel.prefillRowSets;
-  return decodeFunction(kernel, types) + (splits ? splitMergeFunction(kernel) : "") +
+  return decodeFunction(kernel, types) +
+         (kernel.decodeSplits > 1 ? splitMergeFunction(kernel) : "") +
          (kernel.bf16Prefill ? bf16FlashFunction(kernel, types) : flashFunction(kernel, types)) +
          attentionOpening(kernel, types) +
          fmt::format(
@@ -197,7 +211,8 @@ static std::string vectorAttention(const AttentionKernel &kernel, const Attentio
 )mlir",
              fmt::arg("blockRows", leadRows), fmt::arg("buffers", buffers),
              fmt::arg("prologue", workgroupPrologue(heads, kernel.queryHeads, kernel.decodeSplits)),
-             fmt::arg("decode", decode), fmt::arg("leads", leads),
+             fmt::arg("decode", decodeBranch(kernel, types, decodeScores, decodeScoreTypes)),
+             fmt::arg("leads", prefillLead(kernel)),
              fmt::arg("flash", kernel.bf16Prefill ? flashBf16 : flash));
 }
 
