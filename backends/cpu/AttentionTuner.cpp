@@ -115,19 +115,6 @@ std::string cacheKey(const CpuTarget &target, const AttentionKernel &shape) {
                      fmt::join(shape.kvHeadMap, ","), llvm::xxHash64(sources));
 }
 
-std::optional<std::vector<AttentionRate>> cachedRates(const nlohmann::json &entry) {
-  if (!entry.is_object())
-    return std::nullopt;
-  std::vector<AttentionRate> rates = kCandidates;
-  for (AttentionRate &r : rates) {
-    const std::string name = candidateName(r);
-    if (!entry.contains(name) || !entry[name].is_number())
-      return std::nullopt;
-    r.gflops = entry[name].get<double>();
-  }
-  return rates;
-}
-
 /// The fastest vdpbf16ps build, unless f32 FMAs measured kF32Margin faster.
 AttentionRate choose(const std::vector<AttentionRate> &rates) {
   AttentionRate f32, bf16;
@@ -149,22 +136,22 @@ AttentionTuning tuneAttention(const CpuTarget &target, const AttentionKernel &sh
                               double maxForeignShare) {
   if (!attentionTunable(target, shape))
     throw std::invalid_argument("--tune: attention of this shape has no choice on this CPU");
-  const std::string key = cacheKey(target, shape);
-  const std::string path = tuningCachePath();
+  std::vector<std::string> names;
+  for (const AttentionRate &candidate : kCandidates)
+    names.push_back(candidateName(candidate));
   AttentionTuning tuning;
-  if (std::optional<std::vector<AttentionRate>> cached = cachedRates(readTuningCache(path, key))) {
-    tuning.measured = *cached;
-    tuning.provenance.cached = true;
-    tuning.provenance.cachePath = path;
-  } else {
-    tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
-      tuning.measured = measure(shape, target);
-      nlohmann::json entry = nlohmann::json::object();
-      for (const AttentionRate &r : tuning.measured)
-        entry[candidateName(r)] = r.gflops;
-      return entry;
-    });
-  }
+  const std::vector<double> rates = namedRatesCachedOrMeasured(
+      cacheKey(target, shape), names, maxForeignShare,
+      [&] {
+        std::vector<double> gflops;
+        for (const AttentionRate &r : measure(shape, target))
+          gflops.push_back(r.gflops);
+        return gflops;
+      },
+      tuning.provenance);
+  tuning.measured = kCandidates;
+  for (size_t i = 0; i < rates.size(); ++i)
+    tuning.measured[i].gflops = rates[i];
   tuning.chosen = choose(tuning.measured);
   return tuning;
 }

@@ -122,20 +122,6 @@ std::string cacheKey(const CpuTarget &target, const AttentionKernel &shape, int 
                      fmt::join(shape.kvHeadMap, ","), llvm::xxHash64(sources));
 }
 
-std::optional<std::vector<DecodeSplitRate>> cachedRates(const nlohmann::json &entry,
-                                                        const AttentionKernel &shape, int threads) {
-  if (!entry.is_object())
-    return std::nullopt;
-  std::vector<DecodeSplitRate> rates;
-  for (int64_t splits : decodeSplitCandidates(shape, threads)) {
-    const std::string name = candidateName(splits);
-    if (!entry.contains(name) || !entry[name].is_number())
-      return std::nullopt;
-    rates.push_back({splits, entry[name].get<double>()});
-  }
-  return rates;
-}
-
 } // namespace
 
 std::vector<int64_t> decodeSplitCandidates(const AttentionKernel &shape, int64_t threads) {
@@ -163,25 +149,24 @@ DecodeSplitTuning tuneDecodeSplits(const CpuTarget &target, const AttentionKerne
   if (!shape.vectorized())
     throw std::invalid_argument("--tune: decode attention of head_dim " +
                                 std::to_string(shape.headDim) + " does not split");
-  const std::string key = cacheKey(target, shape, threads);
-  const std::string path = tuningCachePath();
+  const std::vector<int64_t> candidates = decodeSplitCandidates(shape, threads);
+  std::vector<std::string> names;
+  for (int64_t splits : candidates)
+    names.push_back(candidateName(splits));
   DecodeSplitTuning tuning;
   tuning.threads = threads;
   tuning.positions = kPositions;
-  if (std::optional<std::vector<DecodeSplitRate>> cached =
-          cachedRates(readTuningCache(path, key), shape, threads)) {
-    tuning.measured = *cached;
-    tuning.provenance.cached = true;
-    tuning.provenance.cachePath = path;
-  } else {
-    tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
-      tuning.measured = measure(shape, target, threads);
-      nlohmann::json entry = nlohmann::json::object();
-      for (const DecodeSplitRate &r : tuning.measured)
-        entry[candidateName(r.splits)] = r.gbPerSecond;
-      return entry;
-    });
-  }
+  const std::vector<double> rates = namedRatesCachedOrMeasured(
+      cacheKey(target, shape, threads), names, maxForeignShare,
+      [&] {
+        std::vector<double> gbPerSecond;
+        for (const DecodeSplitRate &r : measure(shape, target, threads))
+          gbPerSecond.push_back(r.gbPerSecond);
+        return gbPerSecond;
+      },
+      tuning.provenance);
+  for (size_t i = 0; i < candidates.size(); ++i)
+    tuning.measured.push_back({candidates[i], rates[i]});
   tuning.chosen = chooseDecodeSplits(tuning.measured, shape.coveringDecodeSplits(threads));
   return tuning;
 }

@@ -76,6 +76,33 @@ double shareForPeople(const TuningProvenance &provenance) {
   return std::round(provenance.foreignShare * 100) / 100;
 }
 
+std::vector<double> namedRatesCachedOrMeasured(const std::string &key,
+                                               const std::vector<std::string> &names,
+                                               double maxForeignShare,
+                                               const std::function<std::vector<double>()> &measure,
+                                               TuningProvenance &provenance) {
+  const std::string path = tuningCachePath();
+  const nlohmann::json cached = readTuningCache(path, key);
+  std::vector<double> rates;
+  for (const std::string &name : names)
+    if (cached.is_object() && cached.contains(name) && cached[name].is_number())
+      rates.push_back(cached[name].get<double>());
+  if (rates.size() == names.size()) {
+    provenance = TuningProvenance();
+    provenance.cached = true;
+    provenance.cachePath = path;
+    return rates;
+  }
+  provenance = measureAndCache(key, maxForeignShare, [&] {
+    rates = measure();
+    nlohmann::json entry = nlohmann::json::object();
+    for (size_t i = 0; i < names.size(); ++i)
+      entry[names[i]] = rates.at(i);
+    return entry;
+  });
+  return rates;
+}
+
 std::string describeProvenance(const TuningProvenance &provenance) {
   if (provenance.cached)
     return "cached in " + provenance.cachePath;

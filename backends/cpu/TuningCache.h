@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace q3::cpu {
 
@@ -40,6 +41,16 @@ struct TuningProvenance {
 /// `maxForeignShare` of the machine meanwhile (ForeignLoad.h).
 TuningProvenance measureAndCache(const std::string &key, double maxForeignShare,
                                  const std::function<nlohmann::json()> &measure);
+
+/// Rates of the candidates `names` (one number each, in that order): the
+/// cached entry under `key` when it has a rate for every name, else what
+/// `measure` returns, cached as {name: rate} (measureAndCache). `provenance`
+/// says which.
+std::vector<double> namedRatesCachedOrMeasured(const std::string &key,
+                                               const std::vector<std::string> &names,
+                                               double maxForeignShare,
+                                               const std::function<std::vector<double>()> &measure,
+                                               TuningProvenance &provenance);
 
 /// One line for people: "0.8 s", "cached in PATH", or "0.8 s; others took
 /// 35% of the CPUs, so it is not cached".
