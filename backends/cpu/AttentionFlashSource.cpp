@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 namespace q3::cpu::attention {
 
 using namespace detail;
@@ -142,116 +144,171 @@ std::string flashScores(const AttentionKernel &kernel, const AttentionTypes &typ
                      prefetches, queryLoad, scoreBody, accYields);
 }
 
+/// The value loop's tile: `lanes` lanes x `vectors` feature vectors of the
+/// output sums, at most 16 accumulators. Each step's value vectors then serve
+/// `lanes` lanes and each probability `vectors` vectors.
+struct ValueTile {
+  int64_t lanes = 1, vectors = 1, columnGroups = 1;
+  int64_t count() const { return kLanes / lanes * columnGroups; }
+};
+
+static ValueTile valueTile(const AttentionKernel &kernel) {
+  constexpr int64_t kAccumulators = 16;
+  ValueTile tile;
+  const int64_t rowVectors = kernel.headDim / kLanes;
+  tile.vectors = rowVectors;
+  while (tile.vectors > kAccumulators) // a divisor of the row's vectors
+    for (--tile.vectors; rowVectors % tile.vectors != 0;)
+      --tile.vectors;
+  tile.columnGroups = rowVectors / tile.vectors;
+  while (tile.lanes * 2 * tile.vectors <= kAccumulators && tile.lanes * 2 <= kLanes)
+    tile.lanes *= 2;
+  return tile;
+}
+
 std::string flashValues(const AttentionKernel &kernel, const AttentionTypes &types) {
   const FlashScratch scratch = flashScratchTypes(kernel);
   const Bf16FlashScratch pairs = bf16FlashScratchTypes(kernel);
   const bool bf16 = kernel.bf16Prefill;
-  const int64_t vectorsPerGroup = kernel.headDim % (2 * kLanes) == 0 ? 2 : 1;
-  const int64_t groupFeatures = vectorsPerGroup * kLanes;
-  constexpr int kLanesPerPass = 8;
+  const ValueTile tile = valueTile(kernel);
   const int steps = bf16 ? kLanes / 2 : kLanes;
-  const std::string columnsType = fmt::format("memref<{}x{}xf32, strided<[{}, 1], offset: ?>>",
-                                              kLanes, groupFeatures, kernel.headDim);
-  std::string valueBody =
-      fmt::format("      %ocols = memref.subview %outT[0, %vc] [{0}, {1}] [1, 1] : {2} to {3}\n",
-                  kLanes, groupFeatures, scratch.outT, columnsType);
-  if (!bf16)
-    valueBody += fmt::format(
-        "      %vcols = memref.subview %valuesBlock[0, %vc] [{0}, {1}] [1, 1] : {2} to {3}\n",
-        kLanes, groupFeatures, blockViewType(kernel), columnsType);
-  for (int64_t c = 0; c < vectorsPerGroup; ++c) {
-    valueBody += fmt::format("      %cCol{0} = arith.constant {1} : index\n"
-                             "      %nextColumn{0} = arith.addi %vc, %cCol{0} : index\n",
-                             c, c * kLanes);
-    for (int p = 0; p < kLanes; ++p)
-      valueBody += fmt::format("      %nextKey{0}_{1} = arith.addi %blockEnd, %cP{0} : index\n"
-                               "      memref.prefetch %keys[%kv, %nextKey{0}_{1}, %nextColumn{1}], "
-                               "read, locality<3>, data : {2}\n",
-                               p, c, types.kv);
-  }
-  // Step p's value vector c, and lane `lane`'s weight of step p, broadcast.
-  auto loadValue = [&](const std::string &result, int p, int64_t c) {
-    if (bf16)
-      return fmt::format("      {} = vector.load %valuePairs[%cP{}, %nextColumn{}] : {}, "
-                         "vector<16xi32>\n",
-                         result, p, c, pairs.valuePairs);
-    return fmt::format("      {} = vector.load %vcols[%cP{}, %cCol{}] : {}, vector<16xf32>\n",
-                       result, p, c, columnsType);
+  // The tile's first lane and column; the key lines prefetched for the next
+  // block (one per row at the tile's share of the features).
+  std::string body =
+      fmt::format("      %laneTile = arith.divui %tile, %cColumnGroups : index\n"
+                  "      %columnGroup = arith.remui %tile, %cColumnGroups : index\n"
+                  "      %tileLane = arith.muli %laneTile, %cTileLanes : index\n"
+                  "      %tileColumn = arith.muli %columnGroup, %cTileFeatures : index\n"
+                  "      %tileFeatures = arith.muli %tile, %cD : index\n"
+                  "      %prefetchColumn = arith.divui %tileFeatures, %cTiles : index\n");
+  for (int p = 0; p < kLanes; ++p)
+    body += fmt::format("      %nextKey{0} = arith.addi %blockEnd, %cP{0} : index\n"
+                        "      memref.prefetch %keys[%kv, %nextKey{0}, %prefetchColumn], read, "
+                        "locality<3>, data : {1}\n",
+                        p, types.kv);
+  auto acc = [](int64_t lane, int64_t c, int step) {
+    return fmt::format("%u{}_{}_{}", lane, c, step);
   };
-  auto loadWeight = [&](const std::string &result, int p, int lane) {
-    if (bf16)
-      return fmt::format("      {0}s = memref.load %probabilityPairs[%cP{1}, %cP{2}] : {3}\n"
-                         "      {0} = vector.broadcast {0}s : i32 to vector<16xi32>\n",
-                         result, p, lane, pairs.probabilityPairs);
-    return fmt::format("      {0}s = memref.load %probabilities[%cP{1}, %cP{2}] : {3}\n"
-                       "      {0} = vector.broadcast {0}s : f32 to vector<16xf32>\n",
-                       result, p, lane, scratch.probabilities);
-  };
-  for (int first = 0; first < kLanes; first += kLanesPerPass) {
-    auto acc = [&](int lane, int64_t c, int step) {
-      return fmt::format("%u{}_{}_{}", lane, c, step);
-    };
-    for (int lane = first; lane < first + kLanesPerPass; ++lane) {
-      valueBody +=
-          fmt::format("      %alpha{0} = memref.load %laneScalars[%cP{0}] : {1}\n"
-                      "      %alphaB{0} = vector.broadcast %alpha{0} : f32 to vector<16xf32>\n",
-                      lane, scratch.laneScalars);
-      for (int64_t c = 0; c < vectorsPerGroup; ++c)
-        valueBody += fmt::format(
-            "      %o{0}_{1} = vector.load %ocols[%cP{0}, %cCol{1}] : {2}, vector<16xf32>\n"
-            "      {3} = arith.mulf %o{0}_{1}, %alphaB{0} : vector<16xf32>\n",
-            lane, c, columnsType, acc(lane, c, 0));
-    }
-    for (int p = 0; p < steps; ++p) {
-      for (int64_t c = 0; c < vectorsPerGroup; ++c)
-        valueBody += loadValue(fmt::format("%v{}_{}_{}", first, p, c), p, c);
-      for (int lane = first; lane < first + kLanesPerPass; ++lane) {
-        const std::string weight = fmt::format("%pb{}_{}", lane, p);
-        valueBody += loadWeight(weight, p, lane);
-        for (int64_t c = 0; c < vectorsPerGroup; ++c)
-          valueBody += multiplyAdd(bf16, acc(lane, c, p + 1), weight,
-                                   fmt::format("%v{}_{}_{}", first, p, c), acc(lane, c, p));
-      }
-    }
-    for (int lane = first; lane < first + kLanesPerPass; ++lane)
-      for (int64_t c = 0; c < vectorsPerGroup; ++c)
-        valueBody +=
-            fmt::format("      vector.store {}, %ocols[%cP{}, %cCol{}] : {}, vector<16xf32>\n",
-                        acc(lane, c, steps), lane, c, columnsType);
+  for (int64_t c = 0; c < tile.vectors; ++c)
+    body += fmt::format("      %cColumn{0} = arith.constant {1} : index\n"
+                        "      %column{0} = arith.addi %tileColumn, %cColumn{0} : index\n",
+                        c, c * kLanes);
+  for (int64_t lane = 0; lane < tile.lanes; ++lane) {
+    body += fmt::format("      %lane{0} = arith.addi %tileLane, %cP{0} : index\n"
+                        "      %alpha{0} = memref.load %laneScalars[%lane{0}] : {1}\n"
+                        "      %alphaB{0} = vector.broadcast %alpha{0} : f32 to vector<16xf32>\n",
+                        lane, scratch.laneScalars);
+    for (int64_t c = 0; c < tile.vectors; ++c)
+      body += fmt::format("      %o{0}_{1} = vector.load %outT[%lane{0}, %column{1}] : {2}, "
+                          "vector<16xf32>\n"
+                          "      {3} = arith.mulf %o{0}_{1}, %alphaB{0} : vector<16xf32>\n",
+                          lane, c, scratch.outT, acc(lane, c, 0));
   }
+  for (int p = 0; p < steps; ++p) {
+    for (int64_t c = 0; c < tile.vectors; ++c)
+      body += bf16 ? fmt::format("      %v{0}_{1} = vector.load %valuePairs[%cP{0}, %column{1}] "
+                                 ": {2}, vector<16xi32>\n",
+                                 p, c, pairs.valuePairs)
+                   : fmt::format("      %v{0}_{1} = vector.load %valuesBlock[%cP{0}, %column{1}] "
+                                 ": {2}, vector<16xf32>\n",
+                                 p, c, blockViewType(kernel));
+    for (int64_t lane = 0; lane < tile.lanes; ++lane) {
+      const std::string weight = fmt::format("%pb{}_{}", lane, p);
+      body += bf16 ? fmt::format("      {0}s = memref.load %probabilityPairs[%cP{1}, %lane{2}] "
+                                 ": {3}\n"
+                                 "      {0} = vector.broadcast {0}s : i32 to vector<16xi32>\n",
+                                 weight, p, lane, pairs.probabilityPairs)
+                   : fmt::format("      {0}s = memref.load %probabilities[%cP{1}, %lane{2}] : "
+                                 "{3}\n"
+                                 "      {0} = vector.broadcast {0}s : f32 to vector<16xf32>\n",
+                                 weight, p, lane, scratch.probabilities);
+      for (int64_t c = 0; c < tile.vectors; ++c)
+        body += multiplyAdd(bf16, acc(lane, c, p + 1), weight, fmt::format("%v{}_{}", p, c),
+                            acc(lane, c, p));
+    }
+  }
+  for (int64_t lane = 0; lane < tile.lanes; ++lane)
+    for (int64_t c = 0; c < tile.vectors; ++c)
+      body += fmt::format("      vector.store {}, %outT[%lane{}, %column{}] : {}, vector<16xf32>\n",
+                          acc(lane, c, steps), lane, c, scratch.outT);
   return fmt::format("    vector.store %alpha, %laneScalars[%c0] : {}, vector<16xf32>\n"
-                     "    %cGroup = arith.constant {} : index\n"
-                     "    scf.for %vc = %c0 to %cD step %cGroup {{\n{}    }}\n",
-                     scratch.laneScalars, groupFeatures, valueBody);
+                     "    %cTiles = arith.constant {} : index\n"
+                     "    %cColumnGroups = arith.constant {} : index\n"
+                     "    %cTileLanes = arith.constant {} : index\n"
+                     "    %cTileFeatures = arith.constant {} : index\n"
+                     "    scf.for %tile = %c0 to %cTiles step %c1 {{\n{}    }}\n",
+                     scratch.laneScalars, tile.count(), tile.columnGroups, tile.lanes,
+                     tile.vectors * kLanes, body);
+}
+
+/// `%sm#0` .. `%sm#15`: the block's scores with the positions a lane may not
+/// see at the lowest float. Only a block that crosses the causal diagonal (or
+/// the last position) is masked: a block every lane sees entirely (position
+/// %j15 before the first lane's count, the smallest) keeps its scores.
+static std::string maskedScores() {
+  std::string masked, plain, yields;
+  for (int p = 0; p < kLanes; ++p) {
+    masked +=
+        fmt::format("      %pos{0} = arith.index_cast %j{0} : index to i32\n"
+                    "      %posV{0} = vector.broadcast %pos{0} : i32 to vector<16xi32>\n"
+                    "      %sees{0} = arith.cmpi slt, %posV{0}, %countV : vector<16xi32>\n"
+                    "      %masked{0} = arith.select %sees{0}, %s#{0}, %lowestV : vector<16xi1>, "
+                    "vector<16xf32>\n",
+                    p);
+    plain += fmt::format("{}%s#{}", p ? ", " : "", p);
+    yields += fmt::format("{}%masked{}", p ? ", " : "", p);
+  }
+  std::string text =
+      fmt::format("    %firstCount = vector.extractelement %countV[%c0 : index] : vector<16xi32>\n"
+                  "    %lastPos = arith.index_cast %j{5} : index to i32\n"
+                  "    %allSee = arith.cmpi slt, %lastPos, %firstCount : i32\n"
+                  "    %sm:{0} = scf.if %allSee -> ({1}) {{\n"
+                  "      scf.yield {2} : {1}\n"
+                  "    }} else {{\n{3}      scf.yield {4} : {1}\n"
+                  "    }}\n",
+                  kLanes, vectorTypes(kLanes), plain, masked, yields, kLanes - 1);
+  return text;
+}
+
+/// `values` folded pairwise by `operation` (an arith op taking two
+/// vector<16xf32>, its attributes after the operands) into one; returns its
+/// name. A tree, not a chain: 4 steps of latency for 16 values instead of 15.
+static std::string pairwise(std::string &text, const std::string &prefix,
+                            const std::string &operation, std::vector<std::string> values) {
+  for (int level = 0; values.size() > 1; ++level) {
+    std::vector<std::string> next;
+    for (size_t i = 0; i + 1 < values.size(); i += 2) {
+      next.push_back(fmt::format("{}{}_{}", prefix, level, i / 2));
+      text += fmt::format("    {} = {} : vector<16xf32>\n", next.back(),
+                          fmt::format(fmt::runtime(operation), values[i], values[i + 1]));
+    }
+    if (values.size() % 2)
+      next.push_back(values.back());
+    values = std::move(next);
+  }
+  return values[0];
 }
 
 std::string flashSoftmax(const AttentionKernel &kernel) {
   const FlashScratch scratch = flashScratchTypes(kernel);
   const Bf16FlashScratch pairs = bf16FlashScratchTypes(kernel);
-  std::string text;
+  std::vector<std::string> scores;
   for (int p = 0; p < kLanes; ++p)
-    text += fmt::format(
-        "    %pos{0} = arith.index_cast %j{0} : index to i32\n"
-        "    %posV{0} = vector.broadcast %pos{0} : i32 to vector<16xi32>\n"
-        "    %sees{0} = arith.cmpi slt, %posV{0}, %countV : vector<16xi32>\n"
-        "    %sm{0} = arith.select %sees{0}, %s#{0}, %lowestV : vector<16xi1>, vector<16xf32>\n",
-        p);
-  std::string last = "%sm0";
-  for (int p = 1; p < kLanes; ++p) {
-    text += fmt::format("    %bm{0} = arith.maxf {1}, %sm{0} : vector<16xf32>\n", p, last);
-    last = fmt::format("%bm{}", p);
-  }
-  text += fmt::format("    %mNew = arith.maxf %m, {} : vector<16xf32>\n"
+    scores.push_back(fmt::format("%sm#{}", p));
+  std::string text = maskedScores();
+  // Maxima without NaN propagation (vmaxps alone): a NaN score still reaches
+  // the output through its exponential.
+  const std::string blockMax = pairwise(text, "%bm", "arith.maxf {}, {} fastmath<nnan>", scores);
+  text += fmt::format("    %mNew = arith.maxf %m, {} fastmath<nnan> : vector<16xf32>\n"
                       "    %mDrop = arith.subf %m, %mNew : vector<16xf32>\n"
                       "    %alpha = math.exp %mDrop : vector<16xf32>\n",
-                      last);
-  std::string sum = "%lScaled";
-  text += "    %lScaled = arith.mulf %l, %alpha : vector<16xf32>\n";
+                      blockMax);
+  std::vector<std::string> exponentials;
   for (int p = 0; p < kLanes; ++p) {
-    text += fmt::format("    %d{0} = arith.subf %sm{0}, %mNew : vector<16xf32>\n"
-                        "    %e{0} = math.exp %d{0} : vector<16xf32>\n"
-                        "    %ls{0} = arith.addf {1}, %e{0} : vector<16xf32>\n",
-                        p, sum);
+    text += fmt::format("    %d{0} = arith.subf %sm#{0}, %mNew : vector<16xf32>\n"
+                        "    %e{0} = math.exp %d{0} : vector<16xf32>\n",
+                        p);
+    exponentials.push_back(fmt::format("%e{}", p));
     if (!kernel.bf16Prefill)
       text +=
           fmt::format("    vector.store %e{0}, %probabilities[%cP{0}, %c0] : {1}, vector<16xf32>\n",
@@ -262,9 +319,11 @@ std::string flashSoftmax(const AttentionKernel &kernel) {
               fmt::format("    vector.store %ep{0}, %probabilityPairs[%cP{0}, %c0] : {1}, "
                           "vector<16xi32>\n",
                           p / 2, pairs.probabilityPairs);
-    sum = fmt::format("%ls{}", p);
   }
-  return text + fmt::format("    %lNew = arith.addf {}, %zeroV : vector<16xf32>\n", sum);
+  const std::string blockSum = pairwise(text, "%bs", "arith.addf {}, {}", exponentials);
+  return text + fmt::format("    %lScaled = arith.mulf %l, %alpha : vector<16xf32>\n"
+                            "    %lNew = arith.addf %lScaled, {} : vector<16xf32>\n",
+                            blockSum);
 }
 
 std::string blockPositions() {
