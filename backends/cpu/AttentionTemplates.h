@@ -108,18 +108,22 @@ Bf16FlashScratch bf16FlashScratchTypes(const AttentionKernel &kernel);
 std::string flashScores(const AttentionKernel &kernel, const AttentionTypes &types);
 
 /// The value loop: the output sums %outT ([lane][D]) rescaled by the lanes'
-/// %alpha and added the block's values times each lane's probability. A
-/// column group of C vectors (C = 2 where D allows) for 8 lanes at a time
-/// holds 8 x C accumulators; each step adds C value vectors times a lane's
-/// probability (broadcast): f32 FMAs position by position, or vdpbf16ps on
-/// pairs of positions (bf16Prefill). Meanwhile the next block's key rows
-/// are prefetched, a line of each row per 16 features.
+/// %alpha and added the block's values times each lane's probability, one
+/// tile of lanes x vectors (2 x 8 for D = 128: 16 accumulators) per
+/// iteration of a loop over the tiles. Each step loads the tile's value
+/// vectors once for its lanes and broadcasts each lane's probability from
+/// memory for its vectors: f32 FMAs position by position, or vdpbf16ps on
+/// pairs of positions (bf16Prefill). (Lanes unrolled in the text let LLVM
+/// hoist every broadcast out of a column loop and spill them: 1.25x slower.)
+/// Meanwhile the next block's key rows are prefetched, each tile its share
+/// of the features.
 std::string flashValues(const AttentionKernel &kernel, const AttentionTypes &types);
 
-/// The causal mask of the block's scores %s, the online softmax update of
-/// the running maxima %m and sums %l (%mNew, %lNew, and the rescale %alpha
-/// of the old sums), and the block's probabilities: f32 in %probabilities,
-/// or (bf16Prefill) as bf16 pairs of positions in %probabilityPairs.
+/// The causal mask of the block's scores %s (only where the block crosses
+/// the diagonal), the online softmax update of the running maxima %m and
+/// sums %l (%mNew, %lNew, and the rescale %alpha of the old sums), and the
+/// block's probabilities: f32 in %probabilities, or (bf16Prefill) as bf16
+/// pairs of positions in %probabilityPairs.
 std::string flashSoftmax(const AttentionKernel &kernel);
 
 /// The positions of the key block, %j0 .. %j15.
