@@ -156,10 +156,9 @@ static ValueTile valueTile(const AttentionKernel &kernel) {
   constexpr int64_t kAccumulators = 16;
   ValueTile tile;
   const int64_t rowVectors = kernel.headDim / kLanes;
-  tile.vectors = rowVectors;
-  while (tile.vectors > kAccumulators) // a divisor of the row's vectors
-    for (--tile.vectors; rowVectors % tile.vectors != 0;)
-      --tile.vectors;
+  tile.vectors = rowVectors; // the largest divisor of the row's vectors that fits
+  while (tile.vectors > kAccumulators || rowVectors % tile.vectors != 0)
+    --tile.vectors;
   tile.columnGroups = rowVectors / tile.vectors;
   while (tile.lanes * 2 * tile.vectors <= kAccumulators && tile.lanes * 2 <= kLanes)
     tile.lanes *= 2;
@@ -258,16 +257,15 @@ static std::string maskedScores() {
     plain += fmt::format("{}%s#{}", p ? ", " : "", p);
     yields += fmt::format("{}%masked{}", p ? ", " : "", p);
   }
-  std::string text =
-      fmt::format("    %firstCount = vector.extractelement %countV[%c0 : index] : vector<16xi32>\n"
-                  "    %lastPos = arith.index_cast %j{5} : index to i32\n"
-                  "    %allSee = arith.cmpi slt, %lastPos, %firstCount : i32\n"
-                  "    %sm:{0} = scf.if %allSee -> ({1}) {{\n"
-                  "      scf.yield {2} : {1}\n"
-                  "    }} else {{\n{3}      scf.yield {4} : {1}\n"
-                  "    }}\n",
-                  kLanes, vectorTypes(kLanes), plain, masked, yields, kLanes - 1);
-  return text;
+  return fmt::format(
+      "    %firstCount = vector.extractelement %countV[%c0 : index] : vector<16xi32>\n"
+      "    %lastPos = arith.index_cast %j{5} : index to i32\n"
+      "    %allSee = arith.cmpi slt, %lastPos, %firstCount : i32\n"
+      "    %sm:{0} = scf.if %allSee -> ({1}) {{\n"
+      "      scf.yield {2} : {1}\n"
+      "    }} else {{\n{3}      scf.yield {4} : {1}\n"
+      "    }}\n",
+      kLanes, vectorTypes(kLanes), plain, masked, yields, kLanes - 1);
 }
 
 /// `values` folded pairwise by `operation` (an arith op taking two
