@@ -809,6 +809,10 @@ TEST(AttentionKernel, PrefillsInBlocksOfRowsAndKeys) {
     checkAttention(128, 70, gqa2, 37, cache);
   for (int64_t d : {16, 64, 256}) // head sizes of one, four and sixteen feature groups
     checkAttention(d, 45, gqa2, 19);
+  // Value tiles whose vectors are no power of two (48: 4 lanes x 3, 80: 2 x
+  // 5, 192: 1 x 12) or split into column groups (288: 2 groups of 9 vectors).
+  for (int64_t d : {48, 80, 192, 288})
+    checkAttention(d, 45, gqa2, 19);
 }
 
 // A GQA group of 4, 5 or 8 query heads (Qwen3-4B/8B, 14B, 32B) runs in one workgroup,
@@ -863,7 +867,7 @@ TEST(AttentionKernel, PrefillsWithBf16Products) {
         checkAttention(128, rows + cached, map, rows, WeightStorage::F32, true);
   for (WeightStorage cache : {WeightStorage::BF16, WeightStorage::F16})
     checkAttention(128, 70, gqa2, 37, cache, true);
-  for (int64_t d : {32, 64, 256})
+  for (int64_t d : {32, 64, 96, 256, 320}) // 96: 2 lanes x 6 vectors; 320: 2 groups of 10
     checkAttention(d, 45, gqa2, 19, WeightStorage::F32, true);
   checkAttention(128, 40, gqa2, 1, WeightStorage::F32, true);
   for (int64_t sets : {int64_t(1), int64_t(3), cpu::AttentionKernel::kMaxPrefillRowSets})
