@@ -9,9 +9,10 @@
 // vectors are the lanes of every vector, keys go by 16 positions at a time
 // as outer products (a key scalar broadcast times the lanes' feature: no
 // horizontal sums; the queries go in through 16 x 16 shuffle transposes),
-// the values as vectors times each lane's probability (8 lanes x 2 vectors
-// of accumulators), and the softmax runs online, so each key and value row
-// is read once per block and the scratch is fixed (~33 KiB per thread).
+// the values as vectors times each lane's probability (a loop over tiles
+// of 2 lanes x 8 vectors of accumulators for head_dim 128), and the softmax
+// runs online, so each key and value row is read once per block and the
+// scratch is fixed (~33 KiB per thread).
 // With bf16Prefill (q3.lowering's matmul = avx512bf16) both loops run
 // vdpbf16ps on bf16 pairs, half the steps: the queries paired by feature,
 // each key block's rows rounded (a row is its feature pairs), the
