@@ -473,9 +473,14 @@ llvm::SmallVector<LoweringConfigAttr> q3::ir::variantsOf(func::FuncOp kernel) {
   return variants;
 }
 
-std::string q3::ir::variantName(LoweringConfigAttr variant) {
+bool q3::ir::choosesLikeProducts(func::FuncOp kernel) {
+  auto choice = kernel->getAttrOfType<StringAttr>(kVariantChoiceAttrName);
+  return choice && choice.getValue() == kVariantChoiceLikeProducts;
+}
+
+std::string q3::ir::variantName(func::FuncOp kernel, LoweringConfigAttr variant) {
   std::string name = variant.getMatmul().str();
-  if (!variant.getTile().empty())
+  if (!choosesLikeProducts(kernel) && !variant.getTile().empty())
     name += "_" + std::to_string(variant.getTile()[0]);
   return name;
 }

@@ -38,7 +38,15 @@ void setLowering(mlir::func::FuncOp kernel, LoweringConfigAttr lowering);
 /// the runtime to choose from), in order; empty when it has none.
 inline constexpr const char *kVariantsAttrName = "q3.variants";
 llvm::SmallVector<LoweringConfigAttr> variantsOf(mlir::func::FuncOp kernel);
-/// A variant's name: "<matmul>_<first tile extent>" ("avx512bf16_8").
-std::string variantName(LoweringConfigAttr variant);
+/// How the runtime picks among a kernel's variants (`q3.variant_choice`):
+/// absent, it times one dispatch of each at load ("timed"); "like_products"
+/// (attention, whose 32-row timing says nothing of long prompts) takes the
+/// variant whose matmul the timed products chose, else the default.
+inline constexpr const char *kVariantChoiceAttrName = "q3.variant_choice";
+inline constexpr const char *kVariantChoiceLikeProducts = "like_products";
+bool choosesLikeProducts(mlir::func::FuncOp kernel);
+/// A variant's name: "<matmul>_<first tile extent>" ("avx512bf16_8") for a
+/// timed product, "<matmul>" for a kernel that follows the products.
+std::string variantName(mlir::func::FuncOp kernel, LoweringConfigAttr variant);
 
 } // namespace q3::ir

@@ -167,15 +167,18 @@ void validateMatmul(const std::string &matmul, const std::string &where) {
                     "\"");
 }
 
-// A kernel's variants: products only, distinct names, known instructions,
-// and the CPU features those instructions need (the runtime checks these).
+// A kernel's variants: only where there is a matmul to vary (products,
+// attention), distinct names, known instructions, and the CPU features those
+// instructions need (the runtime checks these).
 void validateVariants(const Kernel &k, const std::string &where) {
+  if (k.variantChoice != VariantChoice::Timed && k.variants.empty())
+    fail(where + ".variant_choice", "expected variants to choose among");
   std::set<std::string> names;
   for (size_t v = 0; v < k.variants.size(); ++v) {
     const KernelVariant &variant = k.variants[v];
     const std::string at = fmt::format("{}.variants[{}]", where, v);
     if (k.matmul.empty())
-      fail(at, "expected variants only on a product kernel (one with a matmul)");
+      fail(at, "expected variants only on a kernel with a matmul (a product or attention)");
     if (!isIdentifier(variant.name) || !names.insert(variant.name).second)
       fail(at + ".name", "expected a unique name of letters, digits and '_', found \"" +
                              variant.name.substr(0, 40) + "\"");

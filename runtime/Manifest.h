@@ -48,6 +48,10 @@ enum class GridKind { Fixed, PerRow };
 /// weight_packing): not a packed product, by a weight transform at load, or by
 /// the kernel in each prefill (the weight bound row-major).
 enum class WeightPacking { None, AtLoad, PerCall };
+/// How the runtime picks among a kernel's variants (the kernel's
+/// q3.variant_choice): by timing one dispatch of each, or by following the
+/// matmul the timed products chose (attention).
+enum class VariantChoice { Timed, LikeProducts };
 
 /// What one operand or result of a kernel is.
 enum class SlotKind {
@@ -127,6 +131,7 @@ struct Kernel {
   int64_t workspaceBytes = 0;
   std::vector<Slot> operands, results;
   std::vector<KernelVariant> variants; // alternatives the runtime may pick at load
+  VariantChoice variantChoice = VariantChoice::Timed;
 };
 
 struct Weight {
@@ -206,6 +211,8 @@ inline constexpr Spelling<Layout> kLayouts[] = {{Layout::RowMajor, "row_major"},
                                                 {Layout::ColumnBlocks, "column_blocks"}};
 inline constexpr Spelling<WeightPacking> kWeightPackings[] = {{WeightPacking::AtLoad, "at_load"},
                                                               {WeightPacking::PerCall, "per_call"}};
+inline constexpr Spelling<VariantChoice> kVariantChoices[] = {
+    {VariantChoice::Timed, "timed"}, {VariantChoice::LikeProducts, "like_products"}};
 inline constexpr Spelling<GridKind> kGridKinds[] = {{GridKind::Fixed, "fixed"},
                                                     {GridKind::PerRow, "per_row"}};
 inline constexpr Spelling<SlotKind> kSlotKinds[] = {
@@ -506,6 +513,8 @@ inline nlohmann::json toJson(const Kernel &k) {
   for (const KernelVariant &v : k.variants)
     j["variants"].push_back(
         {{"name", v.name}, {"matmul", v.matmul}, {"tile", v.tile}, {"requires", v.requiredFeatures}});
+  if (k.variantChoice != VariantChoice::Timed)
+    j["variant_choice"] = detail::spell(detail::kVariantChoices, k.variantChoice);
   return j;
 }
 
@@ -633,6 +642,7 @@ inline Kernel kernelFromJson(const detail::Reader &r) {
       k.variants.push_back({v.string("name"), v.string("matmul"), v.integers("tile", 1, 64, 4),
                             v.strings("requires")});
     });
+  k.variantChoice = r.oneOfOr("variant_choice", kVariantChoices, VariantChoice::Timed);
   return k;
 }
 

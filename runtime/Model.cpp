@@ -63,8 +63,16 @@ struct Model::State {
   void lockWeights(const std::string &source);
   /// For each kernel with variants this machine can run: times one dispatch
   /// of its first step on `kVariantProbeRows` rows with each build (the
-  /// buffers hold no request yet) and keeps the fastest.
+  /// buffers hold no request yet) and keeps the fastest, or the build named
+  /// `asked`; then gives each kernel that chooses like the products
+  /// (attention) its first build whose matmul a product's chosen build runs.
   void chooseKernelVariants(const std::string &asked);
+  /// The prefill instructions of `kernel`'s build `build` (-1: its default)
+  /// among the usable builds `names`.
+  static std::string buildMatmul(const manifest::Kernel &kernel,
+                                 const std::vector<std::string> &names, int build);
+  /// Runs step `index`'s kernel as its build `build` and records the choice.
+  void useBuild(size_t index, const std::vector<std::string> &names, int build);
   /// The build of step `index`'s kernel (-1: its default, else one of its
   /// `variants` usable builds) whose dispatch on `rows` rows is fastest.
   int fastestBuild(size_t index, size_t variants, int64_t rows);
@@ -247,32 +255,59 @@ constexpr int64_t kVariantProbeRows = 32;
 void Model::State::chooseKernelVariants(const std::string &asked) {
   const int64_t rows = std::min(chunkRows, kVariantProbeRows);
   std::set<int64_t> chosen;
+  std::vector<size_t> followers;        // steps whose kernel follows the products
+  std::set<std::string> productMatmuls; // what the timed kernels' chosen builds run
   bool askedFound = asked.empty() || asked == "default";
   for (size_t i = 0; i < stepKernels.size(); ++i) {
     const int64_t kernel = stepKernels[i];
     if (!chosen.insert(kernel).second)
       continue;
-    const std::vector<std::string> names = driver->kernelVariants(kernel);
-    const std::string &kernelName = stepKernelInfo[i]->name;
-    if (!asked.empty()) { // the user's choice, not a measurement
-      auto named = std::find(names.begin(), names.end(), asked);
-      const bool has = named != names.end();
-      askedFound = askedFound || has;
-      driver->useKernelVariant(kernel, has ? int(named - names.begin()) : -1);
-      if (!stepKernelInfo[i]->variants.empty())
-        variantChoices[kernelName] = has ? asked : "default";
+    const manifest::Kernel &info = *stepKernelInfo[i];
+    if (info.variantChoice == manifest::VariantChoice::LikeProducts) {
+      followers.push_back(i);
       continue;
     }
-    if (names.empty())
-      continue;
-    const int best = fastestBuild(i, names.size(), rows);
-    driver->useKernelVariant(kernel, best);
-    variantChoices[kernelName] = best < 0 ? "default" : names[size_t(best)];
+    const std::vector<std::string> names = driver->kernelVariants(kernel);
+    int build = -1;
+    if (!asked.empty()) { // the user's choice, not a measurement
+      auto named = std::find(names.begin(), names.end(), asked);
+      build = named != names.end() ? int(named - names.begin()) : -1;
+      askedFound = askedFound || build >= 0;
+    } else if (!names.empty()) {
+      build = fastestBuild(i, names.size(), rows);
+    }
+    useBuild(i, names, build);
+    if (!info.matmul.empty())
+      productMatmuls.insert(buildMatmul(info, names, build));
   }
   if (!askedFound)
     throw LoadError(fmt::format("{}: --kernel-build {}: no kernel has a variant of that name that "
                                 "this CPU can run",
                                 artifact->displayName(), asked));
+  for (size_t i : followers) {
+    const std::vector<std::string> names = driver->kernelVariants(stepKernels[i]);
+    int build = -1;
+    for (size_t b = 0; b < names.size() && build < 0; ++b)
+      if (productMatmuls.count(buildMatmul(*stepKernelInfo[i], names, int(b))))
+        build = int(b);
+    useBuild(i, names, build);
+  }
+}
+
+std::string Model::State::buildMatmul(const manifest::Kernel &kernel,
+                                      const std::vector<std::string> &names, int build) {
+  if (build < 0)
+    return kernel.matmul;
+  for (const manifest::KernelVariant &variant : kernel.variants)
+    if (variant.name == names.at(size_t(build)))
+      return variant.matmul;
+  return kernel.matmul;
+}
+
+void Model::State::useBuild(size_t index, const std::vector<std::string> &names, int build) {
+  driver->useKernelVariant(stepKernels[index], build);
+  if (!stepKernelInfo[index]->variants.empty())
+    variantChoices[stepKernelInfo[index]->name] = build < 0 ? "default" : names[size_t(build)];
 }
 
 int Model::State::fastestBuild(size_t index, size_t variants, int64_t rows) {

@@ -208,9 +208,12 @@ private:
     k.prefetchBytes = lowering.getPrefetchBytes();
     k.workspaceBytes = lowering.getWorkspaceBytes();
     for (LoweringConfigAttr variant : variantsOf(kernel))
-      k.variants.push_back({variantName(variant), variant.getMatmul().str(),
-                            std::vector<int64_t>(variant.getTile().begin(), variant.getTile().end()),
-                            manifest::matmulRequiredFeatures(variant.getMatmul().str())});
+      k.variants.push_back(
+          {variantName(kernel, variant), variant.getMatmul().str(),
+           std::vector<int64_t>(variant.getTile().begin(), variant.getTile().end()),
+           manifest::matmulRequiredFeatures(variant.getMatmul().str())});
+    if (choosesLikeProducts(kernel))
+      k.variantChoice = manifest::VariantChoice::LikeProducts;
     FunctionType type = kernel.getFunctionType();
     for (auto [b, t] : llvm::zip(step.operands, type.getInputs()))
       k.operands.push_back(slotFor(b, t));

@@ -63,6 +63,7 @@ passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
     } else if (name == "cpu-add-variants") {
       CpuAddVariantsOptions o;
       o.enabled = options.matmul == "auto"; // a chosen --prefill-matmul is kept
+      o.attention = options.attentionMatmul == "auto";
       pm.addPass(createCpuAddVariantsPass(o));
     } else {
       throw std::logic_error("no CPU pass named " + name);

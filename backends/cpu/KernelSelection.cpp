@@ -239,8 +239,9 @@ std::string cpuKernelSource(ModuleOp module, func::FuncOp kernel) {
 
 std::string cpuKernelVariantSource(ModuleOp module, func::FuncOp kernel,
                                    LoweringConfigAttr variant) {
-  return sourceFor(module, kernel, variant,
-                   runtime::variantKernelName(kernel.getSymName().str(), variantName(variant)));
+  return sourceFor(
+      module, kernel, variant,
+      runtime::variantKernelName(kernel.getSymName().str(), variantName(kernel, variant)));
 }
 
 } // namespace q3::cpu

@@ -25,7 +25,7 @@ std::string cpuKernelSource(mlir::ModuleOp module, mlir::func::FuncOp kernel);
 AttentionKernel attentionKernelShape(q3::ir::AttentionOp attention);
 
 /// The same kernel built with one of its `q3.variants` lowerings instead,
-/// named runtime::variantKernelName(kernel, variantName(variant)).
+/// named runtime::variantKernelName(kernel, variantName(kernel, variant)).
 std::string cpuKernelVariantSource(mlir::ModuleOp module, mlir::func::FuncOp kernel,
                                    q3::ir::LoweringConfigAttr variant);
 

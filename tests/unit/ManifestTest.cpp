@@ -231,6 +231,12 @@ TEST(Manifest, KernelVariantsRoundTripAndEachDamageIsNamed) {
   EXPECT_EQ(manifest::toJson(read), good);
   ASSERT_EQ(read.kernels[1].variants.size(), 2u);
   EXPECT_EQ(read.kernels[1].variants[1].requiredFeatures, manifest::matmulRequiredFeatures("amx"));
+  EXPECT_EQ(read.kernels[1].variantChoice, manifest::VariantChoice::Timed);
+  nlohmann::json following = good;
+  following["kernels"][1]["variant_choice"] = "like_products";
+  EXPECT_EQ(manifest::manifestFromJson(following).kernels[1].variantChoice,
+            manifest::VariantChoice::LikeProducts);
+  EXPECT_EQ(manifest::toJson(manifest::manifestFromJson(following)), following);
   struct Case {
     const char *expected;
     std::function<void(nlohmann::json &)> damage;
@@ -242,8 +248,12 @@ TEST(Manifest, KernelVariantsRoundTripAndEachDamageIsNamed) {
        [](nlohmann::json &m) { m["kernels"][1]["variants"][1]["name"] = "avx512bf16_8"; }},
       {"kernels[1].variants[0].matmul",
        [](nlohmann::json &m) { m["kernels"][1]["variants"][0]["matmul"] = "avx10"; }},
-      {"kernels[0].variants[0]: expected variants only on a product kernel",
+      {"kernels[0].variants[0]: expected variants only on a kernel with a matmul",
        [](nlohmann::json &m) { m["kernels"][0]["variants"] = m["kernels"][1]["variants"]; }},
+      {"kernels[0].variant_choice: expected variants to choose among",
+       [](nlohmann::json &m) { m["kernels"][0]["variant_choice"] = "like_products"; }},
+      {"kernels[1].variant_choice",
+       [](nlohmann::json &m) { m["kernels"][1]["variant_choice"] = "fastest"; }},
   };
   for (const Case &c : cases) {
     const std::string error = errorAfter(good, c.damage);

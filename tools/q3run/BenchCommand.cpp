@@ -454,7 +454,8 @@ int benchCommand(const std::vector<std::string> &args) {
     std::vector<std::string> choices;
     for (const auto &[kernel, variant] : model->kernelVariantChoices())
       choices.push_back(kernel + " " + variant);
-    fmt::print("kernel builds timed and picked at load: {}\n", fmt::join(choices, ", "));
+    fmt::print("kernel builds picked at load (products timed, attention like them): {}\n",
+               fmt::join(choices, ", "));
   }
   fmt::print("medians of {} repetitions after one warm-up; decode GB/s = bytes/token x t/s\n",
              repetitions);

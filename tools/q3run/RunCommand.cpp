@@ -40,7 +40,7 @@ void addCommonOptions(ArgParser &parser, CommonOptions &options) {
   parser.addString({"--kernel-build"}, &options.kernelBuild, "NAME",
                    "portable artifacts (q3c compile --cpu=x86-64-v4): run this build of each "
                    "product (default, or a variant such as avx512bf16_8) instead of timing them at "
-                   "load and taking the fastest");
+                   "load and taking the fastest; attention follows the products' build");
   parser.addInt({"--device"}, &options.device, "N",
                 "Vulkan artifacts: the device to run on (q3run --list-devices; default: the "
                 "first discrete GPU, else integrated, else a CPU device)",

@@ -7,15 +7,24 @@
 //       q3.variants = [#q3.lowering<grid = fixed 64, matmul = avx512bf16, tile = [6, 2], ...>,
 //                      #q3.lowering<..., matmul = avx512bf16, tile = [8, 2], ...>,
 //                      #q3.lowering<..., matmul = amx, tile = [6, 2], ...>]}
+//   func.func private @attention_0(...) attributes {q3.kernel,
+//       q3.lowering = #q3.lowering<grid = per_row 4, matmul = f32, tile = [2, 16, 1], ...>,
+//       q3.variant_choice = "like_products",
+//       q3.variants = [#q3.lowering<..., matmul = avx512bf16, tile = [2, 16, 2], ...>]}
 //
 // A portable artifact cannot know whether the CPU it meets has AVX512-BF16
 // or AMX, nor which tile is fastest there (vdpbf16ps won by 40% on an AMD
 // family 26 and lost on a Sapphire Rapids; among AVX2's 16 registers the
 // best f32 tile height is a matter of measurement too): it carries them all,
-// and the runtime picks by CPUID and a timed dispatch at load.
+// and the runtime picks by CPUID and a timed dispatch at load. Attention's
+// prefill cost grows with the prompt, so a 32-row timing cannot pick its
+// instructions: it follows the products' pick instead (the rule
+// cpu-select-attention-matmul applies at compile time, where the products'
+// choice is the measurement of vdpbf16ps on the CPU).
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/CpuTarget.h"
+#include "backends/cpu/KernelSelection.h"
 #include "backends/cpu/passes/CpuPasses.h"
 
 #include <vector>
@@ -58,6 +67,20 @@ SmallVector<Attribute> variantsFor(StringRef level, LoweringConfigAttr lowering,
   return variants;
 }
 
+/// The vdpbf16ps variant of an f32 attention prefill the bf16 flash kernel
+/// can run (with that kernel's default row sets), if any.
+std::optional<LoweringConfigAttr> attentionVariant(func::FuncOp kernel, AttentionOp attention) {
+  LoweringConfigAttr lowering = loweringOf(kernel);
+  const bool f32 = lowering.getMatmul().empty() || lowering.getMatmul() == "f32";
+  if (!f32 || !attentionKernelShape(attention).bf16Flashable())
+    return std::nullopt;
+  SmallVector<int64_t> tile(lowering.getTile().begin(), lowering.getTile().end());
+  if (tile.size() < 3)
+    return std::nullopt;
+  tile[2] = AttentionKernel::kBf16PrefillRowSets;
+  return lowering.withMatmul("avx512bf16").withTile(tile);
+}
+
 struct CpuAddVariantsPass : impl::CpuAddVariantsBase<CpuAddVariantsPass> {
   using CpuAddVariantsBase::CpuAddVariantsBase;
   void runOnOperation() override {
@@ -74,6 +97,15 @@ struct CpuAddVariantsPass : impl::CpuAddVariantsBase<CpuAddVariantsPass> {
     if (target.name != kPortableAvx512 && target.name != kPortableAvx2)
       return;
     for (func::FuncOp kernel : kernelsOf(module)) {
+      if (auto op = dyn_cast_or_null<AttentionOp>(kernelComputeOp(kernel))) {
+        std::optional<LoweringConfigAttr> variant = attentionVariant(kernel, op);
+        if (attention && target.name == kPortableAvx512 && variant) {
+          kernel->setAttr(kVariantsAttrName, ArrayAttr::get(&getContext(), {*variant}));
+          kernel->setAttr(kVariantChoiceAttrName,
+                          StringAttr::get(&getContext(), kVariantChoiceLikeProducts));
+        }
+        continue;
+      }
       LoweringConfigAttr lowering = loweringOf(kernel);
       std::optional<int64_t> depth = tiledProductDepth(kernel);
       if (!depth || lowering.getMatmul() != "f32")

@@ -180,13 +180,21 @@ def CpuAddVariants : Pass<"cpu-add-variants", "mlir::ModuleOp"> {
     to 4 rows other than its own. Each is compiled as its own kernel; at load
     the runtime drops those whose instructions the CPU lacks and times one
     prefill dispatch of each remaining one, the default included, and runs
-    the fastest. `--cpu=host` measures at compile time instead (q3.tuning);
-    x86-64-v2 (SSE only) gets none.
+    the fastest. On x86-64-v4, attention whose prefill is f32 and whose
+    head_dim the bf16 flash kernel takes gets a vdpbf16ps variant (its own
+    default row sets) and `q3.variant_choice = "like_products"`: a 32-row
+    timing says nothing of long prompts, so the runtime runs it where a
+    product's chosen build runs vdpbf16ps, as cpu-select-attention-matmul's
+    `auto` does at compile time. `--cpu=host` measures at compile time
+    instead (q3.tuning); x86-64-v2 (SSE only) gets none.
   }];
   let constructor = "q3::cpu::createCpuAddVariantsPass()";
   let options = [
     Option<"enabled", "enabled", "bool", /*default=*/"true",
-           "Add variants (false when the user chose the prefill instructions)">
+           "Add variants (false when the user chose the prefill instructions)">,
+    Option<"attention", "attention", "bool", /*default=*/"true",
+           "Give attention its variant too (false when the user chose "
+           "attention's instructions)">
   ];
 }
 
