@@ -45,19 +45,32 @@ bool multipliesAWeight(const manifest::Kernel &k) {
 }
 
 /// "prefill f32", or "prefill amx+f32" when some products cannot use the
-/// first, then ", attention <its>": the prefill instructions the kernels use.
+/// first, then ", attention <its>": the prefill instructions the kernels use;
+/// a portable artifact's variants follow as "f32 or amx|avx512bf16 at load".
 std::string matmulSummary(const manifest::Manifest &m) {
-  std::set<std::string> products, attention;
-  for (const manifest::Kernel &k : m.kernels)
-    if (!k.matmul.empty())
-      (multipliesAWeight(k) ? products : attention).insert(k.matmul);
-  auto join = [](const std::set<std::string> &choices) {
+  std::set<std::string> products, attention, productVariants, attentionVariants;
+  for (const manifest::Kernel &k : m.kernels) {
+    if (k.matmul.empty())
+      continue;
+    const bool product = multipliesAWeight(k);
+    (product ? products : attention).insert(k.matmul);
+    for (const manifest::KernelVariant &v : k.variants)
+      (product ? productVariants : attentionVariants).insert(v.matmul);
+  }
+  auto join = [](const std::set<std::string> &choices, const char *separator) {
     std::string text;
     for (const std::string &c : choices)
-      text += (text.empty() ? "" : "+") + c;
-    return text.empty() ? "f32" : text;
+      text += (text.empty() ? "" : separator) + c;
+    return text;
   };
-  return "prefill " + join(products) + (attention.empty() ? "" : ", attention " + join(attention));
+  auto describe = [&](const std::set<std::string> &defaults, std::set<std::string> variants) {
+    for (const std::string &d : defaults)
+      variants.erase(d);
+    const std::string text = defaults.empty() ? "f32" : join(defaults, "+");
+    return variants.empty() ? text : text + " or " + join(variants, "|") + " at load";
+  };
+  return "prefill " + describe(products, productVariants) +
+         (attention.empty() ? "" : ", attention " + describe(attention, attentionVariants));
 }
 
 /// Where the products' weights are packed, for the summary line.
