@@ -133,7 +133,7 @@ void Checkpoint::addFile(std::unique_ptr<SafeTensorsFile> file, const std::strin
   files_.push_back(std::move(file));
 }
 
-Checkpoint Checkpoint::open(const std::string &path) {
+Checkpoint Checkpoint::open(const std::string &path, FilePlacement placement) {
   Checkpoint checkpoint;
   checkpoint.description_ = path;
 
@@ -151,7 +151,7 @@ Checkpoint Checkpoint::open(const std::string &path) {
                                   ".safetensors file or an index",
                                   printable(path)));
     if (!endsWith(path, ".index.json")) {
-      checkpoint.addFile(SafeTensorsFile::open(path), path);
+      checkpoint.addFile(SafeTensorsFile::open(path, placement), path);
       return checkpoint;
     }
     indexPath = path;
@@ -163,7 +163,7 @@ Checkpoint Checkpoint::open(const std::string &path) {
       if (classify(single) == PathKind::Missing)
         throw LoadError(fmt::format("{}: expected {} or {} in the checkpoint folder",
                                     printable(path), kSingleFileName, kIndexFileName));
-      checkpoint.addFile(SafeTensorsFile::open(single), single);
+      checkpoint.addFile(SafeTensorsFile::open(single, placement), single);
       return checkpoint;
     }
     break;
@@ -176,7 +176,7 @@ Checkpoint Checkpoint::open(const std::string &path) {
   for (const auto &entry : shardOf)
     shards.insert(entry.second);
   for (const std::string &shard : shards)
-    checkpoint.addFile(SafeTensorsFile::open(joinPath(folder, shard)), indexPath);
+    checkpoint.addFile(SafeTensorsFile::open(joinPath(folder, shard), placement), indexPath);
   for (const auto &[tensor, shard] : shardOf) {
     const TensorView *found = checkpoint.find(tensor);
     std::string expectedFile = joinPath(folder, shard);

@@ -20,7 +20,7 @@ public:
   //  - a .safetensors file, or an *.index.json file.
   // Index validation: every weight_map entry's shard exists and contains that tensor; a tensor
   // present in two shards is an error; shard names may not escape the folder.
-  static Checkpoint open(const std::string &path);
+  static Checkpoint open(const std::string &path, FilePlacement placement = FilePlacement::Mapped);
 
   const TensorView *find(std::string_view name) const;
   std::vector<std::string> tensorNames() const; // sorted

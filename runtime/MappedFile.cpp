@@ -35,13 +35,17 @@ OpenedFile openRegularFile(const std::string &path) {
   return opened;
 }
 
-std::unique_ptr<MappedFile> MappedFile::open(const std::string &path) {
+std::unique_ptr<MappedFile> MappedFile::open(const std::string &path, FilePlacement placement) {
   const OpenedFile opened = openRegularFile(path);
   const FileDescriptor &file = opened.file;
   std::unique_ptr<MappedFile> mapped(new MappedFile());
   mapped->size_ = opened.size;
   if (mapped->size_ == 0) // mmap cannot map zero bytes; the parsers report empty files
     return mapped;
+  if (placement == FilePlacement::HugePageCopy) {
+    mapped->copyFrom(file, path);
+    return mapped;
+  }
   void *mapping = ::mmap(nullptr, mapped->size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
   if (mapping == MAP_FAILED)
     throw LoadError(systemError(path, "mmap", errno));
@@ -51,13 +55,39 @@ std::unique_ptr<MappedFile> MappedFile::open(const std::string &path) {
   return mapped;
 }
 
+void MappedFile::copyFrom(const FileDescriptor &file, const std::string &path) {
+  try {
+    copy_ = HostBuffer(size_, HostBuffer::Pages::Huge);
+  } catch (const std::bad_alloc &) {
+    throw LoadError(
+        fmt::format("{}: cannot copy {} bytes into memory: out of memory", printable(path), size_));
+  }
+  size_t done = 0;
+  while (done < size_) {
+    const ssize_t n = ::pread(file.fd, copy_.data() + done, size_ - done, off_t(done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      throw LoadError(systemError(path, "read", errno));
+    if (n == 0) // truncated since it was opened
+      throw LoadError(fmt::format("{}: read {} of its {} bytes: the file shrank while it was read",
+                                  printable(path), done, size_));
+    done += size_t(n);
+  }
+  mapping_ = copy_.data();
+}
+
 MappedFile::~MappedFile() {
+  if (!copy_.empty())
+    return; // copy_ frees itself; there is no mapping or SIGBUS guard
   unregisterMapping(guard_);
   if (mapping_)
     ::munmap(mapping_, size_);
 }
 
 void MappedFile::dropPages(const uint8_t *begin, size_t bytes) const {
+  if (!copy_.empty())
+    return; // MADV_DONTNEED would zero anonymous pages: the bytes would be lost
   const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
   const uintptr_t first = (uintptr_t(begin) + page - 1) / page * page;
   const uintptr_t last = (uintptr_t(begin) + bytes) / page * page;

@@ -1,6 +1,8 @@
 // Files as the runtime reads them: mapped read-only, with one-line errors.
 #pragma once
 
+#include "runtime/HostBuffer.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -29,19 +31,27 @@ struct OpenedFile {
 };
 OpenedFile openRegularFile(const std::string &path);
 
-/// A regular file mapped read-only (MAP_PRIVATE) for as long as this lives.
-/// An empty file maps to no bytes (data() is null). Throws LoadError naming
-/// the path and the failing call. A SIGBUS on a read of the mapping is one
-/// line naming the file once installFatalSignalHandlers() ran
-/// (runtime/FatalSignals.h).
+/// Where a file's bytes are read from: the page cache, mapped (no copy, no
+/// load time; small pages unless the file system gave the file huge
+/// folios), or a copy in anonymous memory on transparent huge pages (a read
+/// of the whole file at load; the kernels' streams then miss the TLB less).
+enum class FilePlacement { Mapped, HugePageCopy };
+
+/// A regular file's bytes, read-only, for as long as this lives: mapped
+/// (MAP_PRIVATE) or copied (FilePlacement). An empty file has no bytes
+/// (data() is null). Throws LoadError naming the path and the failing call.
+/// A SIGBUS on a read of the mapping is one line naming the file once
+/// installFatalSignalHandlers() ran (runtime/FatalSignals.h).
 class MappedFile {
 public:
-  static std::unique_ptr<MappedFile> open(const std::string &path);
+  static std::unique_ptr<MappedFile> open(const std::string &path,
+                                          FilePlacement placement = FilePlacement::Mapped);
   const uint8_t *data() const { return static_cast<const uint8_t *>(mapping_); }
   size_t size() const { return size_; }
   /// Lets the kernel drop the resident pages wholly inside [begin, begin +
   /// bytes) of this mapping: they stop counting in RSS and are read from the
   /// page cache again if touched. For bytes copied elsewhere (packed weights).
+  /// Nothing for a copy, whose pages have no file to come back from.
   void dropPages(const uint8_t *begin, size_t bytes) const;
   MappedFile(const MappedFile &) = delete;
   MappedFile &operator=(const MappedFile &) = delete;
@@ -49,7 +59,10 @@ public:
 
 private:
   MappedFile() = default;
-  void *mapping_ = nullptr;
+  /// Reads the whole file into copy_ (huge pages); LoadError on a short read.
+  void copyFrom(const FileDescriptor &file, const std::string &path);
+  void *mapping_ = nullptr; // the mapping, or copy_'s bytes
+  HostBuffer copy_;
   size_t size_ = 0;
   int guard_ = -1; // runtime/FatalSignals.h
 };

@@ -386,7 +386,8 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
                                   artifactPath, s.manifest.embedded.section));
     s.weights = bindEmbeddedWeights(s.manifest, section->data, section->size, artifactPath);
   } else {
-    s.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(weightsPath));
+    s.checkpoint =
+        std::make_unique<Checkpoint>(Checkpoint::open(weightsPath, options.checkpointPlacement));
     std::vector<std::string> warnings;
     s.weights =
         evaluateWeightPlan(s.manifest, *s.checkpoint, *s.pool, &warnings, options.progress);

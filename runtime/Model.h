@@ -5,6 +5,7 @@
 #pragma once
 
 #include "runtime/Manifest.h"
+#include "runtime/MappedFile.h"
 #include "runtime/Signature.h"
 #include "runtime/ThreadPool.h"
 
@@ -56,6 +57,10 @@ struct ModelOptions {
   /// memory pressure cannot evict them (a checkpoint bound in place is page
   /// cache). Fails the load with ResourceError when they cannot be locked.
   bool lockWeights = false;
+  /// Checkpoint weights: read in place from the page cache (Mapped), or
+  /// copied at load into memory on transparent huge pages (HugePageCopy:
+  /// slower to load, faster kernels where the page cache maps small pages).
+  FilePlacement checkpointPlacement = FilePlacement::Mapped;
   /// Called as weights are bound (done of total weight-plan entries), for a
   /// progress bar.
   std::function<void(int64_t done, int64_t total)> progress;

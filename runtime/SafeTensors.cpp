@@ -25,8 +25,9 @@ std::unique_ptr<SafeTensorsFile> SafeTensorsFile::parse(const std::string &displ
   return file;
 }
 
-std::unique_ptr<SafeTensorsFile> SafeTensorsFile::open(const std::string &path) {
-  std::unique_ptr<MappedFile> mapped = MappedFile::open(path);
+std::unique_ptr<SafeTensorsFile> SafeTensorsFile::open(const std::string &path,
+                                                       FilePlacement placement) {
+  std::unique_ptr<MappedFile> mapped = MappedFile::open(path, placement);
   std::unique_ptr<SafeTensorsFile> parsed = parse(path, mapped->data(), mapped->size());
   parsed->mapping_ = std::move(mapped);
   return parsed;

@@ -26,7 +26,8 @@ constexpr uint64_t kMaxSafeTensorsHeaderBytes = 100ull << 20;
 class SafeTensorsFile {
 public:
   // Maps `path` read-only (MAP_PRIVATE) and validates it.
-  static std::unique_ptr<SafeTensorsFile> open(const std::string &path);
+  static std::unique_ptr<SafeTensorsFile> open(const std::string &path,
+                                               FilePlacement placement = FilePlacement::Mapped);
   // Validates a whole in-memory file image. Copies nothing big: the returned
   // object refers to `data`, which must outlive it. `displayName` goes in errors.
   static std::unique_ptr<SafeTensorsFile> parse(const std::string &displayName, const uint8_t *data,

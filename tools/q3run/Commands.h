@@ -23,9 +23,11 @@ struct CommonOptions {
   std::string requireSignature; // a public key file, or empty
   std::string kernelBuild;      // --kernel-build: "" (time the variants), "default" or a variant
   bool lockWeights = false;     // --mlock
+  bool copyWeights = false;     // --copy-weights
 };
 
-/// Adds MODEL.q3, --weights, --threads, --ctx, --device and --mlock to `parser`.
+/// Adds MODEL.q3, --weights, --threads, --ctx, --device, --mlock and
+/// --copy-weights to `parser`.
 void addCommonOptions(ArgParser &parser, CommonOptions &options);
 
 /// Model::load with the common options (threads capped to the CPUs, the

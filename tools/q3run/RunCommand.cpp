@@ -49,6 +49,10 @@ void addCommonOptions(ArgParser &parser, CommonOptions &options) {
                  "CPU artifacts: lock the weights in memory, so memory pressure cannot evict them "
                  "(the checkpoint is read in place, as page cache) and stall generation on disk "
                  "reads; needs the locked-memory limit (ulimit -l) to hold them");
+  parser.addFlag({"--copy-weights"}, &options.copyWeights,
+                 "copy the checkpoint into memory on transparent huge pages at load instead of "
+                 "reading it in place from the page cache: a slower load, and faster kernels "
+                 "where the page cache is mapped in small pages (docs/q3run.md)");
 }
 
 std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options,
@@ -70,6 +74,8 @@ std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options,
   modelOptions.device = int(options.device);
   modelOptions.kernelBuild = options.kernelBuild;
   modelOptions.lockWeights = options.lockWeights;
+  if (options.copyWeights)
+    modelOptions.checkpointPlacement = runtime::FilePlacement::HugePageCopy;
   if (!options.requireSignature.empty())
     modelOptions.requiredSigner = runtime::readPublicKey(options.requireSignature);
   modelOptions.progress = progress;
