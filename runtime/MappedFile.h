@@ -1,4 +1,5 @@
-// Files as the runtime reads them: mapped read-only, with one-line errors.
+// Files as the runtime reads them: mapped read-only (or copied onto huge
+// pages), with one-line errors.
 #pragma once
 
 #include "runtime/HostBuffer.h"
