@@ -67,18 +67,19 @@ SmallVector<Attribute> variantsFor(StringRef level, LoweringConfigAttr lowering,
   return variants;
 }
 
-/// The vdpbf16ps variant of an f32 attention prefill the bf16 flash kernel
-/// can run (with that kernel's default row sets), if any.
-std::optional<LoweringConfigAttr> attentionVariant(func::FuncOp kernel, AttentionOp attention) {
+/// Gives an f32 attention prefill the bf16 flash kernel can run that kernel
+/// as its one variant (with its default row sets), chosen like the products.
+void addAttentionVariant(func::FuncOp kernel, AttentionOp attention) {
   LoweringConfigAttr lowering = loweringOf(kernel);
   const bool f32 = lowering.getMatmul().empty() || lowering.getMatmul() == "f32";
-  if (!f32 || !attentionKernelShape(attention).bf16Flashable())
-    return std::nullopt;
   SmallVector<int64_t> tile(lowering.getTile().begin(), lowering.getTile().end());
-  if (tile.size() < 3)
-    return std::nullopt;
+  if (!f32 || tile.size() < 3 || !attentionKernelShape(attention).bf16Flashable())
+    return;
   tile[2] = AttentionKernel::kBf16PrefillRowSets;
-  return lowering.withMatmul("avx512bf16").withTile(tile);
+  MLIRContext *context = kernel.getContext();
+  kernel->setAttr(kVariantsAttrName,
+                  ArrayAttr::get(context, {lowering.withMatmul("avx512bf16").withTile(tile)}));
+  kernel->setAttr(kVariantChoiceAttrName, StringAttr::get(context, kVariantChoiceLikeProducts));
 }
 
 struct CpuAddVariantsPass : impl::CpuAddVariantsBase<CpuAddVariantsPass> {
@@ -98,12 +99,8 @@ struct CpuAddVariantsPass : impl::CpuAddVariantsBase<CpuAddVariantsPass> {
       return;
     for (func::FuncOp kernel : kernelsOf(module)) {
       if (auto op = dyn_cast_or_null<AttentionOp>(kernelComputeOp(kernel))) {
-        std::optional<LoweringConfigAttr> variant = attentionVariant(kernel, op);
-        if (attention && target.name == kPortableAvx512 && variant) {
-          kernel->setAttr(kVariantsAttrName, ArrayAttr::get(&getContext(), {*variant}));
-          kernel->setAttr(kVariantChoiceAttrName,
-                          StringAttr::get(&getContext(), kVariantChoiceLikeProducts));
-        }
+        if (attention && target.name == kPortableAvx512) // AVX2 has no vdpbf16ps
+          addAttentionVariant(kernel, op);
         continue;
       }
       LoweringConfigAttr lowering = loweringOf(kernel);
