@@ -133,7 +133,7 @@ void Checkpoint::addFile(std::unique_ptr<SafeTensorsFile> file, const std::strin
   files_.push_back(std::move(file));
 }
 
-Checkpoint Checkpoint::open(const std::string &path, FilePlacement placement) {
+Checkpoint Checkpoint::open(const std::string &path, FilePlacement placement, ThreadPool *pool) {
   Checkpoint checkpoint;
   checkpoint.description_ = path;
 
@@ -151,7 +151,7 @@ Checkpoint Checkpoint::open(const std::string &path, FilePlacement placement) {
                                   ".safetensors file or an index",
                                   printable(path)));
     if (!endsWith(path, ".index.json")) {
-      checkpoint.addFile(SafeTensorsFile::open(path, placement), path);
+      checkpoint.addFile(SafeTensorsFile::open(path, placement, pool), path);
       return checkpoint;
     }
     indexPath = path;
@@ -163,7 +163,7 @@ Checkpoint Checkpoint::open(const std::string &path, FilePlacement placement) {
       if (classify(single) == PathKind::Missing)
         throw LoadError(fmt::format("{}: expected {} or {} in the checkpoint folder",
                                     printable(path), kSingleFileName, kIndexFileName));
-      checkpoint.addFile(SafeTensorsFile::open(single, placement), single);
+      checkpoint.addFile(SafeTensorsFile::open(single, placement, pool), single);
       return checkpoint;
     }
     break;
@@ -176,7 +176,7 @@ Checkpoint Checkpoint::open(const std::string &path, FilePlacement placement) {
   for (const auto &entry : shardOf)
     shards.insert(entry.second);
   for (const std::string &shard : shards)
-    checkpoint.addFile(SafeTensorsFile::open(joinPath(folder, shard), placement), indexPath);
+    checkpoint.addFile(SafeTensorsFile::open(joinPath(folder, shard), placement, pool), indexPath);
   for (const auto &[tensor, shard] : shardOf) {
     const TensorView *found = checkpoint.find(tensor);
     std::string expectedFile = joinPath(folder, shard);
@@ -210,6 +210,25 @@ std::string Checkpoint::description() const { return description_; }
 void Checkpoint::dropPages(const uint8_t *begin, size_t bytes) const {
   for (const auto &file : files_)
     file->dropPages(begin, bytes);
+}
+
+uint64_t Checkpoint::fileBytes() const {
+  uint64_t bytes = 0;
+  for (const auto &file : files_)
+    bytes += file->fileBytes();
+  return bytes;
+}
+
+std::optional<double> Checkpoint::hugePageShare() const {
+  double huge = 0, measured = 0;
+  for (const auto &file : files_)
+    if (const std::optional<double> share = file->hugePageShare()) {
+      huge += *share * double(file->fileBytes());
+      measured += double(file->fileBytes());
+    }
+  if (measured == 0)
+    return std::nullopt;
+  return huge / measured;
 }
 
 } // namespace q3::runtime

@@ -20,7 +20,9 @@ public:
   //  - a .safetensors file, or an *.index.json file.
   // Index validation: every weight_map entry's shard exists and contains that tensor; a tensor
   // present in two shards is an error; shard names may not escape the folder.
-  static Checkpoint open(const std::string &path, FilePlacement placement = FilePlacement::Mapped);
+  // A copy (FilePlacement::HugePageCopy) is read by `pool`'s threads when given.
+  static Checkpoint open(const std::string &path, FilePlacement placement = FilePlacement::Mapped,
+                         ThreadPool *pool = nullptr);
 
   const TensorView *find(std::string_view name) const;
   std::vector<std::string> tensorNames() const; // sorted
@@ -28,6 +30,11 @@ public:
   /// Drops the resident mapped pages of tensor bytes that were copied
   /// elsewhere (SafeTensorsFile::dropPages on every file; each checks bounds).
   void dropPages(const uint8_t *begin, size_t bytes) const;
+  /// The bytes of its files.
+  uint64_t fileBytes() const;
+  /// MappedFile::hugePageShare over its files, weighted by their sizes
+  /// (nullopt when no file could be measured). Before any weight is read.
+  std::optional<double> hugePageShare() const;
 
 private:
   Checkpoint() = default;

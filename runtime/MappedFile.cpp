@@ -1,10 +1,13 @@
 #include "runtime/MappedFile.h"
 #include "runtime/FatalSignals.h"
 #include "runtime/LoadError.h"
+#include "runtime/ThreadPool.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -35,7 +38,8 @@ OpenedFile openRegularFile(const std::string &path) {
   return opened;
 }
 
-std::unique_ptr<MappedFile> MappedFile::open(const std::string &path, FilePlacement placement) {
+std::unique_ptr<MappedFile> MappedFile::open(const std::string &path, FilePlacement placement,
+                                             ThreadPool *pool) {
   const OpenedFile opened = openRegularFile(path);
   const FileDescriptor &file = opened.file;
   std::unique_ptr<MappedFile> mapped(new MappedFile());
@@ -43,7 +47,7 @@ std::unique_ptr<MappedFile> MappedFile::open(const std::string &path, FilePlacem
   if (mapped->size_ == 0) // mmap cannot map zero bytes; the parsers report empty files
     return mapped;
   if (placement == FilePlacement::HugePageCopy) {
-    mapped->copyFrom(file, path);
+    mapped->copyFrom(file, path, pool);
     return mapped;
   }
   void *mapping = ::mmap(nullptr, mapped->size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
@@ -55,26 +59,95 @@ std::unique_ptr<MappedFile> MappedFile::open(const std::string &path, FilePlacem
   return mapped;
 }
 
-void MappedFile::copyFrom(const FileDescriptor &file, const std::string &path) {
-  try {
-    copy_ = HostBuffer(size_, HostBuffer::Pages::Huge);
-  } catch (const std::bad_alloc &) {
-    throw LoadError(
-        fmt::format("{}: cannot copy {} bytes into memory: out of memory", printable(path), size_));
-  }
-  size_t done = 0;
-  while (done < size_) {
-    const ssize_t n = ::pread(file.fd, copy_.data() + done, size_ - done, off_t(done));
+/// Reads [begin, end) of `file` into `to + begin`.
+static void readRange(const FileDescriptor &file, const std::string &path, uint8_t *to,
+                      size_t begin, size_t end, size_t size) {
+  for (size_t done = begin; done < end;) {
+    const ssize_t n = ::pread(file.fd, to + done, end - done, off_t(done));
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0)
       throw LoadError(systemError(path, "read", errno));
     if (n == 0) // truncated since it was opened
       throw LoadError(fmt::format("{}: read {} of its {} bytes: the file shrank while it was read",
-                                  printable(path), done, size_));
+                                  printable(path), done, size));
     done += size_t(n);
   }
+}
+
+void MappedFile::copyFrom(const FileDescriptor &file, const std::string &path, ThreadPool *pool) {
+  try {
+    copy_ = HostBuffer(size_, HostBuffer::Pages::Huge);
+  } catch (const std::bad_alloc &) {
+    throw LoadError(
+        fmt::format("{}: cannot copy {} bytes into memory: out of memory", printable(path), size_));
+  }
+  // Most of a copy's time is the kernel finding and zeroing huge pages on
+  // first touch, which scales with the threads that touch them; each thread
+  // takes whole huge pages, so no page is faulted by two.
+  constexpr size_t kBlock = size_t(2) << 20;
+  const auto blocks = int64_t((size_ + kBlock - 1) / kBlock);
+  const auto readBlocks = [&](int64_t first, int64_t last) {
+    readRange(file, path, copy_.data(), size_t(first) * kBlock,
+              std::min(size_, size_t(last) * kBlock), size_);
+  };
+  if (pool)
+    pool->parallelFor(blocks, readBlocks, /*chunksPerThread=*/1);
+  else
+    readBlocks(0, blocks);
   mapping_ = copy_.data();
+}
+
+std::optional<uint64_t> filePmdMappedKb(std::string_view smaps, uintptr_t start) {
+  bool inMapping = false;
+  while (!smaps.empty()) {
+    const size_t newline = smaps.find('\n');
+    const std::string line(smaps.substr(0, newline));
+    smaps.remove_prefix(newline == std::string_view::npos ? smaps.size() : newline + 1);
+    unsigned long long begin = 0, end = 0, kb = 0;
+    // A mapping's header, "begin-end perms offset dev inode [path]" (no field
+    // line starts with two hex numbers joined by '-').
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &begin, &end) == 2)
+      inMapping = begin == start;
+    else if (inMapping && std::sscanf(line.c_str(), "FilePmdMapped: %llu kB", &kb) == 1)
+      return uint64_t(kb);
+  }
+  return std::nullopt;
+}
+
+/// /proc/self/smaps, or nullopt.
+static std::optional<std::string> readSmaps() {
+  std::FILE *file = std::fopen("/proc/self/smaps", "re");
+  if (!file)
+    return std::nullopt;
+  std::string text;
+  char chunk[1 << 14];
+  for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, file)) > 0;)
+    text.append(chunk, n);
+  std::fclose(file);
+  return text;
+}
+
+std::optional<double> MappedFile::hugePageShare(int samples) const {
+  if (!copy_.empty())
+    return 1.0;
+  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
+  const auto start = uintptr_t(mapping_);
+  const uintptr_t first = (start + kHuge - 1) / kHuge * kHuge;
+  const uintptr_t stretches = first < start + size_ ? (start + size_ - first) / kHuge : 0;
+  if (stretches == 0 || samples < 1)
+    return std::nullopt;
+  const uintptr_t taken = std::min<uintptr_t>(stretches, uintptr_t(samples));
+  for (uintptr_t i = 0; i < taken; ++i) {
+    const auto *byte =
+        reinterpret_cast<const volatile uint8_t *>(first + i * stretches / taken * kHuge);
+    (void)*byte; // the fault maps the whole stretch when its folio is huge
+  }
+  const std::optional<std::string> smaps = readSmaps();
+  const std::optional<uint64_t> kb = smaps ? filePmdMappedKb(*smaps, start) : std::nullopt;
+  if (!kb)
+    return std::nullopt;
+  return std::min(1.0, double(*kb << 10) / double(taken * kHuge));
 }
 
 MappedFile::~MappedFile() {

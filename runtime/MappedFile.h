@@ -7,9 +7,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace q3::runtime {
+
+class ThreadPool;
 
 /// "<path>: cannot <action>: <strerror(error)>"
 std::string systemError(const std::string &path, const char *action, int error);
@@ -38,6 +42,10 @@ OpenedFile openRegularFile(const std::string &path);
 /// of the whole file at load; the kernels' streams then miss the TLB less).
 enum class FilePlacement { Mapped, HugePageCopy };
 
+/// The FilePmdMapped kB that `smaps` (the text of /proc/PID/smaps) gives
+/// the mapping starting at `start`, or nullopt.
+std::optional<uint64_t> filePmdMappedKb(std::string_view smaps, uintptr_t start);
+
 /// A regular file's bytes, read-only, for as long as this lives: mapped
 /// (MAP_PRIVATE) or copied (FilePlacement). An empty file has no bytes
 /// (data() is null). Throws LoadError naming the path and the failing call.
@@ -45,8 +53,11 @@ enum class FilePlacement { Mapped, HugePageCopy };
 /// installFatalSignalHandlers() ran (runtime/FatalSignals.h).
 class MappedFile {
 public:
+  /// A copy is read by `pool`'s threads when given (each faults in and
+  /// fills its own huge pages), else by the calling thread.
   static std::unique_ptr<MappedFile> open(const std::string &path,
-                                          FilePlacement placement = FilePlacement::Mapped);
+                                          FilePlacement placement = FilePlacement::Mapped,
+                                          ThreadPool *pool = nullptr);
   const uint8_t *data() const { return static_cast<const uint8_t *>(mapping_); }
   size_t size() const { return size_; }
   /// Lets the kernel drop the resident pages wholly inside [begin, begin +
@@ -54,6 +65,14 @@ public:
   /// page cache again if touched. For bytes copied elsewhere (packed weights).
   /// Nothing for a copy, whose pages have no file to come back from.
   void dropPages(const uint8_t *begin, size_t bytes) const;
+  /// For a mapping: the share of the file's whole 2 MB stretches that the
+  /// page cache holds in huge folios (which the kernel maps with one TLB
+  /// entry each), measured by reading one byte of up to `samples` stretches
+  /// and then /proc/self/smaps. A file written in small pieces often stays
+  /// cached in small folios; one read back from disk mostly in huge ones.
+  /// Call it before anything else reads the mapping. 1 for a copy; nullopt
+  /// when the file has no whole stretch or smaps cannot be read.
+  std::optional<double> hugePageShare(int samples = 64) const;
   MappedFile(const MappedFile &) = delete;
   MappedFile &operator=(const MappedFile &) = delete;
   ~MappedFile();
@@ -61,7 +80,7 @@ public:
 private:
   MappedFile() = default;
   /// Reads the whole file into copy_ (huge pages); LoadError on a short read.
-  void copyFrom(const FileDescriptor &file, const std::string &path);
+  void copyFrom(const FileDescriptor &file, const std::string &path, ThreadPool *pool);
   void *mapping_ = nullptr; // the mapping, or copy_'s bytes
   HostBuffer copy_;
   size_t size_ = 0;

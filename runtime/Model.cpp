@@ -56,6 +56,7 @@ struct Model::State {
   bool profiling = false;
   std::vector<KernelProfile> stepProfiles; // parallel to the steps while profiling
   std::map<std::string, std::string> variantChoices; // kernel -> the build it runs
+  std::optional<CheckpointPlacement> checkpointPlacement; // absent for embedded weights
 
   void allocate();
   /// Locks the weights in memory (ModelOptions::lockWeights); `source` is
@@ -373,11 +374,12 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   s.context =
       options.contextLength > 0 ? options.contextLength : std::min<int64_t>(maxPositions, 4096);
   // Refuse what cannot fit before allocating any of it.
-  requireMemory(fmt::format("{}: the model with a context of {} positions", artifactPath,
-                            s.context),
-                estimateModelMemory(s.artifact->manifest(), s.context,
-                                    uint64_t(manifest::elementBytes(s.manifest.kvCache))),
-                availableMemory(), "; use a shorter context (q3run --ctx)");
+  const std::vector<MemoryPart> modelMemory = estimateModelMemory(
+      s.artifact->manifest(), s.context, uint64_t(manifest::elementBytes(s.manifest.kvCache)));
+  const MemoryBudget budget = availableMemory();
+  requireMemory(
+      fmt::format("{}: the model with a context of {} positions", artifactPath, s.context),
+      modelMemory, budget, "; use a shorter context (q3run --ctx)");
   if (embedded) {
     const Artifact::Section *section = s.artifact->find(s.manifest.embedded.section);
     if (!section || section->kind != SectionKind::Mapped)
@@ -386,11 +388,16 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
                                   artifactPath, s.manifest.embedded.section));
     s.weights = bindEmbeddedWeights(s.manifest, section->data, section->size, artifactPath);
   } else {
-    s.checkpoint =
-        std::make_unique<Checkpoint>(Checkpoint::open(weightsPath, options.checkpointPlacement));
+    uint64_t modelBytes = 0;
+    for (const MemoryPart &part : modelMemory)
+      modelBytes = saturatingAdd(modelBytes, part.bytes);
     std::vector<std::string> warnings;
-    s.weights =
-        evaluateWeightPlan(s.manifest, *s.checkpoint, *s.pool, &warnings, options.progress);
+    BoundCheckpoint bound =
+        bindCheckpoint(weightsPath, s.manifest, options.checkpointPlacement, *s.pool, budget,
+                       modelBytes, &warnings, options.progress);
+    s.checkpoint = std::move(bound.checkpoint);
+    s.weights = std::move(bound.weights);
+    s.checkpointPlacement = bound.placement;
   }
   if (options.lockWeights)
     s.lockWeights(embedded ? artifactPath : weightsPath);
@@ -500,6 +507,9 @@ int64_t Model::weightBytes() const {
   return total;
 }
 uint64_t Model::lockedBytes() const { return state->lockedWeights.bytes(); }
+const std::optional<CheckpointPlacement> &Model::checkpointPlacement() const {
+  return state->checkpointPlacement;
+}
 const manifest::Manifest &Model::manifest() const { return state->manifest; }
 const manifest::ModelConfig &Model::config() const { return state->manifest.config; }
 ThreadPool &Model::pool() { return *state->pool; }

@@ -4,6 +4,7 @@
 // KV cache. No MLIR, no LLVM.
 #pragma once
 
+#include "runtime/CheckpointBinding.h"
 #include "runtime/Manifest.h"
 #include "runtime/MappedFile.h"
 #include "runtime/Signature.h"
@@ -59,8 +60,9 @@ struct ModelOptions {
   bool lockWeights = false;
   /// Checkpoint weights: read in place from the page cache (Mapped), or
   /// copied at load into memory on transparent huge pages (HugePageCopy:
-  /// slower to load, faster kernels where the page cache maps small pages).
-  FilePlacement checkpointPlacement = FilePlacement::Mapped;
+  /// slower to load, faster kernels where the page cache maps small pages);
+  /// unset: chosen by measuring the page cache (runtime/CheckpointBinding.h).
+  std::optional<FilePlacement> checkpointPlacement;
   /// Called as weights are bound (done of total weight-plan entries), for a
   /// progress bar.
   std::function<void(int64_t done, int64_t total)> progress;
@@ -102,6 +104,9 @@ public:
   /// Bytes locked in memory by ModelOptions::lockWeights (whole pages); 0
   /// without it.
   uint64_t lockedBytes() const;
+  /// Where the checkpoint's bytes were placed and why; nullopt for an
+  /// artifact that embeds its weights.
+  const std::optional<CheckpointPlacement> &checkpointPlacement() const;
   /// The artifact's manifest (validated), with the model's config.
   const manifest::Manifest &manifest() const;
   const manifest::ModelConfig &config() const;

@@ -26,8 +26,8 @@ std::unique_ptr<SafeTensorsFile> SafeTensorsFile::parse(const std::string &displ
 }
 
 std::unique_ptr<SafeTensorsFile> SafeTensorsFile::open(const std::string &path,
-                                                       FilePlacement placement) {
-  std::unique_ptr<MappedFile> mapped = MappedFile::open(path, placement);
+                                                       FilePlacement placement, ThreadPool *pool) {
+  std::unique_ptr<MappedFile> mapped = MappedFile::open(path, placement, pool);
   std::unique_ptr<SafeTensorsFile> parsed = parse(path, mapped->data(), mapped->size());
   parsed->mapping_ = std::move(mapped);
   return parsed;

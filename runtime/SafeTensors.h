@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "runtime/MappedFile.h"
 #include <string>
@@ -27,7 +28,8 @@ class SafeTensorsFile {
 public:
   // Maps `path` read-only (MAP_PRIVATE) and validates it.
   static std::unique_ptr<SafeTensorsFile> open(const std::string &path,
-                                               FilePlacement placement = FilePlacement::Mapped);
+                                               FilePlacement placement = FilePlacement::Mapped,
+                                               ThreadPool *pool = nullptr);
   // Validates a whole in-memory file image. Copies nothing big: the returned
   // object refers to `data`, which must outlive it. `displayName` goes in errors.
   static std::unique_ptr<SafeTensorsFile> parse(const std::string &displayName, const uint8_t *data,
@@ -42,6 +44,11 @@ public:
   void dropPages(const uint8_t *begin, size_t bytes) const {
     if (mapping_)
       mapping_->dropPages(begin, bytes);
+  }
+  /// The opened file's bytes (0 for a parsed image) and MappedFile::hugePageShare.
+  size_t fileBytes() const { return mapping_ ? mapping_->size() : 0; }
+  std::optional<double> hugePageShare() const {
+    return mapping_ ? mapping_->hugePageShare() : std::nullopt;
   }
 
   SafeTensorsFile(const SafeTensorsFile &) = delete;

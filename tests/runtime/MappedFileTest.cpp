@@ -5,6 +5,7 @@
 
 #include "runtime/LoadError.h"
 #include "runtime/MappedFile.h"
+#include "runtime/ThreadPool.h"
 
 #include <gtest/gtest.h>
 
@@ -72,6 +73,52 @@ TEST(MappedFile, EmptyAndMissingFilesAreTheSameEitherWay) {
           << error.what();
     }
   }
+}
+
+TEST(MappedFile, ACopyReadByManyThreadsHoldsTheFilesBytes) {
+  TempDir dir;
+  const std::string path = dir.file("model.safetensors");
+  const std::vector<uint8_t> bytes = patternBytes();
+  testing::writeBytes(path, bytes);
+  for (int threads : {2, 3, 8}) { // more threads than 2 MB blocks, too
+    ThreadPool pool(threads);
+    auto copied = MappedFile::open(path, FilePlacement::HugePageCopy, &pool);
+    EXPECT_EQ(contents(*copied), bytes) << threads << " threads";
+  }
+}
+
+TEST(MappedFile, HugePageShareIsAShareOfWholeStretches) {
+  TempDir dir;
+  const std::string big = dir.file("big.safetensors"), small = dir.file("small.safetensors");
+  testing::writeBytes(big, patternBytes());
+  testing::writeBytes(small, std::vector<uint8_t>(size_t(1) << 20, 7));
+  // Which folios the page cache holds is the kernel's business; the share is
+  // a share whenever smaps can be read.
+  if (const std::optional<double> share = MappedFile::open(big)->hugePageShare()) {
+    EXPECT_GE(*share, 0.0);
+    EXPECT_LE(*share, 1.0);
+  }
+  EXPECT_EQ(MappedFile::open(small)->hugePageShare(), std::nullopt) << "no whole 2 MB stretch";
+  EXPECT_EQ(MappedFile::open(big, FilePlacement::HugePageCopy)->hugePageShare(), 1.0);
+}
+
+TEST(MappedFile, FilePmdMappedIsReadFromTheMappingThatStartsThere) {
+  // Paths that look like hex or hold field names must not confuse the parse.
+  const std::string smaps =
+      "7f0000000000-7f0000200000 r--p 00000000 fd:00 12 /tmp/deadbeef-cafe.safetensors\n"
+      "Size:               2048 kB\n"
+      "FilePmdMapped:      2048 kB\n"
+      "7f0000400000-7f0000a00000 r--p 00000000 fd:00 13 /work/FilePmdMapped: 9 kB\n"
+      "Size:               6144 kB\n"
+      "AnonHugePages:         0 kB\n"
+      "FilePmdMapped:      4096 kB\n"
+      "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]\n"
+      "FilePmdMapped:         0 kB";
+  EXPECT_EQ(filePmdMappedKb(smaps, 0x7f0000000000), 2048u);
+  EXPECT_EQ(filePmdMappedKb(smaps, 0x7f0000400000), 4096u);
+  EXPECT_EQ(filePmdMappedKb(smaps, 0xffffffffff600000), 0u);
+  EXPECT_EQ(filePmdMappedKb(smaps, 0x7f0000200000), std::nullopt) << "no mapping starts there";
+  EXPECT_EQ(filePmdMappedKb("", 0x7f0000000000), std::nullopt);
 }
 
 } // namespace

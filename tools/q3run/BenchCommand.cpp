@@ -235,6 +235,31 @@ private:
   int64_t bytes_ = 0;
 };
 
+json placementJson(const std::optional<runtime::CheckpointPlacement> &placement) {
+  if (!placement)
+    return nullptr; // the artifact embeds its weights
+  const auto &share = placement->pageCacheHugeShare;
+  return {
+      {"placement", placement->placement == runtime::FilePlacement::Mapped ? "mapped" : "copied"},
+      {"chosen", placement->chosen},
+      {"page_cache_huge_share", share ? json(*share) : json(nullptr)},
+      {"in_place_bytes", placement->inPlaceBytes}};
+}
+
+/// "checkpoint copied onto huge pages at load (chosen: the page cache held
+/// 13% of it in huge folios)".
+std::string describePlacement(const runtime::CheckpointPlacement &placement) {
+  const std::string where = placement.placement == runtime::FilePlacement::Mapped
+                                ? "checkpoint read in place from the page cache"
+                                : "checkpoint copied onto huge pages at load";
+  std::string why = placement.chosen ? "chosen" : "asked for";
+  if (placement.pageCacheHugeShare)
+    why += fmt::format(": the page cache held {:.0f}% of it in huge folios",
+                       *placement.pageCacheHugeShare * 100);
+  return fmt::format("{} ({}); the kernels read {} of it in place", where, why,
+                     formatBytes(double(placement.inPlaceBytes)));
+}
+
 /// The timed repetitions and the read bandwidth probed between them.
 struct TimedRuns {
   std::vector<double> prefillRates, decodeRates; // tokens/s, one per repetition
@@ -408,6 +433,7 @@ int benchCommand(const std::vector<std::string> &args) {
         {"peak_rss_bytes", peakRss},
         {"locked_bytes", model->lockedBytes()},
         {"kernel_variants", model->kernelVariantChoices()},
+        {"checkpoint", placementJson(model->checkpointPlacement())},
     };
     if (profile) {
       out["profile"] = json::array();
@@ -450,6 +476,8 @@ int benchCommand(const std::vector<std::string> &args) {
                                formatBytes(double(model->lockedBytes())))
                  : std::string(),
              peakRss >= 0 ? formatBytes(double(peakRss)) : std::string("unknown"));
+  if (const auto &placement = model->checkpointPlacement())
+    fmt::print("{}\n", describePlacement(*placement));
   if (!model->kernelVariantChoices().empty()) {
     std::vector<std::string> choices;
     for (const auto &[kernel, variant] : model->kernelVariantChoices())

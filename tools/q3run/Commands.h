@@ -24,10 +24,11 @@ struct CommonOptions {
   std::string kernelBuild;      // --kernel-build: "" (time the variants), "default" or a variant
   bool lockWeights = false;     // --mlock
   bool copyWeights = false;     // --copy-weights
+  bool mapWeights = false;      // --map-weights
 };
 
-/// Adds MODEL.q3, --weights, --threads, --ctx, --device, --mlock and
-/// --copy-weights to `parser`.
+/// Adds MODEL.q3, --weights, --threads, --ctx, --device, --mlock,
+/// --copy-weights and --map-weights to `parser`.
 void addCommonOptions(ArgParser &parser, CommonOptions &options);
 
 /// Model::load with the common options (threads capped to the CPUs, the

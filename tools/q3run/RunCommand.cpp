@@ -50,9 +50,12 @@ void addCommonOptions(ArgParser &parser, CommonOptions &options) {
                  "(the checkpoint is read in place, as page cache) and stall generation on disk "
                  "reads; needs the locked-memory limit (ulimit -l) to hold them");
   parser.addFlag({"--copy-weights"}, &options.copyWeights,
-                 "copy the checkpoint into memory on transparent huge pages at load instead of "
-                 "reading it in place from the page cache: a slower load, and faster kernels "
-                 "where the page cache is mapped in small pages (docs/q3run.md)");
+                 "always copy the checkpoint into memory on transparent huge pages at load (by "
+                 "default CPU artifacts copy it only when the page cache holds most of it in "
+                 "small pages, which slow the kernels; docs/q3run.md)");
+  parser.addFlag({"--map-weights"}, &options.mapWeights,
+                 "always read the checkpoint in place from the page cache, never copy it (less "
+                 "memory; processes that map the same checkpoint share it)");
 }
 
 std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options,
@@ -74,8 +77,12 @@ std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options,
   modelOptions.device = int(options.device);
   modelOptions.kernelBuild = options.kernelBuild;
   modelOptions.lockWeights = options.lockWeights;
+  if (options.copyWeights && options.mapWeights)
+    throw UsageError("--copy-weights and --map-weights: choose one");
   if (options.copyWeights)
     modelOptions.checkpointPlacement = runtime::FilePlacement::HugePageCopy;
+  if (options.mapWeights)
+    modelOptions.checkpointPlacement = runtime::FilePlacement::Mapped;
   if (!options.requireSignature.empty())
     modelOptions.requiredSigner = runtime::readPublicKey(options.requireSignature);
   modelOptions.progress = progress;

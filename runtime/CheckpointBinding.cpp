@@ -1,0 +1,68 @@
+#include "runtime/CheckpointBinding.h"
+
+namespace q3::runtime {
+
+namespace {
+
+/// Bytes of the bound weights that point into the checkpoint (not converted
+/// or computed at load).
+uint64_t bytesReadInPlace(const std::vector<WeightData> &weights) {
+  uint64_t bytes = 0;
+  for (const WeightData &w : weights)
+    if (w.data && w.owned.empty())
+      bytes += uint64_t(w.bytes());
+  return bytes;
+}
+
+BoundCheckpoint open(const std::string &path, const manifest::Manifest &m, FilePlacement placement,
+                     ThreadPool &pool, std::vector<std::string> *warnings,
+                     const WeightPlanProgress &progress) {
+  BoundCheckpoint bound;
+  bound.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(path, placement, &pool));
+  bound.placement.placement = placement;
+  // Measured before the plan reads anything, so every sample is a first touch.
+  if (placement == FilePlacement::Mapped)
+    bound.placement.pageCacheHugeShare = bound.checkpoint->hugePageShare();
+  bound.weights = evaluateWeightPlan(m, *bound.checkpoint, pool, warnings, progress);
+  bound.placement.inPlaceBytes = bytesReadInPlace(bound.weights);
+  return bound;
+}
+
+} // namespace
+
+bool copyPays(const PlacementFacts &facts) {
+  return facts.cpuKernels && facts.pageCacheHugeShare &&
+         *facts.pageCacheHugeShare < kCopyBelowHugeShare &&
+         2 * facts.inPlaceBytes >= facts.fileBytes &&
+         saturatingAdd(facts.modelBytes, facts.fileBytes) <= facts.budgetBytes / 2;
+}
+
+BoundCheckpoint bindCheckpoint(const std::string &path, const manifest::Manifest &m,
+                               std::optional<FilePlacement> asked, ThreadPool &pool,
+                               const MemoryBudget &budget, uint64_t modelBytes,
+                               std::vector<std::string> *warnings,
+                               const WeightPlanProgress &progress) {
+  if (asked)
+    return open(path, m, *asked, pool, warnings, progress);
+  BoundCheckpoint mapped = open(path, m, FilePlacement::Mapped, pool, warnings, progress);
+  mapped.placement.chosen = true;
+  const PlacementFacts facts{m.target.backend == "cpu",
+                             mapped.placement.pageCacheHugeShare,
+                             mapped.placement.inPlaceBytes,
+                             mapped.checkpoint->fileBytes(),
+                             modelBytes,
+                             budget.bytes};
+  if (!copyPays(facts))
+    return mapped;
+  const CheckpointPlacement seen = mapped.placement;
+  mapped.weights.clear(); // they point into the mapping
+  mapped.checkpoint.reset();
+  if (warnings)
+    warnings->clear(); // the same ones come again
+  BoundCheckpoint copied = open(path, m, FilePlacement::HugePageCopy, pool, warnings, progress);
+  copied.placement.chosen = true;
+  copied.placement.pageCacheHugeShare = seen.pageCacheHugeShare;
+  return copied;
+}
+
+} // namespace q3::runtime

@@ -1,0 +1,76 @@
+//===- CheckpointBinding.h - where the checkpoint's bytes live ------------===//
+//
+// The CPU kernels of an artifact that packs per call read most weights where
+// the checkpoint's bytes are. Mapped, those bytes are the page cache's: huge
+// folios when the file was read back from disk (one TLB entry per 2 MB),
+// small ones when it was written in small pieces and is still cached as it
+// was written, and then decode's streams run measurably slower (30-40% on
+// the project's VMs, docs/cpu-backend.md). A copy onto transparent huge pages
+// costs a read of the file at load. This file measures which case a load
+// meets and takes the copy only where it pays.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/Checkpoint.h"
+#include "runtime/Manifest.h"
+#include "runtime/MappedFile.h"
+#include "runtime/ResourceLimits.h"
+#include "runtime/ThreadPool.h"
+#include "runtime/WeightPlan.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace q3::runtime {
+
+/// How the checkpoint was placed, and what the choice saw.
+struct CheckpointPlacement {
+  FilePlacement placement = FilePlacement::Mapped;
+  bool chosen = false; // by the measurement below, not asked for
+  /// The share of the checkpoint the page cache held in huge folios
+  /// (MappedFile::hugePageShare), when measured.
+  std::optional<double> pageCacheHugeShare;
+  /// Bytes the kernels read straight from the checkpoint.
+  uint64_t inPlaceBytes = 0;
+};
+
+/// Below this share of huge folios a CPU artifact's in-place weights are
+/// copied onto huge pages.
+constexpr double kCopyBelowHugeShare = 0.5;
+
+/// What the choice between mapping and copying looks at.
+struct PlacementFacts {
+  bool cpuKernels = false;                  // the artifact runs on the CPU
+  std::optional<double> pageCacheHugeShare; // of the mapped checkpoint
+  uint64_t inPlaceBytes = 0;                // read by the kernels from the mapping
+  uint64_t fileBytes = 0;                   // of the checkpoint
+  uint64_t modelBytes = 0;                  // everything else the model allocates
+  uint64_t budgetBytes = 0;                 // memory this process may use
+};
+
+/// True when the copy pays: CPU kernels that read at least half of the
+/// checkpoint in place, a page cache measured to hold less than
+/// kCopyBelowHugeShare of it in huge folios, and a copy that fits half of the
+/// budget beside the model.
+bool copyPays(const PlacementFacts &facts);
+
+struct BoundCheckpoint {
+  std::unique_ptr<Checkpoint> checkpoint;
+  std::vector<WeightData> weights;
+  CheckpointPlacement placement;
+};
+
+/// Opens the checkpoint at `path` and evaluates `m`'s weight plan on it
+/// (evaluateWeightPlan). `asked` places it as asked. Without it the checkpoint
+/// is mapped, and reopened as a huge-page copy (read by `pool`'s threads) and
+/// the plan evaluated again when copyPays.
+BoundCheckpoint bindCheckpoint(const std::string &path, const manifest::Manifest &m,
+                               std::optional<FilePlacement> asked, ThreadPool &pool,
+                               const MemoryBudget &budget, uint64_t modelBytes,
+                               std::vector<std::string> *warnings,
+                               const WeightPlanProgress &progress);
+
+} // namespace q3::runtime
