@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -20,7 +21,12 @@
 namespace q3::runtime {
 namespace {
 
-constexpr size_t kBufferBytes = size_t(1) << 20;
+// Bytes reach the file in whole 2 MB chunks at 2 MB-aligned offsets (the
+// last one excepted), so the page cache can hold what was written in huge
+// folios, which a mapped checkpoint's readers need (docs/cpu-backend.md,
+// "Where the checkpoint's bytes live"): a large write at an unaligned offset
+// leaves small folios at both of its ends.
+constexpr size_t kChunkBytes = size_t(2) << 20;
 
 // ---------------------------------------------------------------------------
 // The temporary files not yet committed, for removeTemporaryOutputs(), which
@@ -211,17 +217,21 @@ void AtomicFile::write(const void *data, size_t size) {
   if (committed_ || fd_ < 0)
     throw std::logic_error("AtomicFile::write after commit or failure");
   const auto *bytes = static_cast<const uint8_t *>(data);
-  if (buffer_.size() + size <= kBufferBytes) {
-    buffer_.insert(buffer_.end(), bytes, bytes + size);
-    return;
+  // The buffer holds what follows the last whole chunk written.
+  if (!buffer_.empty() || size < kChunkBytes) {
+    const size_t taken = std::min(size, kChunkBytes - buffer_.size());
+    buffer_.insert(buffer_.end(), bytes, bytes + taken);
+    bytes += taken;
+    size -= taken;
+    if (buffer_.size() < kChunkBytes)
+      return;
+    flushBuffer();
   }
-  flushBuffer();
-  if (size >= kBufferBytes) {
-    if (int error = writeAll(fd_, bytes, size))
+  const size_t whole = size / kChunkBytes * kChunkBytes;
+  if (whole > 0)
+    if (int error = writeAll(fd_, bytes, whole))
       fail("write", error);
-    return;
-  }
-  buffer_.assign(bytes, bytes + size);
+  buffer_.assign(bytes + whole, bytes + size);
 }
 
 void AtomicFile::commit() {

@@ -70,6 +70,31 @@ TEST(AtomicFile, CreatesTheFileOnlyOnCommit) {
   EXPECT_EQ(info.st_mode & 0777, 0666 & ~mask);
 }
 
+// Writes reach the file in 2 MB-aligned chunks (for the page cache's huge
+// folios); whatever the sizes of the writes, the bytes are the same.
+TEST(AtomicFile, WritesOfEverySizeKeepTheirBytesInOrder) {
+  TempDir dir;
+  const std::string path = dir.file("out.bin");
+  const size_t mb = size_t(1) << 20;
+  std::string expected;
+  {
+    AtomicFile file(path);
+    uint32_t next = 1;
+    for (size_t size : {size_t(56), 3 * mb + 7, size_t(1), 2 * mb, mb - 57, 2 * mb - 1, size_t(0),
+                        5 * mb, size_t(4096), 2 * mb + 1}) {
+      std::string piece(size, '\0');
+      for (char &c : piece)
+        c = char((next = next * 1103515245u + 12345u) >> 24);
+      file.write(piece);
+      expected += piece;
+    }
+    file.commit();
+  }
+  const std::string written = readText(path);
+  ASSERT_EQ(written.size(), expected.size());
+  EXPECT_TRUE(written == expected) << "the bytes differ"; // not printed: 20 MB
+}
+
 TEST(AtomicFile, AnAbandonedWriteLeavesTheOldFileAndNoTemporary) {
   TempDir dir;
   const std::string path = dir.file("model.q3");
