@@ -14,9 +14,10 @@ uint64_t bytesReadInPlace(const std::vector<WeightData> &weights) {
   return bytes;
 }
 
-BoundCheckpoint open(const std::string &path, const manifest::Manifest &m, FilePlacement placement,
-                     ThreadPool &pool, std::vector<std::string> *warnings,
-                     const WeightPlanProgress &progress) {
+BoundCheckpoint openAndBind(const std::string &path, const manifest::Manifest &m,
+                            FilePlacement placement, ThreadPool &pool,
+                            std::vector<std::string> *warnings,
+                            const WeightPlanProgress &progress) {
   BoundCheckpoint bound;
   bound.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(path, placement, &pool));
   bound.placement.placement = placement;
@@ -43,8 +44,8 @@ BoundCheckpoint bindCheckpoint(const std::string &path, const manifest::Manifest
                                std::vector<std::string> *warnings,
                                const WeightPlanProgress &progress) {
   if (asked)
-    return open(path, m, *asked, pool, warnings, progress);
-  BoundCheckpoint mapped = open(path, m, FilePlacement::Mapped, pool, warnings, progress);
+    return openAndBind(path, m, *asked, pool, warnings, progress);
+  BoundCheckpoint mapped = openAndBind(path, m, FilePlacement::Mapped, pool, warnings, progress);
   mapped.placement.chosen = true;
   const PlacementFacts facts{m.target.backend == "cpu",
                              mapped.placement.pageCacheHugeShare,
@@ -59,7 +60,8 @@ BoundCheckpoint bindCheckpoint(const std::string &path, const manifest::Manifest
   mapped.checkpoint.reset();
   if (warnings)
     warnings->clear(); // the same ones come again
-  BoundCheckpoint copied = open(path, m, FilePlacement::HugePageCopy, pool, warnings, progress);
+  BoundCheckpoint copied =
+      openAndBind(path, m, FilePlacement::HugePageCopy, pool, warnings, progress);
   copied.placement.chosen = true;
   copied.placement.pageCacheHugeShare = seen.pageCacheHugeShare;
   return copied;
