@@ -83,8 +83,9 @@ void CpuDriver::useKernelVariant(int64_t kernel, int variant) {
   kernels_.at(size_t(kernel)) = variant < 0 ? builds.base : builds.variants.at(size_t(variant));
 }
 
-int64_t CpuDriver::allocate(int64_t bytes) {
-  HostBuffer buffer(size_t(bytes > 0 ? bytes : 1));
+int64_t CpuDriver::allocate(int64_t bytes, Pages pages) {
+  HostBuffer buffer(size_t(bytes > 0 ? bytes : 1),
+                    pages == Pages::Huge ? HostBuffer::Pages::Huge : HostBuffer::Pages::Small);
   uint8_t *data = buffer.data();
   memory_.push_back({data, bytes, std::move(buffer)});
   return int64_t(memory_.size() - 1);

@@ -45,8 +45,13 @@ public:
   /// dispatch(). Throws LoadError when the executables lack it.
   virtual int64_t kernel(const std::string &name) = 0;
 
+  /// How host memory backs a buffer: Small pages become resident as they
+  /// are first written; Huge ones (transparent huge pages) in 2 MB steps, so
+  /// a buffer written sparsely is resident almost whole, but streaming reads
+  /// of it miss the TLB far less. Device memory ignores it.
+  enum class Pages { Small, Huge };
   /// `bytes` of zeroed memory (activations, the KV cache, token ids).
-  virtual int64_t allocate(int64_t bytes) = 0;
+  virtual int64_t allocate(int64_t bytes, Pages pages = Pages::Small) = 0;
   /// Host bytes that stay valid and unchanged while the driver lives (the
   /// weights): the CPU driver reads them in place, a GPU driver uploads them.
   virtual int64_t wrapHost(const void *data, int64_t bytes) = 0;

@@ -7,7 +7,8 @@
 // weights) ask for transparent huge pages: a 2 MB fault replaces 512 small
 // ones and decode's streaming reads miss the TLB less. Buffers written as a
 // request goes (the KV cache: one 2 MB stretch per head and layer even for a
-// one-token prompt) keep small pages, so memory follows use.
+// one-token prompt) choose: small pages, so memory follows use, or huge
+// ones, read faster (runtime/Model.h, kvCacheOnHugePagesPays).
 //
 //===----------------------------------------------------------------------===//
 #pragma once

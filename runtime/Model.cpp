@@ -57,6 +57,9 @@ struct Model::State {
   std::vector<KernelProfile> stepProfiles; // parallel to the steps while profiling
   std::map<std::string, std::string> variantChoices; // kernel -> the build it runs
   std::optional<CheckpointPlacement> checkpointPlacement; // absent for embedded weights
+  uint64_t memoryBudget = 0;                              // availableMemory() at load
+  int64_t kvCacheBytes = 0;                               // keys and values
+  bool kvCacheOnHugePages = false;                        // see kvCacheOnHugePagesPays
 
   void allocate();
   /// Locks the weights in memory (ModelOptions::lockWeights); `source` is
@@ -117,8 +120,12 @@ void Model::State::allocate() {
   // zeroing (allocate() leaves untouched pages unmapped).
   const int64_t cacheBytes = bytes(bytes(layers, context, "the KV cache"), kvRowBytes,
                                    "the KV cache");
-  keyCache = driver->allocate(cacheBytes);
-  valueCache = driver->allocate(cacheBytes);
+  kvCacheBytes = 2 * cacheBytes;
+  kvCacheOnHugePages = manifest.target.backend == "cpu" &&
+                       kvCacheOnHugePagesPays(uint64_t(kvCacheBytes), memoryBudget);
+  const auto kvPages = kvCacheOnHugePages ? Driver::Pages::Huge : Driver::Pages::Small;
+  keyCache = driver->allocate(cacheBytes, kvPages);
+  valueCache = driver->allocate(cacheBytes, kvPages);
   tokenBuffer = driver->allocate(chunkRows * 4);
   int64_t workspaceBytes = 0;
   for (const manifest::Kernel &k : manifest.kernels)
@@ -377,6 +384,7 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   const std::vector<MemoryPart> modelMemory = estimateModelMemory(
       s.artifact->manifest(), s.context, uint64_t(manifest::elementBytes(s.manifest.kvCache)));
   const MemoryBudget budget = availableMemory();
+  s.memoryBudget = budget.bytes;
   requireMemory(
       fmt::format("{}: the model with a context of {} positions", artifactPath, s.context),
       modelMemory, budget, "; use a shorter context (q3run --ctx)");
@@ -507,6 +515,8 @@ int64_t Model::weightBytes() const {
   return total;
 }
 uint64_t Model::lockedBytes() const { return state->lockedWeights.bytes(); }
+int64_t Model::kvCacheBytes() const { return state->kvCacheBytes; }
+bool Model::kvCacheOnHugePages() const { return state->kvCacheOnHugePages; }
 const std::optional<CheckpointPlacement> &Model::checkpointPlacement() const {
   return state->checkpointPlacement;
 }
@@ -550,6 +560,10 @@ std::vector<KernelProfile> Model::profile() const {
     it->multiplyAdds += step.multiplyAdds;
   }
   return byKernel;
+}
+
+bool kvCacheOnHugePagesPays(uint64_t cacheBytes, uint64_t budgetBytes) {
+  return cacheBytes <= budgetBytes / 8;
 }
 
 } // namespace q3::runtime

@@ -411,7 +411,7 @@ void VulkanDriver::destroyBuffer(Buffer &buffer) {
   buffer = Buffer{};
 }
 
-int64_t VulkanDriver::allocate(int64_t bytes) {
+int64_t VulkanDriver::allocate(int64_t bytes, Pages /*device memory has no such choice*/) {
   try {
     Buffer buffer = createBuffer(bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0,
                                  "an activation or KV-cache buffer");

@@ -37,7 +37,7 @@ public:
   ~VulkanDriver() override;
 
   int64_t kernel(const std::string &name) override;
-  int64_t allocate(int64_t bytes) override;
+  int64_t allocate(int64_t bytes, Pages pages = Pages::Small) override;
   int64_t wrapHost(const void *data, int64_t bytes) override;
   void write(const BufferRange &to, const void *from) override;
   void read(const BufferRange &from, void *to) override;

@@ -13,6 +13,7 @@
 #include "ir/BuildGraph.h"
 #include "passes/Pipeline.h"
 #include "runtime/Model.h"
+#include "runtime/ResourceLimits.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -120,6 +121,27 @@ TEST_F(ModelTest, DecodeStepsGiveTheRowsOfOnePrefill) {
     const std::vector<float> step = model->forward({golden->prompt[t]});
     EXPECT_LE(maxAbsDiff(step, row(all, vocab, int64_t(t))), 1e-5) << "position " << t;
   }
+}
+
+// The KV cache goes on huge pages (resident whole from the first token,
+// streamed faster) only while it is a small part of the memory this process
+// may use; a long context keeps growing with use.
+TEST(ModelKvCache, HugePagesOnlyForACacheOfAtMostAnEighthOfTheBudget) {
+  const uint64_t gb = 1000000000;
+  EXPECT_TRUE(runtime::kvCacheOnHugePagesPays(gb, 8 * gb));
+  EXPECT_FALSE(runtime::kvCacheOnHugePagesPays(gb + 1, 8 * gb));
+  EXPECT_FALSE(runtime::kvCacheOnHugePagesPays(gb, 0)); // no budget known to fit it
+}
+
+TEST_F(ModelTest, TheKvCacheHoldsKeysAndValuesForTheWholeContext) {
+  auto model = load(/*context=*/64);
+  const auto &c = model->config();
+  EXPECT_EQ(model->kvCacheBytes(), 2 * c.numHiddenLayers * 64 * c.numKeyValueHeads * c.headDim * 4);
+  // The golden's cache is a few hundred KB: on huge pages wherever this
+  // machine's memory is more than eight times that.
+  EXPECT_EQ(model->kvCacheOnHugePages(),
+            runtime::kvCacheOnHugePagesPays(uint64_t(model->kvCacheBytes()),
+                                            runtime::availableMemory().bytes));
 }
 
 TEST_F(ModelTest, ResetForgetsTheCache) {

@@ -434,6 +434,8 @@ int benchCommand(const std::vector<std::string> &args) {
         {"locked_bytes", model->lockedBytes()},
         {"kernel_variants", model->kernelVariantChoices()},
         {"checkpoint", placementJson(model->checkpointPlacement())},
+        {"kv_cache",
+         {{"bytes", model->kvCacheBytes()}, {"huge_pages", model->kvCacheOnHugePages()}}},
     };
     if (profile) {
       out["profile"] = json::array();
@@ -478,6 +480,12 @@ int benchCommand(const std::vector<std::string> &args) {
              peakRss >= 0 ? formatBytes(double(peakRss)) : std::string("unknown"));
   if (const auto &placement = model->checkpointPlacement())
     fmt::print("{}\n", describePlacement(*placement));
+  fmt::print(
+      "KV cache {} for {} positions, {}\n", formatBytes(double(model->kvCacheBytes())),
+      model->contextLength(),
+      model->kvCacheOnHugePages()
+          ? "on huge pages (resident from the first token: decode attention streams it faster)"
+          : "resident as positions fill");
   if (!model->kernelVariantChoices().empty()) {
     std::vector<std::string> choices;
     for (const auto &[kernel, variant] : model->kernelVariantChoices())
