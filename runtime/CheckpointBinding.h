@@ -4,8 +4,8 @@
 // the checkpoint's bytes are. Mapped, those bytes are the page cache's: huge
 // folios when the file was read back from disk (one TLB entry per 2 MB),
 // small ones when it was written in small pieces and is still cached as it
-// was written, and then decode's streams run measurably slower (30-40% on
-// the project's VMs, docs/cpu-backend.md). A copy onto transparent huge pages
+// was written, and then decode ran about half as fast on the project's AMD
+// VM (docs/cpu-backend.md). A copy onto transparent huge pages
 // costs a read of the file at load. This file measures which case a load
 // meets and takes the copy only where it pays.
 //
