@@ -563,7 +563,8 @@ std::vector<KernelProfile> Model::profile() const {
 }
 
 bool kvCacheOnHugePagesPays(uint64_t cacheBytes, uint64_t budgetBytes) {
-  return cacheBytes <= budgetBytes / 8;
+  constexpr uint64_t kHugePage = uint64_t(2) << 20;
+  return cacheBytes >= 2 * kHugePage && cacheBytes <= budgetBytes / 8;
 }
 
 } // namespace q3::runtime

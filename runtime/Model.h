@@ -72,11 +72,12 @@ struct ModelOptions {
 /// Its layout, [layer][KV head][position][feature], gives each layer and
 /// head one stretch of the context (2 MB for the 0.6B shape's 4096 f32
 /// positions), so on huge pages the first token makes nearly all of it
-/// resident; in exchange decode attention streams it ~20% faster (measured
-/// on the project's AMD VM: 37-39 against 30-32 GB/s of KV after 2048
-/// positions). Taken while the whole cache is at most an eighth of
-/// `budgetBytes` (the memory this process may use), so long contexts keep
-/// growing with use.
+/// resident; in exchange decode attention streams it faster (measured on
+/// the project's AMD VM, five alternations: 37-39 against 24-35 GB/s of KV
+/// after 2048 positions). Taken while the whole cache is at most an eighth
+/// of `budgetBytes` (the memory this process may use), so long contexts
+/// keep growing with use, and when each of keys and values holds at least
+/// one huge page (HostBuffer maps less with small pages).
 bool kvCacheOnHugePagesPays(uint64_t cacheBytes, uint64_t budgetBytes);
 
 class Model {

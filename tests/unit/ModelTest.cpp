@@ -131,14 +131,18 @@ TEST(ModelKvCache, HugePagesOnlyForACacheOfAtMostAnEighthOfTheBudget) {
   EXPECT_TRUE(runtime::kvCacheOnHugePagesPays(gb, 8 * gb));
   EXPECT_FALSE(runtime::kvCacheOnHugePagesPays(gb + 1, 8 * gb));
   EXPECT_FALSE(runtime::kvCacheOnHugePagesPays(gb, 0)); // no budget known to fit it
+  // Keys and values each less than a huge page: HostBuffer maps small pages.
+  const uint64_t hugePage = uint64_t(2) << 20;
+  EXPECT_TRUE(runtime::kvCacheOnHugePagesPays(2 * hugePage, 100 * gb));
+  EXPECT_FALSE(runtime::kvCacheOnHugePagesPays(2 * hugePage - 2, 100 * gb));
 }
 
 TEST_F(ModelTest, TheKvCacheHoldsKeysAndValuesForTheWholeContext) {
   auto model = load(/*context=*/64);
   const auto &c = model->config();
   EXPECT_EQ(model->kvCacheBytes(), 2 * c.numHiddenLayers * 64 * c.numKeyValueHeads * c.headDim * 4);
-  // The golden's cache is a few hundred KB: on huge pages wherever this
-  // machine's memory is more than eight times that.
+  // The golden's cache at 64 positions is less than a huge page: small pages.
+  EXPECT_FALSE(model->kvCacheOnHugePages());
   EXPECT_EQ(model->kvCacheOnHugePages(),
             runtime::kvCacheOnHugePagesPays(uint64_t(model->kvCacheBytes()),
                                             runtime::availableMemory().bytes));
