@@ -7,14 +7,10 @@
 
 namespace q3::runtime {
 
-namespace {
-constexpr size_t kHugePage = size_t(2) << 20;
-}
-
 HostBuffer::HostBuffer(size_t bytes, Pages pages) {
   if (bytes == 0)
     return;
-  if (pages == Pages::Small || bytes < kHugePage) {
+  if (pages == Pages::Small || bytes < kHugePageBytes) {
     // Small: a huge page would make a few KB resident as 2 MB.
     void *p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -24,16 +20,16 @@ HostBuffer::HostBuffer(size_t bytes, Pages pages) {
     return;
   }
   // Whole huge pages on a huge-page boundary: map one more, trim the ends.
-  const size_t length = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  void *p = ::mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE,
+  const size_t length = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  void *p = ::mmap(nullptr, length + kHugePageBytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     throw std::bad_alloc();
   const auto start = reinterpret_cast<uintptr_t>(p);
-  const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+  const uintptr_t aligned = (start + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
   if (aligned > start)
     ::munmap(p, aligned - start);
-  if (const size_t tail = start + length + kHugePage - (aligned + length))
+  if (const size_t tail = start + length + kHugePageBytes - (aligned + length))
     ::munmap(reinterpret_cast<void *>(aligned + length), tail);
 #ifdef MADV_HUGEPAGE
   // Advice only: without THP the buffer is still correct.

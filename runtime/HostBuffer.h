@@ -18,6 +18,10 @@
 
 namespace q3::runtime {
 
+/// The transparent huge page size of x86-64 (a PMD): what Pages::Huge maps
+/// in, and the stretch a huge page-cache folio covers.
+constexpr size_t kHugePageBytes = size_t(2) << 20;
+
 class HostBuffer {
 public:
   HostBuffer() = default;

@@ -85,7 +85,7 @@ void MappedFile::copyFrom(const FileDescriptor &file, const std::string &path, T
   // Most of a copy's time is the kernel finding and zeroing huge pages on
   // first touch, which scales with the threads that touch them; each thread
   // takes whole huge pages, so no page is faulted by two.
-  constexpr size_t kBlock = size_t(2) << 20;
+  constexpr size_t kBlock = kHugePageBytes;
   const auto blocks = int64_t((size_ + kBlock - 1) / kBlock);
   const auto readBlocks = [&](int64_t first, int64_t last) {
     readRange(file, path, copy_.data(), size_t(first) * kBlock,
@@ -131,7 +131,7 @@ static std::optional<std::string> readSmaps() {
 std::optional<double> MappedFile::hugePageShare(int samples) const {
   if (!copy_.empty())
     return 1.0;
-  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
+  constexpr auto kHuge = uintptr_t(kHugePageBytes);
   const auto start = uintptr_t(mapping_);
   const uintptr_t first = (start + kHuge - 1) / kHuge * kHuge;
   const uintptr_t stretches = first < start + size_ ? (start + size_ - first) / kHuge : 0;

@@ -16,6 +16,7 @@
 #include "runtime/CheckpointConfig.h"
 #include "runtime/DType.h"
 #include "runtime/Driver.h"
+#include "runtime/HostBuffer.h"
 #include "runtime/LoadError.h"
 #include "runtime/MemoryLock.h"
 #include "runtime/ModelMemory.h"
@@ -57,11 +58,11 @@ struct Model::State {
   std::vector<KernelProfile> stepProfiles; // parallel to the steps while profiling
   std::map<std::string, std::string> variantChoices; // kernel -> the build it runs
   std::optional<CheckpointPlacement> checkpointPlacement; // absent for embedded weights
-  uint64_t memoryBudget = 0;                              // availableMemory() at load
-  int64_t kvCacheBytes = 0;                               // keys and values
   bool kvCacheOnHugePages = false;                        // see kvCacheOnHugePagesPays
 
-  void allocate();
+  /// The activation buffers and the KV cache; `memoryBudget` (bytes this
+  /// process may use) decides the cache's pages.
+  void allocate(uint64_t memoryBudget);
   /// Locks the weights in memory (ModelOptions::lockWeights); `source` is
   /// the checkpoint or the artifact that embeds them, for the message.
   void lockWeights(const std::string &source);
@@ -92,7 +93,7 @@ struct Model::State {
   void countCall(size_t index, int64_t visible, int64_t computedRows);
 };
 
-void Model::State::allocate() {
+void Model::State::allocate(uint64_t memoryBudget) {
   const manifest::ModelConfig &c = manifest.config;
   layers = c.numHiddenLayers;
   vocab = c.vocabSize;
@@ -118,11 +119,10 @@ void Model::State::allocate() {
     buffers.push_back(driver->allocate(bytes(chunkRows, rowBytes, "an activation buffer")));
   // Positions are written before attention reads them: the cache needs no
   // zeroing (allocate() leaves untouched pages unmapped).
-  const int64_t cacheBytes = bytes(bytes(layers, context, "the KV cache"), kvRowBytes,
-                                   "the KV cache");
-  kvCacheBytes = 2 * cacheBytes;
+  const int64_t cacheBytes =
+      bytes(bytes(layers, context, "the KV cache"), kvRowBytes, "the KV cache");
   kvCacheOnHugePages = manifest.target.backend == "cpu" &&
-                       kvCacheOnHugePagesPays(uint64_t(kvCacheBytes), memoryBudget);
+                       kvCacheOnHugePagesPays(2 * uint64_t(cacheBytes), memoryBudget);
   const auto kvPages = kvCacheOnHugePages ? Driver::Pages::Huge : Driver::Pages::Small;
   keyCache = driver->allocate(cacheBytes, kvPages);
   valueCache = driver->allocate(cacheBytes, kvPages);
@@ -384,7 +384,6 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   const std::vector<MemoryPart> modelMemory = estimateModelMemory(
       s.artifact->manifest(), s.context, uint64_t(manifest::elementBytes(s.manifest.kvCache)));
   const MemoryBudget budget = availableMemory();
-  s.memoryBudget = budget.bytes;
   requireMemory(
       fmt::format("{}: the model with a context of {} positions", artifactPath, s.context),
       modelMemory, budget, "; use a shorter context (q3run --ctx)");
@@ -409,7 +408,7 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   }
   if (options.lockWeights)
     s.lockWeights(embedded ? artifactPath : weightsPath);
-  s.allocate();
+  s.allocate(budget.bytes);
   s.chooseKernelVariants(options.kernelBuild);
   return model;
 }
@@ -515,7 +514,9 @@ int64_t Model::weightBytes() const {
   return total;
 }
 uint64_t Model::lockedBytes() const { return state->lockedWeights.bytes(); }
-int64_t Model::kvCacheBytes() const { return state->kvCacheBytes; }
+int64_t Model::kvCacheBytes() const {
+  return 2 * state->layers * state->context * state->kvRowBytes;
+}
 bool Model::kvCacheOnHugePages() const { return state->kvCacheOnHugePages; }
 const std::optional<CheckpointPlacement> &Model::checkpointPlacement() const {
   return state->checkpointPlacement;
@@ -563,8 +564,7 @@ std::vector<KernelProfile> Model::profile() const {
 }
 
 bool kvCacheOnHugePagesPays(uint64_t cacheBytes, uint64_t budgetBytes) {
-  constexpr uint64_t kHugePage = uint64_t(2) << 20;
-  return cacheBytes >= 2 * kHugePage && cacheBytes <= budgetBytes / 8;
+  return cacheBytes >= 2 * kHugePageBytes && cacheBytes <= budgetBytes / 8;
 }
 
 } // namespace q3::runtime
