@@ -1,5 +1,7 @@
 #include "runtime/HostBuffer.h"
+#include "runtime/Smaps.h"
 
+#include <algorithm>
 #include <new>
 #include <utility>
 
@@ -54,6 +56,17 @@ HostBuffer &HostBuffer::operator=(HostBuffer &&other) noexcept {
     mapped_ = std::exchange(other.mapped_, 0);
   }
   return *this;
+}
+
+std::optional<double> HostBuffer::hugePageShare() const {
+  if (!data_)
+    return std::nullopt;
+  const std::optional<std::string> smaps = readSelfSmaps();
+  const std::optional<uint64_t> kb =
+      smaps ? smapsFieldKb(*smaps, uintptr_t(data_), "AnonHugePages") : std::nullopt;
+  if (!kb)
+    return std::nullopt;
+  return std::min(1.0, double(*kb << 10) / double(mapped_));
 }
 
 void HostBuffer::reset() {

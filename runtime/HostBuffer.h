@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace q3::runtime {
 
@@ -37,6 +38,11 @@ public:
   uint8_t *data() const { return data_; }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  /// The share of the buffer's pages the kernel holds on huge pages now
+  /// (AnonHugePages over the mapped bytes; pages never touched count as
+  /// small), or nullopt where /proc/self/smaps does not say (the kernel
+  /// merged the mapping with its neighbour, or no procfs).
+  std::optional<double> hugePageShare() const;
   /// Unmaps the memory now.
   void reset();
 

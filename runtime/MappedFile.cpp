@@ -1,6 +1,7 @@
 #include "runtime/MappedFile.h"
 #include "runtime/FatalSignals.h"
 #include "runtime/LoadError.h"
+#include "runtime/Smaps.h"
 #include "runtime/ThreadPool.h"
 
 #include <fmt/format.h>
@@ -98,36 +99,6 @@ void MappedFile::copyFrom(const FileDescriptor &file, const std::string &path, T
   mapping_ = copy_.data();
 }
 
-std::optional<uint64_t> filePmdMappedKb(std::string_view smaps, uintptr_t start) {
-  bool inMapping = false;
-  while (!smaps.empty()) {
-    const size_t newline = smaps.find('\n');
-    const std::string line(smaps.substr(0, newline));
-    smaps.remove_prefix(newline == std::string_view::npos ? smaps.size() : newline + 1);
-    unsigned long long begin = 0, end = 0, kb = 0;
-    // A mapping's header, "begin-end perms offset dev inode [path]" (no field
-    // line starts with two hex numbers joined by '-').
-    if (std::sscanf(line.c_str(), "%llx-%llx ", &begin, &end) == 2)
-      inMapping = begin == start;
-    else if (inMapping && std::sscanf(line.c_str(), "FilePmdMapped: %llu kB", &kb) == 1)
-      return uint64_t(kb);
-  }
-  return std::nullopt;
-}
-
-/// /proc/self/smaps, or nullopt.
-static std::optional<std::string> readSmaps() {
-  std::FILE *file = std::fopen("/proc/self/smaps", "re");
-  if (!file)
-    return std::nullopt;
-  std::string text;
-  char chunk[1 << 14];
-  for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, file)) > 0;)
-    text.append(chunk, n);
-  std::fclose(file);
-  return text;
-}
-
 std::optional<double> MappedFile::hugePageShare(int samples) const {
   if (!copy_.empty())
     return 1.0;
@@ -143,8 +114,9 @@ std::optional<double> MappedFile::hugePageShare(int samples) const {
         reinterpret_cast<const volatile uint8_t *>(first + i * stretches / taken * kHuge);
     (void)*byte; // the fault maps the whole stretch when its folio is huge
   }
-  const std::optional<std::string> smaps = readSmaps();
-  const std::optional<uint64_t> kb = smaps ? filePmdMappedKb(*smaps, start) : std::nullopt;
+  const std::optional<std::string> smaps = readSelfSmaps();
+  const std::optional<uint64_t> kb =
+      smaps ? smapsFieldKb(*smaps, start, "FilePmdMapped") : std::nullopt;
   if (!kb)
     return std::nullopt;
   return std::min(1.0, double(*kb << 10) / double(taken * kHuge));

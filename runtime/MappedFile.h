@@ -9,7 +9,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 
 namespace q3::runtime {
 
@@ -41,10 +40,6 @@ OpenedFile openRegularFile(const std::string &path);
 /// folios), or a copy in anonymous memory on transparent huge pages (a read
 /// of the whole file at load; the kernels' streams then miss the TLB less).
 enum class FilePlacement { Mapped, HugePageCopy };
-
-/// The FilePmdMapped kB that `smaps` (the text of /proc/PID/smaps) gives
-/// the mapping starting at `start`, or nullopt.
-std::optional<uint64_t> filePmdMappedKb(std::string_view smaps, uintptr_t start);
 
 /// A regular file's bytes, read-only, for as long as this lives: mapped
 /// (MAP_PRIVATE) or copied (FilePlacement). An empty file has no bytes

@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <new>
 #include <stdexcept>
 
 #if defined(__x86_64__)
@@ -93,19 +91,16 @@ uint64_t sumLines(const uint8_t *data, int64_t lines) {
 } // namespace
 
 ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool &pool, int64_t bytes)
-    : pool_(pool), bytes_(bytes), lines_(std::max<int64_t>(1, bytes / kLine)), data_(nullptr) {
+    : pool_(pool), bytes_(bytes), lines_(std::max<int64_t>(1, bytes / kLine)) {
   if (bytes < 1)
     throw std::invalid_argument("ReadBandwidthProbe: bytes must be >= 1");
-  data_ = static_cast<uint8_t *>(std::aligned_alloc(size_t(kLine), size_t(lines_ * kLine)));
-  if (!data_)
-    throw std::bad_alloc();
+  buffer_ = HostBuffer(size_t(lines_ * kLine), HostBuffer::Pages::Huge);
+  data_ = buffer_.data();
   // Same split as the timed loop, so each thread faults in exactly what it reads.
   pool_.parallelFor(lines_, [&](int64_t begin, int64_t end) {
     std::memset(data_ + begin * kLine, 1, size_t((end - begin) * kLine));
   });
 }
-
-ReadBandwidthProbe::~ReadBandwidthProbe() { std::free(data_); }
 
 BandwidthResult ReadBandwidthProbe::measure(int repetitions) {
   if (repetitions < 1)

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <string>
 #include <utility>
 
 namespace q3::runtime {
@@ -26,6 +29,34 @@ TEST(HostBuffer, HugeBuffersStartOnAHugePageBoundaryAndReadAsZeros) {
   EXPECT_TRUE(allZero(buffer));
   buffer.data()[buffer.size() - 1] = 7; // the whole size is writable
   EXPECT_EQ(buffer.data()[buffer.size() - 1], 7);
+}
+
+/// The bracketed mode of /sys/kernel/mm/transparent_hugepage/enabled
+/// ("always", "madvise", "never"), or "" without THP.
+std::string transparentHugePageMode() {
+  std::ifstream file("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string text;
+  std::getline(file, text);
+  const size_t open = text.find('['), close = text.find(']');
+  return open == std::string::npos || close < open ? "" : text.substr(open + 1, close - open - 1);
+}
+
+// Decode's speed and the bandwidth floor bench compares it with rest on this:
+// a huge buffer, once written, is on huge pages, and the buffer says so.
+TEST(HostBuffer, WrittenHugeBuffersAreOnHugePages) {
+  const std::string mode = transparentHugePageMode();
+  if (mode != "always" && mode != "madvise")
+    GTEST_SKIP() << "transparent huge pages are off here";
+  HostBuffer huge(8 * kMiB, HostBuffer::Pages::Huge);
+  std::memset(huge.data(), 1, huge.size());
+  ASSERT_TRUE(huge.hugePageShare().has_value());
+  EXPECT_GE(*huge.hugePageShare(), 0.5) << "the kernel gave small pages";
+  if (mode == "madvise") {
+    HostBuffer small(8 * kMiB, HostBuffer::Pages::Small);
+    std::memset(small.data(), 1, small.size());
+    EXPECT_EQ(small.hugePageShare().value_or(0), 0.0);
+  }
+  EXPECT_EQ(HostBuffer().hugePageShare(), std::nullopt);
 }
 
 TEST(HostBuffer, SmallAndSmallPagedBuffersReadAsZeros) {

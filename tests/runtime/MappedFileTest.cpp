@@ -5,6 +5,7 @@
 
 #include "runtime/LoadError.h"
 #include "runtime/MappedFile.h"
+#include "runtime/Smaps.h"
 #include "runtime/ThreadPool.h"
 
 #include <gtest/gtest.h>
@@ -102,7 +103,7 @@ TEST(MappedFile, HugePageShareIsAShareOfWholeStretches) {
   EXPECT_EQ(MappedFile::open(big, FilePlacement::HugePageCopy)->hugePageShare(), 1.0);
 }
 
-TEST(MappedFile, FilePmdMappedIsReadFromTheMappingThatStartsThere) {
+TEST(Smaps, AFieldIsReadFromTheMappingThatStartsThere) {
   // Paths that look like hex or hold field names must not confuse the parse.
   const std::string smaps =
       "7f0000000000-7f0000200000 r--p 00000000 fd:00 12 /tmp/deadbeef-cafe.safetensors\n"
@@ -114,11 +115,14 @@ TEST(MappedFile, FilePmdMappedIsReadFromTheMappingThatStartsThere) {
       "FilePmdMapped:      4096 kB\n"
       "ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]\n"
       "FilePmdMapped:         0 kB";
-  EXPECT_EQ(filePmdMappedKb(smaps, 0x7f0000000000), 2048u);
-  EXPECT_EQ(filePmdMappedKb(smaps, 0x7f0000400000), 4096u);
-  EXPECT_EQ(filePmdMappedKb(smaps, 0xffffffffff600000), 0u);
-  EXPECT_EQ(filePmdMappedKb(smaps, 0x7f0000200000), std::nullopt) << "no mapping starts there";
-  EXPECT_EQ(filePmdMappedKb("", 0x7f0000000000), std::nullopt);
+  EXPECT_EQ(smapsFieldKb(smaps, 0x7f0000000000, "FilePmdMapped"), 2048u);
+  EXPECT_EQ(smapsFieldKb(smaps, 0x7f0000400000, "FilePmdMapped"), 4096u);
+  EXPECT_EQ(smapsFieldKb(smaps, 0xffffffffff600000, "FilePmdMapped"), 0u);
+  EXPECT_EQ(smapsFieldKb(smaps, 0x7f0000200000, "FilePmdMapped"), std::nullopt)
+      << "no mapping starts there";
+  EXPECT_EQ(smapsFieldKb("", 0x7f0000000000, "FilePmdMapped"), std::nullopt);
+  EXPECT_EQ(smapsFieldKb(smaps, 0x7f0000400000, "AnonHugePages"), 0u);
+  EXPECT_EQ(smapsFieldKb(smaps, 0x7f0000000000, "AnonHugePages"), std::nullopt) << "no such field";
 }
 
 } // namespace

@@ -218,6 +218,7 @@ public:
     }
     cpu_.emplace(model.pool(), kBandwidthBytes);
     bytes_ = cpu_->bytes();
+    hugePageShare_ = cpu_->hugePageShare();
   }
   double measure() {
     if (cpu_)
@@ -228,11 +229,15 @@ public:
   int64_t bytes() const { return bytes_; }
   /// Host memory the probe holds (counted out of the peak RSS).
   int64_t hostBytes() const { return cpu_ ? cpu_->bytes() : 0; }
+  /// The host probe's buffer on huge pages, as the weights decode streams
+  /// (where smaps says; nullopt on a device).
+  std::optional<double> hugePageShare() const { return hugePageShare_; }
 
 private:
   runtime::Model &model_;
   std::optional<runtime::ReadBandwidthProbe> cpu_;
   int64_t bytes_ = 0;
+  std::optional<double> hugePageShare_;
 };
 
 json placementJson(const std::optional<runtime::CheckpointPlacement> &placement) {
@@ -374,10 +379,12 @@ int benchCommand(const std::vector<std::string> &args) {
   int64_t peakRss = loadPeakRss;
   bool deviceFloor = false;
   int64_t bandwidthBytes = 0;
+  std::optional<double> bandwidthHugeShare;
   {
     BandwidthFloor probe(*model);
     deviceFloor = probe.onDevice();
     bandwidthBytes = probe.bytes();
+    bandwidthHugeShare = probe.hugePageShare();
     runs = runRepetitions(*model, probe, prompt, decodeTokens, repetitions);
     if (loadPeakRss >= 0)
       peakRss = std::max(loadPeakRss, peakRssBytes() - probe.hostBytes());
@@ -427,6 +434,7 @@ int benchCommand(const std::vector<std::string> &args) {
         {"best_bandwidth_gb_s", bestBandwidth},
         {"bandwidth_gb_s_runs", runs.bandwidths},
         {"bandwidth_buffer_bytes", bandwidthBytes},
+        {"bandwidth_buffer_huge_page_share", orNull(bandwidthHugeShare)},
         {"bandwidth_repetitions", kProbeReads},
         {"fraction_of_bandwidth", orNull(fraction)},
         {"fraction_of_best_bandwidth", orNull(fractionOfBest)},
@@ -464,9 +472,12 @@ int benchCommand(const std::vector<std::string> &args) {
                bandwidth, model->deviceName(), formatBytes(double(bandwidthBytes)),
                runs.bandwidths.size(), kProbeReads, fmt::join(runs.bandwidths, ", "));
   else
-    fmt::print("machine read bandwidth: {:.1f} GB/s (STREAM-like, median of {} probes around the "
-               "decode runs, each the best of {} reads: {:.1f} GB/s)\n",
-               bandwidth, runs.bandwidths.size(), kProbeReads, fmt::join(runs.bandwidths, ", "));
+    fmt::print("machine read bandwidth: {:.1f} GB/s (STREAM-like{}, median of {} probes around "
+               "the decode runs, each the best of {} reads: {:.1f} GB/s)\n",
+               bandwidth,
+               bandwidthHugeShare ? fmt::format(" on {:.0f}% huge pages", *bandwidthHugeShare * 100)
+                                  : std::string(),
+               runs.bandwidths.size(), kProbeReads, fmt::join(runs.bandwidths, ", "));
   if (fractionOfBest)
     fmt::print("against the best probe, {:.1f} GB/s, decode runs at {:.0f}%\n", bestBandwidth,
                *fractionOfBest * 100);
