@@ -231,4 +231,18 @@ std::optional<double> Checkpoint::hugePageShare() const {
   return huge / measured;
 }
 
+RereadResult Checkpoint::rereadIntoHugeFolios(ThreadPool *pool, double minBytesPerSecond) const {
+  RereadResult total;
+  for (const auto &file : files_) {
+    const RereadResult one = file->rereadIntoHugeFolios(pool, minBytesPerSecond);
+    total.bytes += one.bytes;
+    total.seconds += one.seconds;
+    if (one.slowStorage) {
+      total.slowStorage = true;
+      break;
+    }
+  }
+  return total;
+}
+
 } // namespace q3::runtime

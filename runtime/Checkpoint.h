@@ -35,6 +35,9 @@ public:
   /// MappedFile::hugePageShare over its files, weighted by their sizes
   /// (nullopt when no file could be measured). Before any weight is read.
   std::optional<double> hugePageShare() const;
+  /// MappedFile::rereadIntoHugeFolios over its files in turn, until one reads
+  /// slower than `minBytesPerSecond` (then slowStorage).
+  RereadResult rereadIntoHugeFolios(ThreadPool *pool, double minBytesPerSecond) const;
 
 private:
   Checkpoint() = default;

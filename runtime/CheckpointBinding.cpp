@@ -55,6 +55,14 @@ BoundCheckpoint bindCheckpoint(const std::string &path, const manifest::Manifest
                              budget.bytes};
   if (!copyPays(facts))
     return mapped;
+  // Small folios: read the file back into huge ones if storage is fast, so
+  // this load and every later one read it in place at full speed.
+  mapped.placement.reread =
+      mapped.checkpoint->rereadIntoHugeFolios(&pool, kMinRereadBytesPerSecond);
+  mapped.placement.hugeShareAfterReread = mapped.checkpoint->hugePageShare();
+  if (mapped.placement.hugeShareAfterReread &&
+      *mapped.placement.hugeShareAfterReread >= kCopyBelowHugeShare)
+    return mapped;
   const CheckpointPlacement seen = mapped.placement;
   mapped.weights.clear(); // they point into the mapping
   mapped.checkpoint.reset();
@@ -64,6 +72,8 @@ BoundCheckpoint bindCheckpoint(const std::string &path, const manifest::Manifest
       openAndBind(path, m, FilePlacement::HugePageCopy, pool, warnings, progress);
   copied.placement.chosen = true;
   copied.placement.pageCacheHugeShare = seen.pageCacheHugeShare;
+  copied.placement.reread = seen.reread;
+  copied.placement.hugeShareAfterReread = seen.hugeShareAfterReread;
   return copied;
 }
 

@@ -5,9 +5,14 @@
 // folios when the file was read back from disk (one TLB entry per 2 MB),
 // small ones when it was written in small pieces and is still cached as it
 // was written, and then decode ran about half as fast on the project's AMD
-// VM (docs/cpu-backend.md). A copy onto transparent huge pages
-// costs a read of the file at load. This file measures which case a load
-// meets and takes the copy only where it pays.
+// VM (docs/cpu-backend.md). Which folios the page cache holds is decided
+// by whoever read the file in first, so a load that meets small ones can
+// drop them and read the file back from storage through a mapping advised
+// for huge pages: once (about 0.4 s for 1.2 GB on the VM), and later loads
+// map it at full speed. Where storage is slow, or other processes hold the
+// small folios mapped, a copy onto transparent huge pages costs a read of
+// the file at every load. This file measures which case a load meets and
+// takes the cheapest that makes the weights fast.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -35,11 +40,22 @@ struct CheckpointPlacement {
   std::optional<double> pageCacheHugeShare;
   /// Bytes the kernels read straight from the checkpoint.
   uint64_t inPlaceBytes = 0;
+  /// Where the page cache held the checkpoint in small folios: the read back
+  /// into huge ones (MappedFile::rereadIntoHugeFolios), and the share of
+  /// huge folios measured after it.
+  std::optional<RereadResult> reread;
+  std::optional<double> hugeShareAfterReread;
 };
 
 /// Below this share of huge folios a CPU artifact's in-place weights are
 /// copied onto huge pages.
 constexpr double kCopyBelowHugeShare = 0.5;
+
+/// Storage must read at least this fast for a load to read the checkpoint
+/// back into huge folios rather than copy it: 1.2 GB (Qwen3-0.6B in bf16)
+/// then costs at most 1.2 s once, where a copy costs 0.2-1.3 s at every load
+/// on the project's VM and holds the weights twice.
+constexpr double kMinRereadBytesPerSecond = 1e9;
 
 /// What the choice between mapping and copying looks at.
 struct PlacementFacts {
@@ -65,8 +81,11 @@ struct BoundCheckpoint {
 
 /// Opens the checkpoint at `path` and evaluates `m`'s weight plan on it
 /// (evaluateWeightPlan). `asked` places it as asked. Without it the checkpoint
-/// is mapped, and reopened as a huge-page copy (read by `pool`'s threads) and
-/// the plan evaluated again when copyPays.
+/// is mapped; when copyPays, it is first read back from storage into huge
+/// folios (unless storage reads slower than kMinRereadBytesPerSecond) and
+/// stays mapped if the page cache then holds at least kCopyBelowHugeShare
+/// of it so; else it is reopened as a huge-page copy (read by `pool`'s
+/// threads) and the plan evaluated again.
 BoundCheckpoint bindCheckpoint(const std::string &path, const manifest::Manifest &m,
                                std::optional<FilePlacement> asked, ThreadPool &pool,
                                const MemoryBudget &budget, uint64_t modelBytes,

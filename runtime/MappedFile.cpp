@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -44,6 +45,7 @@ std::unique_ptr<MappedFile> MappedFile::open(const std::string &path, FilePlacem
   const OpenedFile opened = openRegularFile(path);
   const FileDescriptor &file = opened.file;
   std::unique_ptr<MappedFile> mapped(new MappedFile());
+  mapped->path_ = path;
   mapped->size_ = opened.size;
   if (mapped->size_ == 0) // mmap cannot map zero bytes; the parsers report empty files
     return mapped;
@@ -120,6 +122,67 @@ std::optional<double> MappedFile::hugePageShare(int samples) const {
   if (!kb)
     return std::nullopt;
   return std::min(1.0, double(*kb << 10) / double(taken * kHuge));
+}
+
+/// Reads [begin, end) of the file mapped at `view` (with MADV_HUGEPAGE):
+/// the faults read ahead in huge folios where the page cache holds none.
+static void populate(uint8_t *view, size_t begin, size_t end) {
+#ifdef MADV_POPULATE_READ
+  if (::madvise(view + begin, end - begin, MADV_POPULATE_READ) == 0)
+    return;
+#endif
+  for (size_t at = begin; at < end; at += 4096) // kernels before 5.14
+    (void)*reinterpret_cast<volatile uint8_t *>(view + at);
+}
+
+RereadResult MappedFile::rereadIntoHugeFolios(ThreadPool *pool, double minBytesPerSecond) {
+  RereadResult result;
+  const size_t whole = size_ / kHugePageBytes * kHugePageBytes;
+  if (!copy_.empty() || whole == 0)
+    return result;
+  const auto start = std::chrono::steady_clock::now();
+  const OpenedFile opened = openRegularFile(path_);
+  void *view = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, opened.file.fd, 0);
+  if (view == MAP_FAILED)
+    return result;
+  if (::madvise(view, size_, MADV_HUGEPAGE) != 0) { // no THP here
+    ::munmap(view, size_);
+    return result;
+  }
+  // Pages this mapping holds cannot be dropped: unmap them (clean file
+  // pages, faulted in again from the page cache when next read).
+  (void)::madvise(mapping_, size_, MADV_DONTNEED);
+  auto *bytes = static_cast<uint8_t *>(view);
+  constexpr size_t kPiece = size_t(64) << 20;
+  const size_t first = std::min(whole, kPiece);
+  const int fd = opened.file.fd;
+  (void)::posix_fadvise(fd, 0, off_t(first), POSIX_FADV_DONTNEED);
+  populate(bytes, 0, first);
+  const double firstSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.bytes = first;
+  if (first == whole || double(first) >= minBytesPerSecond * firstSeconds) {
+    // The rest dropped at once: dropping and reading piece by piece left a
+    // third of the file in small folios (the read-ahead of one piece met
+    // the next piece's old pages).
+    (void)::posix_fadvise(fd, off_t(first), off_t(whole - first), POSIX_FADV_DONTNEED);
+    const auto pieces = int64_t((whole - first + kPiece - 1) / kPiece);
+    const auto rereadPieces = [&](int64_t begin, int64_t end) {
+      for (int64_t piece = begin; piece < end; ++piece)
+        populate(bytes, first + size_t(piece) * kPiece,
+                 std::min(whole, first + size_t(piece + 1) * kPiece));
+    };
+    if (pool)
+      pool->parallelFor(pieces, rereadPieces, /*chunksPerThread=*/1);
+    else
+      rereadPieces(0, pieces);
+    result.bytes = whole;
+  } else {
+    result.slowStorage = true;
+  }
+  ::munmap(view, size_);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
 }
 
 MappedFile::~MappedFile() {

@@ -41,6 +41,13 @@ OpenedFile openRegularFile(const std::string &path);
 /// of the whole file at load; the kernels' streams then miss the TLB less).
 enum class FilePlacement { Mapped, HugePageCopy };
 
+/// What MappedFile::rereadIntoHugeFolios did.
+struct RereadResult {
+  uint64_t bytes = 0;       // read back from storage
+  double seconds = 0;       // wall time, the eviction included
+  bool slowStorage = false; // stopped after the first piece: storage read slower than asked
+};
+
 /// A regular file's bytes, read-only, for as long as this lives: mapped
 /// (MAP_PRIVATE) or copied (FilePlacement). An empty file has no bytes
 /// (data() is null). Throws LoadError naming the path and the failing call.
@@ -68,6 +75,17 @@ public:
   /// Call it before anything else reads the mapping. 1 for a copy; nullopt
   /// when the file has no whole stretch or smaps cannot be read.
   std::optional<double> hugePageShare(int samples = 64) const;
+  /// For a mapping: asks the kernel to drop the file's cached pages (the
+  /// clean ones no other process maps) and reads them back through a
+  /// mapping advised for huge pages, so the page cache holds them in huge
+  /// folios from then on, for this load and every later one. In whole 2 MB
+  /// stretches, 64 MB at a time, the first timed alone: when it read slower
+  /// than `minBytesPerSecond` (a disk, not a fast SSD or the host's cache)
+  /// the rest is left as it was. The bytes stay the file's; this mapping's
+  /// pages are faulted in again as they are read. By `pool`'s threads when
+  /// given. Nothing for a copy, a file under 2 MB, or a kernel without
+  /// transparent huge pages.
+  RereadResult rereadIntoHugeFolios(ThreadPool *pool, double minBytesPerSecond);
   MappedFile(const MappedFile &) = delete;
   MappedFile &operator=(const MappedFile &) = delete;
   ~MappedFile();
@@ -76,6 +94,7 @@ private:
   MappedFile() = default;
   /// Reads the whole file into copy_ (huge pages); LoadError on a short read.
   void copyFrom(const FileDescriptor &file, const std::string &path, ThreadPool *pool);
+  std::string path_;
   void *mapping_ = nullptr; // the mapping, or copy_'s bytes
   HostBuffer copy_;
   size_t size_ = 0;

@@ -50,6 +50,10 @@ public:
   std::optional<double> hugePageShare() const {
     return mapping_ ? mapping_->hugePageShare() : std::nullopt;
   }
+  /// MappedFile::rereadIntoHugeFolios; nothing for a parsed image.
+  RereadResult rereadIntoHugeFolios(ThreadPool *pool, double minBytesPerSecond) const {
+    return mapping_ ? mapping_->rereadIntoHugeFolios(pool, minBytesPerSecond) : RereadResult{};
+  }
 
   SafeTensorsFile(const SafeTensorsFile &) = delete;
   SafeTensorsFile &operator=(const SafeTensorsFile &) = delete;

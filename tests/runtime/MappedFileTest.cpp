@@ -88,6 +88,35 @@ TEST(MappedFile, ACopyReadByManyThreadsHoldsTheFilesBytes) {
   }
 }
 
+// A load that meets the checkpoint in small page-cache folios reads it back
+// from storage (CheckpointBinding.h): the bytes must stay the file's, and
+// storage slower than asked stops it after the first 64 MB.
+TEST(MappedFile, RereadIntoHugeFoliosKeepsTheBytes) {
+  TempDir dir;
+  const std::string path = dir.file("model.safetensors");
+  std::vector<uint8_t> bytes((size_t(70) << 20) + 4321);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = uint8_t(i * 2654435761u >> 17);
+  testing::writeBytes(path, bytes);
+  auto file = MappedFile::open(path);
+  EXPECT_EQ(contents(*file), bytes); // its pages mapped here, too
+  ThreadPool pool(2);
+  const RereadResult slow = file->rereadIntoHugeFolios(&pool, 1e30); // no storage is as fast
+  if (slow.bytes == 0)
+    GTEST_SKIP() << "no transparent huge pages here";
+  EXPECT_TRUE(slow.slowStorage);
+  EXPECT_EQ(slow.bytes, size_t(64) << 20) << "the first piece only";
+  EXPECT_EQ(contents(*file), bytes);
+  const RereadResult fast = file->rereadIntoHugeFolios(&pool, 0);
+  EXPECT_FALSE(fast.slowStorage);
+  EXPECT_EQ(fast.bytes, size_t(70) << 20) << "every whole 2 MB stretch";
+  EXPECT_GE(fast.seconds, 0.0);
+  EXPECT_EQ(contents(*file), bytes);
+  const RereadResult none =
+      MappedFile::open(path, FilePlacement::HugePageCopy)->rereadIntoHugeFolios(&pool, 0);
+  EXPECT_EQ(none.bytes, 0u) << "a copy has no page cache to mend";
+}
+
 TEST(MappedFile, HugePageShareIsAShareOfWholeStretches) {
   TempDir dir;
   const std::string big = dir.file("big.safetensors"), small = dir.file("small.safetensors");

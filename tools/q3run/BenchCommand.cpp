@@ -240,6 +240,17 @@ private:
   std::optional<double> hugePageShare_;
 };
 
+/// {bytes, seconds, slow_storage, huge_share_after}, or null when the load
+/// did not read the checkpoint back into huge folios.
+json rereadJson(const runtime::CheckpointPlacement &placement) {
+  if (!placement.reread)
+    return nullptr;
+  return {{"bytes", placement.reread->bytes},
+          {"seconds", placement.reread->seconds},
+          {"slow_storage", placement.reread->slowStorage},
+          {"huge_share_after", orNull(placement.hugeShareAfterReread)}};
+}
+
 json placementJson(const std::optional<runtime::CheckpointPlacement> &placement) {
   if (!placement)
     return nullptr; // the artifact embeds its weights
@@ -248,7 +259,8 @@ json placementJson(const std::optional<runtime::CheckpointPlacement> &placement)
       {"placement", placement->placement == runtime::FilePlacement::Mapped ? "mapped" : "copied"},
       {"chosen", placement->chosen},
       {"page_cache_huge_share", share ? json(*share) : json(nullptr)},
-      {"in_place_bytes", placement->inPlaceBytes}};
+      {"in_place_bytes", placement->inPlaceBytes},
+      {"reread", rereadJson(*placement)}};
 }
 
 /// "checkpoint copied onto huge pages at load (chosen: the page cache held
@@ -261,6 +273,16 @@ std::string describePlacement(const runtime::CheckpointPlacement &placement) {
   if (placement.pageCacheHugeShare)
     why += fmt::format(": the page cache held {:.0f}% of it in huge folios",
                        *placement.pageCacheHugeShare * 100);
+  if (placement.reread) {
+    const runtime::RereadResult &reread = *placement.reread;
+    why += reread.slowStorage
+               ? fmt::format("; storage read {} in {:.2f} s, too slow to read it all back",
+                             formatBytes(double(reread.bytes)), reread.seconds)
+               : fmt::format("; read {} back from storage in {:.2f} s",
+                             formatBytes(double(reread.bytes)), reread.seconds);
+    if (placement.hugeShareAfterReread)
+      why += fmt::format(", then {:.0f}% huge", *placement.hugeShareAfterReread * 100);
+  }
   return fmt::format("{} ({}); the kernels read {} of it in place", where, why,
                      formatBytes(double(placement.inPlaceBytes)));
 }
