@@ -87,6 +87,104 @@ func.func private @{name}_dot(%x: {xType}, %w: {weightType}, %t: index, %n: inde
       fmt::arg("scalarLoad", scalarWeightLoad(kernel, weightType)));
 }
 
+std::string dotStreamsFunction(const FusedLinearKernel &kernel, const std::string &xType,
+                               const std::string &weightType) {
+  const int64_t k = kernel.inFeatures, wideEnd = k - k % (4 * kLanes), vectorEnd = k - k % kLanes;
+  const int64_t elementBytes = kernel.weight == WeightStorage::F32 ? 4 : 2;
+  const int64_t rowBytes = k * elementBytes;
+  const int64_t rowsAhead = (kernel.prefetchBytes + rowBytes - 1) / rowBytes;
+  const int64_t elementsPerLine = 64 / elementBytes;
+  const int streams = kDecodeStreams;
+  // Names: stream s, lane l: accumulator %a<s>_<l>, its next value %r<s>_<l>.
+  std::string arguments, wideArgs, wideYield, wideTypes, wideBody, results, resultTypes, tails;
+  for (int s = 0; s < streams; ++s) {
+    arguments += fmt::format("%w{0}: {1}, %n{0}: index, ", s, weightType);
+    wideBody += fmt::format("    %pfLast{0}_ = memref.dim %w{0}, %c0 : {1}\n"
+                            "    %pfLast{0} = arith.subi %pfLast{0}_, %c1 : index\n"
+                            "    %pfRow{0}_ = arith.addi %n{0}, %pfAhead : index\n"
+                            "    %pfRow{0} = arith.minui %pfRow{0}_, %pfLast{0} : index\n",
+                            s, weightType);
+    for (int64_t offset = 0; offset < 4 * kLanes; offset += elementsPerLine)
+      wideBody +=
+          fmt::format("    %pfK{0}_{1} = arith.addi %k, %c{1} : index\n"
+                      "    memref.prefetch %w{0}[%pfRow{0}, %pfK{0}_{1}], read, locality<2>, data "
+                      ": {2}\n",
+                      s, offset, weightType);
+  }
+  for (int lane = 0; lane < 4; ++lane)
+    wideBody += fmt::format("    %k{0} = arith.addi %k, %c{1} : index\n"
+                            "    %xv{0} = vector.load %x[%t, %k{0}] : {2}, vector<16xf32>\n",
+                            lane, lane * kLanes, xType);
+  for (int s = 0; s < streams; ++s)
+    for (int lane = 0; lane < 4; ++lane) {
+      const std::string id = fmt::format("{}_{}", s, lane);
+      wideArgs += fmt::format("{}%a{} = %zero", wideArgs.empty() ? "" : ", ", id);
+      wideYield += fmt::format("{}%r{}", wideYield.empty() ? "" : ", ", id);
+      wideTypes += fmt::format("{}vector<16xf32>", wideTypes.empty() ? "" : ", ");
+      wideBody += "    " +
+                  vectorWidenedLoad(kernel.weight, "%wf" + id, fmt::format("%w{}", s),
+                                    fmt::format("%n{}, %k{}", s, lane), weightType) +
+                  fmt::format("\n    %r{0} = vector.fma %xv{1}, %wf{0}, %a{0} : vector<16xf32>\n",
+                              id, lane);
+    }
+  // Per stream, as @<name>_dot sums: the four lanes' accumulators pairwise,
+  // the 16-wide steps, the horizontal sum, the scalar tail.
+  for (int s = 0; s < streams; ++s) {
+    const int first = s * 4;
+    tails += fmt::format(
+        R"mlir(  %s01_{0} = arith.addf %wide#{1}, %wide#{2} : vector<16xf32>
+  %s23_{0} = arith.addf %wide#{3}, %wide#{4} : vector<16xf32>
+  %s0123_{0} = arith.addf %s01_{0}, %s23_{0} : vector<16xf32>
+  %acc{0} = scf.for %k = %cWideEnd to %cVectorEnd step %c16 iter_args(%a = %s0123_{0}) -> (vector<16xf32>) {{
+    %xv = vector.load %x[%t, %k] : {5}, vector<16xf32>
+    {6}
+    %r = vector.fma %xv, %wf, %a : vector<16xf32>
+    scf.yield %r : vector<16xf32>
+  }}
+  %sum{0} = vector.reduction <add>, %acc{0} : vector<16xf32> into f32
+  %total{0} = scf.for %k = %cVectorEnd to %cK step %c1 iter_args(%sc = %sum{0}) -> (f32) {{
+    %xs = memref.load %x[%t, %k] : {5}
+    {7}
+    %r = math.fma %xs, %wfs, %sc : f32
+    scf.yield %r : f32
+  }}
+)mlir",
+        s, first, first + 1, first + 2, first + 3, xType,
+        vectorWidenedLoad(kernel.weight, "%wf", fmt::format("%w{}", s), fmt::format("%n{}, %k", s),
+                          weightType),
+        widenedLoad(kernel.weight, "%wfs", fmt::format("%w{}", s), fmt::format("%n{}, %k", s),
+                    weightType));
+    results += fmt::format("{}%total{}", results.empty() ? "" : ", ", s);
+    resultTypes += fmt::format("{}f32", resultTypes.empty() ? "" : ", ");
+  }
+  return fmt::format(
+      R"mlir(
+func.func private @{name}_dot_streams(%x: {xType}, {arguments}%t: index) -> ({resultTypes}) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %c32 = arith.constant 32 : index
+  %c48 = arith.constant 48 : index
+  %c64 = arith.constant 64 : index
+  %pfAhead = arith.constant {rowsAhead} : index
+  %cWideEnd = arith.constant {wideEnd} : index
+  %cVectorEnd = arith.constant {vectorEnd} : index
+  %cK = arith.constant {k} : index
+  %zero = arith.constant dense<0.0> : vector<16xf32>
+  %wide:{wideCount} = scf.for %k = %c0 to %cWideEnd step %c64 iter_args({wideArgs}) -> ({wideTypes}) {{
+{wideBody}    scf.yield {wideYield} : {wideTypes}
+  }}
+{tails}  return {results} : {resultTypes}
+}}
+)mlir",
+      fmt::arg("name", kernel.name), fmt::arg("xType", xType), fmt::arg("arguments", arguments),
+      fmt::arg("resultTypes", resultTypes), fmt::arg("rowsAhead", rowsAhead),
+      fmt::arg("wideEnd", wideEnd), fmt::arg("vectorEnd", vectorEnd), fmt::arg("k", k),
+      fmt::arg("wideCount", streams * 4), fmt::arg("wideArgs", wideArgs),
+      fmt::arg("wideTypes", wideTypes), fmt::arg("wideBody", wideBody),
+      fmt::arg("wideYield", wideYield), fmt::arg("tails", tails), fmt::arg("results", results));
+}
+
 std::string finishFunction(const FusedLinearKernel &kernel, const std::string &yType) {
   const Epilogue e = epilogue(kernel, "f32", "%d", "%du", "%st",
                               fmt::format("%rv = memref.load %res[%t, %n] : {}", yType));

@@ -18,7 +18,8 @@
 // family 26).
 //
 // Decode (one row) reads the weight rows in place: one dot product per
-// output column, prefetching prefetch_bytes ahead (FusedLinearDots.cpp).
+// output column, prefetching prefetch_bytes ahead (FusedLinearDots.cpp),
+// four rows side by side (four memory streams per thread).
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/ColumnBlockLinear.h"
@@ -180,7 +181,10 @@ func.func private @{name}_pack_panel(%w: {rowPairsType}, %panel: {pairsType}, %s
 }
 
 /// Decode (one row, or none): the row against each weight row n the
-/// workgroups own, in place.
+/// workgroups own, in place. The columns are cut into kDecodeStreams runs
+/// (SwiGLU: half as many, each read as its gate and up rows) read side by
+/// side by @<name>_dot_streams, so a thread keeps four memory streams going;
+/// the columns the runs leave go one at a time.
 std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
                            const PanelViews &v, const KernelFrame &frame) {
   // The dot product of row %t with global weight row `row`, as `result`.
@@ -190,29 +194,71 @@ std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLay
                        "index, index) -> f32\n",
                        kernel.name, result, frame.dotInput, l.xType, v.parts.rowsType);
   };
+  auto finish = [&](const std::string &d, const std::string &du, const std::string &n) {
+    return fmt::format("      func.call @{}_finish({}, {}, %st, %t, {}, %y, {}) : (f32, f32, f32, "
+                       "index, index, {}, {}) -> ()\n",
+                       kernel.name, d, du, n, frame.residualOperand, l.yType, l.yType);
+  };
   std::string up = "%d";
   std::string upDot;
   if (kernel.swiglu) {
     upDot = "      %nUp = arith.addi %n, %cOut : index\n" + dotOfRow("%nUp", "%du");
     up = "%du";
   }
+  // The runs: column %run<r> = %nBegin + r * %runLength + %i; each stream
+  // reads the weight row of a run's column (SwiGLU: gate, then up).
+  const int runs = kernel.swiglu ? kDecodeStreams / 2 : kDecodeStreams;
+  std::string streams = "      %run0 = arith.addi %nBegin, %i : index\n";
+  for (int r = 1; r < runs; ++r)
+    streams += fmt::format("      %run{} = arith.addi %run{}, %runLength : index\n", r, r - 1);
+  std::string operands, operandTypes, finishes;
+  for (int s = 0; s < kDecodeStreams; ++s) {
+    const int r = kernel.swiglu ? s / 2 : s;
+    std::string row = fmt::format("%run{}", r);
+    if (kernel.swiglu && s % 2 == 1) {
+      streams += fmt::format("      %runUp{0} = arith.addi %run{0}, %cOut : index\n", r);
+      row = fmt::format("%runUp{}", r);
+    }
+    const std::string result = fmt::format("%ds{}", s);
+    streams += "      " + rowAtCall(kernel, v.parts, row, result);
+    operands += fmt::format(", {0}Part, {0}Row", result);
+    operandTypes += fmt::format(", {}, index", v.parts.rowsType);
+  }
+  for (int r = 0; r < runs; ++r)
+    finishes += kernel.swiglu ? finish(fmt::format("%dot#{}", 2 * r),
+                                       fmt::format("%dot#{}", 2 * r + 1), fmt::format("%run{}", r))
+                              : finish(fmt::format("%dot#{}", r), fmt::format("%dot#{}", r),
+                                       fmt::format("%run{}", r));
+  std::string resultTypes = "f32";
+  for (int s = 1; s < kDecodeStreams; ++s)
+    resultTypes += ", f32";
+  streams += fmt::format(
+      "      %dot:{0} = func.call @{1}_dot_streams({2}{3}, %t) : ({4}{5}, index) "
+      "-> ({6})\n",
+      kDecodeStreams, kernel.name, frame.dotInput, operands, l.xType, operandTypes, resultTypes);
   return fmt::format(
       R"mlir(    %cColumnsPerGroup = arith.constant {columnsPerGroup} : index
     %cOut = arith.constant {out} : index
+    %cRuns = arith.constant {runs} : index
     %nBegin = arith.muli %wgBegin, %cColumnsPerGroup : index
     %nEndGroup = arith.muli %wgEnd, %cColumnsPerGroup : index
     %nEnd = arith.minui %nEndGroup, %cOut : index
+    %columns = arith.subi %nEnd, %nBegin : index
+    %runLength = arith.divui %columns, %cRuns : index
+    %inRuns = arith.muli %runLength, %cRuns : index
+    %nRest = arith.addi %nBegin, %inRuns : index
     scf.for %t = %c0 to %rows step %c1 {{
     %st = memref.load %scale[%t] : memref<?xf32>
-    scf.for %n = %nBegin to %nEnd step %c1 {{
-{dot}{upDot}      func.call @{name}_finish(%d, {up}, %st, %t, %n, %y, {residual}) : (f32, f32, f32, index, index, {yType}, {yType}) -> ()
-    }}
+    scf.for %i = %c0 to %runLength step %c1 {{
+{streams}{finishes}    }}
+    scf.for %n = %nRest to %nEnd step %c1 {{
+{dot}{upDot}{single}    }}
     }}
 )mlir",
       fmt::arg("columnsPerGroup", FusedLinearKernel::kColumnsPerWorkgroup),
-      fmt::arg("out", kernel.outFeatures), fmt::arg("name", kernel.name),
-      fmt::arg("dot", dotOfRow("%n", "%d")), fmt::arg("upDot", upDot), fmt::arg("up", up), fmt::arg("residual", frame.residualOperand),
-      fmt::arg("yType", l.yType));
+      fmt::arg("out", kernel.outFeatures), fmt::arg("runs", runs), fmt::arg("streams", streams),
+      fmt::arg("finishes", finishes), fmt::arg("dot", dotOfRow("%n", "%d")),
+      fmt::arg("upDot", upDot), fmt::arg("single", finish("%d", up, "%n")));
 }
 
 } // namespace
@@ -234,8 +280,9 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
   source += packPanelFunction(kernel, l, v) +
             partAtFunction(kernel, v.parts, "block_at", v.pairsType, kBlock, kBlock * l.pairs) +
             partAtFunction(kernel, v.parts, "row_at", v.parts.rowsType, 1, 1) +
-            dotFunction(kernel, l.xType, v.parts.rowsType) + finishFunction(kernel, l.yType) +
-            frame.helpers;
+            dotFunction(kernel, l.xType, v.parts.rowsType) +
+            dotStreamsFunction(kernel, l.xType, v.parts.rowsType) +
+            finishFunction(kernel, l.yType) + frame.helpers;
   const RoundedActivations rounding =
       roundedActivations(kernel, l, frame.dotInput, "%rows", "%rows");
   if (bf16)
