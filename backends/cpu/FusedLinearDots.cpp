@@ -9,92 +9,20 @@ namespace q3::cpu::detail {
 
 /// Software prefetch of the weight row that the dot product will read
 /// kernel.prefetchBytes later, one hint per cache line of a 64-wide step.
-static std::string prefetchAhead(const FusedLinearKernel &kernel, const std::string &weightType) {
-  const int64_t elementBytes = kernel.weight == WeightStorage::F32 ? 4 : 2;
-  const int64_t rowBytes = kernel.inFeatures * elementBytes;
-  const int64_t rowsAhead = (kernel.prefetchBytes + rowBytes - 1) / rowBytes;
-  // The last row of %w (of one part, when the weight comes in parts).
-  std::string text = fmt::format("    %pfAhead = arith.constant {} : index\n"
-                                 "    %pfRows = memref.dim %w, %c0 : {}\n"
-                                 "    %pfLast = arith.subi %pfRows, %c1 : index\n"
-                                 "    %pfRow0 = arith.addi %n, %pfAhead : index\n"
-                                 "    %pfRow = arith.minui %pfRow0, %pfLast : index\n",
-                                 rowsAhead, weightType);
-  const int64_t elementsPerLine = 64 / elementBytes;
-  for (int64_t offset = 0; offset < 4 * kLanes; offset += elementsPerLine)
-    text += fmt::format("    %pfK{0} = arith.addi %k, %c{0} : index\n"
-                        "    memref.prefetch %w[%pfRow, %pfK{0}], read, locality<2>, data : {1}\n",
-                        offset, weightType);
-  return text;
-}
-
-/// The dot product of row %t of x with weight row %n: four independent
-/// 16-lane accumulators over 64-wide steps (so FMA latency does not bound a
-/// decode step), then 16-wide steps, then a scalar tail.
-std::string dotFunction(const FusedLinearKernel &kernel, const std::string &xType,
-                        const std::string &weightType) {
-  const int64_t k = kernel.inFeatures, wideEnd = k - k % (4 * kLanes), vectorEnd = k - k % kLanes;
-  std::string wideBody = prefetchAhead(kernel, weightType);
-  for (int lane = 0; lane < 4; ++lane) {
-    const std::string l = std::to_string(lane);
-    wideBody +=
-        fmt::format(R"mlir(
-    %k{l} = arith.addi %k, %c{offset} : index
-    %xv{l} = vector.load %x[%t, %k{l}] : {xType}, vector<16xf32>
-    {load}
-    %r{l} = vector.fma %xv{l}, %wf{l}, %a{l} : vector<16xf32>)mlir",
-                    fmt::arg("l", l), fmt::arg("offset", lane * kLanes), fmt::arg("xType", xType),
-                    fmt::arg("load", vectorWeightLoad(kernel, weightType, l, "%k" + l)));
-  }
-  return fmt::format(
-      R"mlir(
-func.func private @{name}_dot(%x: {xType}, %w: {weightType}, %t: index, %n: index) -> f32 {{
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %c16 = arith.constant 16 : index
-  %c32 = arith.constant 32 : index
-  %c48 = arith.constant 48 : index
-  %c64 = arith.constant 64 : index
-  %cWideEnd = arith.constant {wideEnd} : index
-  %cVectorEnd = arith.constant {vectorEnd} : index
-  %cK = arith.constant {k} : index
-  %zero = arith.constant dense<0.0> : vector<16xf32>
-  %wide:4 = scf.for %k = %c0 to %cWideEnd step %c64 iter_args(%a0 = %zero, %a1 = %zero, %a2 = %zero, %a3 = %zero) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {{{wideBody}
-    scf.yield %r0, %r1, %r2, %r3 : vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>
-  }}
-  %s01 = arith.addf %wide#0, %wide#1 : vector<16xf32>
-  %s23 = arith.addf %wide#2, %wide#3 : vector<16xf32>
-  %s0123 = arith.addf %s01, %s23 : vector<16xf32>
-  %acc = scf.for %k = %cWideEnd to %cVectorEnd step %c16 iter_args(%a = %s0123) -> (vector<16xf32>) {{
-    %xv = vector.load %x[%t, %k] : {xType}, vector<16xf32>
-    {vectorLoad}
-    %r = vector.fma %xv, %wf, %a : vector<16xf32>
-    scf.yield %r : vector<16xf32>
-  }}
-  %sum = vector.reduction <add>, %acc : vector<16xf32> into f32
-  %total = scf.for %k = %cVectorEnd to %cK step %c1 iter_args(%s = %sum) -> (f32) {{
-    %xs = memref.load %x[%t, %k] : {xType}
-    {scalarLoad}
-    %r = math.fma %xs, %wfs, %s : f32
-    scf.yield %r : f32
-  }}
-  return %total : f32
-}}
-)mlir",
-      fmt::arg("name", kernel.name), fmt::arg("xType", xType), fmt::arg("weightType", weightType),
-      fmt::arg("wideEnd", wideEnd), fmt::arg("vectorEnd", vectorEnd), fmt::arg("k", k),
-      fmt::arg("wideBody", wideBody), fmt::arg("vectorLoad", vectorWeightLoad(kernel, weightType)),
-      fmt::arg("scalarLoad", scalarWeightLoad(kernel, weightType)));
-}
-
-std::string dotStreamsFunction(const FusedLinearKernel &kernel, const std::string &xType,
-                               const std::string &weightType) {
+/// @<name>_<function>(x, w0, n0, ..., t) -> `streams` x f32: row t of x
+/// against weight row n_s of w_s for each stream s, read side by side. Each
+/// product: four independent 16-lane accumulators over 64-wide steps (so FMA
+/// latency does not bound a decode step), summed pairwise, then 16-wide
+/// steps, then a scalar tail; every weight row prefetched prefetch_bytes
+/// ahead.
+static std::string dotRowsFunction(const FusedLinearKernel &kernel, const std::string &xType,
+                                   const std::string &weightType, int streams,
+                                   const std::string &function) {
   const int64_t k = kernel.inFeatures, wideEnd = k - k % (4 * kLanes), vectorEnd = k - k % kLanes;
   const int64_t elementBytes = kernel.weight == WeightStorage::F32 ? 4 : 2;
   const int64_t rowBytes = k * elementBytes;
   const int64_t rowsAhead = (kernel.prefetchBytes + rowBytes - 1) / rowBytes;
   const int64_t elementsPerLine = 64 / elementBytes;
-  const int streams = kDecodeStreams;
   // Names: stream s, lane l: accumulator %a<s>_<l>, its next value %r<s>_<l>.
   std::string arguments, wideArgs, wideYield, wideTypes, wideBody, results, resultTypes, tails;
   for (int s = 0; s < streams; ++s) {
@@ -159,7 +87,7 @@ std::string dotStreamsFunction(const FusedLinearKernel &kernel, const std::strin
   }
   return fmt::format(
       R"mlir(
-func.func private @{name}_dot_streams(%x: {xType}, {arguments}%t: index) -> ({resultTypes}) {{
+func.func private @{name}_{function}(%x: {xType}, {arguments}%t: index) -> ({resultTypes}) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c16 = arith.constant 16 : index
@@ -177,12 +105,23 @@ func.func private @{name}_dot_streams(%x: {xType}, {arguments}%t: index) -> ({re
 {tails}  return {results} : {resultTypes}
 }}
 )mlir",
-      fmt::arg("name", kernel.name), fmt::arg("xType", xType), fmt::arg("arguments", arguments),
-      fmt::arg("resultTypes", resultTypes), fmt::arg("rowsAhead", rowsAhead),
-      fmt::arg("wideEnd", wideEnd), fmt::arg("vectorEnd", vectorEnd), fmt::arg("k", k),
-      fmt::arg("wideCount", streams * 4), fmt::arg("wideArgs", wideArgs),
-      fmt::arg("wideTypes", wideTypes), fmt::arg("wideBody", wideBody),
-      fmt::arg("wideYield", wideYield), fmt::arg("tails", tails), fmt::arg("results", results));
+      fmt::arg("name", kernel.name), fmt::arg("function", function), fmt::arg("xType", xType),
+      fmt::arg("arguments", arguments), fmt::arg("resultTypes", resultTypes),
+      fmt::arg("rowsAhead", rowsAhead), fmt::arg("wideEnd", wideEnd),
+      fmt::arg("vectorEnd", vectorEnd), fmt::arg("k", k), fmt::arg("wideCount", streams * 4),
+      fmt::arg("wideArgs", wideArgs), fmt::arg("wideTypes", wideTypes),
+      fmt::arg("wideBody", wideBody), fmt::arg("wideYield", wideYield), fmt::arg("tails", tails),
+      fmt::arg("results", results));
+}
+
+std::string dotFunction(const FusedLinearKernel &kernel, const std::string &xType,
+                        const std::string &weightType) {
+  return dotRowsFunction(kernel, xType, weightType, 1, "dot");
+}
+
+std::string dotStreamsFunction(const FusedLinearKernel &kernel, const std::string &xType,
+                               const std::string &weightType) {
+  return dotRowsFunction(kernel, xType, weightType, kDecodeStreams, "dot_streams");
 }
 
 std::string finishFunction(const FusedLinearKernel &kernel, const std::string &yType) {

@@ -13,7 +13,7 @@
 
 namespace q3::cpu::detail {
 
-/// @<name>_dot(x, w, t, n) -> f32
+/// @<name>_dot(x, w, n, t) -> f32: row t of x against weight row n.
 std::string dotFunction(const FusedLinearKernel &kernel, const std::string &xType,
                         const std::string &weightType);
 /// How many weight rows @<name>_dot_streams reads side by side.

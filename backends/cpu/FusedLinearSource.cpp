@@ -45,7 +45,11 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel) {
                        function, frame.dotInput, at, at, xType, weightType, resultTypes);
   };
   auto dotOf = [&](const std::string &column, const std::string &result) {
-    return callOnPart("dot", column, result, 1, "f32");
+    const std::string at = "%at" + result.substr(1);
+    return rowAtCall(kernel, parts, column, at) +
+           fmt::format("      {} = func.call @{}_dot({}, {}Part, {}Row, %t) : ({}, {}, index, "
+                       "index) -> f32",
+                       result, kernel.name, frame.dotInput, at, at, xType, weightType);
   };
   source += finishFunction(kernel, yType) + dot4Function(kernel, xType, weightType) +
             dot4x4Function(kernel, xType, weightType);

@@ -190,7 +190,7 @@ std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLay
   // The dot product of row %t with global weight row `row`, as `result`.
   auto dotOfRow = [&](const std::string &row, const std::string &result) {
     return "      " + rowAtCall(kernel, v.parts, row, result) +
-           fmt::format("      {1} = func.call @{0}_dot({2}, {1}Part, %t, {1}Row) : ({3}, {4}, "
+           fmt::format("      {1} = func.call @{0}_dot({2}, {1}Part, {1}Row, %t) : ({3}, {4}, "
                        "index, index) -> f32\n",
                        kernel.name, result, frame.dotInput, l.xType, v.parts.rowsType);
   };
