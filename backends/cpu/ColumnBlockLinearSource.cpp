@@ -9,11 +9,13 @@
 // block. Prefill runs R-row tiles (R from the kernel's q3.lowering tile: 2R
 // accumulators, each weight load serves R rows), the remaining rows tiles
 // of the powers of two below R (7 rows left by 8-row tiles: 4 + 2 + 1,
-// three passes over the weights instead of seven). Decode reads one block at
-// a time, a single stream the prefetch runs ahead of into the block read
-// next: two blocks read side by side are two DRAM streams, which streamed
-// 10-15% slower than one on the AMD EPYC (family 26) machines. The epilogue
-// (norm scale, SwiGLU, residual) works on 16 columns at once.
+// three passes over the weights instead of seven). Decode cuts its blocks
+// into four runs (SwiGLU: two, gate and up) and reads a block of each side
+// by side, four memory streams per thread: on huge pages one stream per
+// core left a quarter of the bandwidth unused (docs/cpu-backend.md; on
+// small pages, where each stream misses the TLB, two streams had measured
+// 10-15% slower than one). The epilogue (norm scale, SwiGLU, residual)
+// works on 16 columns at once.
 // Workgroup w owns output blocks [4w, 4w + 4).
 //
 // With matmul avx512bf16 every row of a prefill is rounded to bf16 and
@@ -183,49 +185,46 @@ func.func private @{name}_tile{rows}{suffix}{pfSuffix}(%x: {xType}, %w: {weightT
 
 namespace {
 
-/// @<name>_block(x, w, wflat, t, b, next) -> 16 f32 sums: row t of x against
-/// weight block b, the decode stream: one 64-byte load per k pair, the k and
-/// k+1 products in separate accumulators (no FMA waits for another of its
-/// iteration), and a prefetch kernel.prefetchBytes ahead that continues into
-/// block `next` over the block's last stretch.
-std::string decodeBlockFunction(const FusedLinearKernel &kernel, const Layout &l) {
+/// @<name>_blocks<N>(x, w, wflat, t, b0, ..., b<N-1>) -> N x 16 f32 sums:
+/// row t of x against weight blocks b0 .. b<N-1>, the decode streams read
+/// side by side: per k pair one 64-byte load of each block, the k and k+1
+/// products in separate accumulators (no FMA waits for another of its
+/// iteration), and a prefetch kernel.prefetchBytes ahead of each, in the
+/// flat weight (a run of blocks is contiguous, so it continues into the
+/// block that run reads next).
+std::string decodeBlocksFunction(const FusedLinearKernel &kernel, const Layout &l, int streams) {
   const int64_t blockElems = l.pairs * 32;
-  const int64_t aheadElems = std::min<int64_t>(kernel.prefetchBytes / 2, blockElems);
-  const int64_t aheadPairs = aheadElems / 32;
-  auto loop = [&](const std::string &from, const std::string &to, const std::string &prefetchBase,
-                  const std::string &inE, const std::string &inO, const std::string &out) {
-    return fmt::format(
-        R"mlir(  {out}:2 = scf.for %kp = {from} to {to} step %c1 iter_args(%ae = {inE}, %ao = {inO}) -> (vector<16xf32>, vector<16xf32>) {{
-    %k0 = arith.addi %kp, %kp : index
-    %k1 = arith.addi %k0, %c1 : index
-    %pfPair = arith.muli %kp, %pairElems : index
-    %pfAt_ = arith.addi {prefetchBase}, %pfPair : index
-    %pfAt = arith.minui %pfAt_, %lastElem : index
-    memref.prefetch %wflat[%pfAt], read, locality<2>, data : {flatType}
-    %wv = vector.load %w[%b, %kp, %c0] : {weightType}, vector<32xi16>
-    %wi = vector.bitcast %wv : vector<32xi16> to vector<16xi32>
-{widen}    %xes = memref.load %x[%t0, %k0] : {xType}
-    %xos = memref.load %x[%t0, %k1] : {xType}
-    %xe = vector.broadcast %xes : f32 to vector<16xf32>
-    %xo = vector.broadcast %xos : f32 to vector<16xf32>
-    %qe = vector.fma %we, %xe, %ae : vector<16xf32>
-    %qo = vector.fma %wo, %xo, %ao : vector<16xf32>
-    scf.yield %qe, %qo : vector<16xf32>, vector<16xf32>
-  }}
+  const int64_t aheadElems = kernel.prefetchBytes / 2;
+  std::string arguments, iterArgs, yields, types, bases, body, sums, results, resultTypes;
+  for (int s = 0; s < streams; ++s) {
+    const std::string sep = s == 0 ? "" : ", ";
+    arguments += fmt::format(", %b{}: index", s);
+    iterArgs += fmt::format("{0}%ae{1} = %zero, %ao{1} = %zero", sep, s);
+    yields += fmt::format("{0}%qe{1}, %qo{1}", sep, s);
+    types += fmt::format("{}vector<16xf32>, vector<16xf32>", sep);
+    bases += fmt::format("  %base{0}_ = arith.muli %b{0}, %blockElems : index\n"
+                         "  %base{0} = arith.addi %base{0}_, %ahead : index\n",
+                         s);
+    body += fmt::format(R"mlir(    %pfAt{0}_ = arith.addi %base{0}, %pfPair : index
+    %pfAt{0} = arith.minui %pfAt{0}_, %lastElem : index
+    memref.prefetch %wflat[%pfAt{0}], read, locality<2>, data : {1}
+    %wv{0} = vector.load %w[%b{0}, %kp, %c0] : {2}, vector<32xi16>
+    %wi{0} = vector.bitcast %wv{0} : vector<32xi16> to vector<16xi32>
+{3}    %qe{0} = vector.fma %we{0}, %xe, %ae{0} : vector<16xf32>
+    %qo{0} = vector.fma %wo{0}, %xo, %ao{0} : vector<16xf32>
 )mlir",
-        fmt::arg("out", out), fmt::arg("from", from), fmt::arg("to", to), fmt::arg("inE", inE),
-        fmt::arg("inO", inO), fmt::arg("prefetchBase", prefetchBase),
-        fmt::arg("flatType", l.flatType), fmt::arg("weightType", l.weightType),
-        fmt::arg("xType", l.xType), fmt::arg("widen", widenPairs(kernel, "")));
-  };
-  // Pairs [0, pairs - aheadPairs) prefetch inside block b; the rest in `next`.
+                        s, l.flatType, l.weightType, widenPairs(kernel, std::to_string(s)));
+    sums += fmt::format("  %sum{0} = arith.addf %wide#{1}, %wide#{2} : vector<16xf32>\n", s, 2 * s,
+                        2 * s + 1);
+    results += fmt::format("{}%sum{}", sep, s);
+    resultTypes += fmt::format("{}vector<16xf32>", sep);
+  }
   return fmt::format(
       R"mlir(
-func.func private @{name}_block(%x: {xType}, %w: {weightType}, %wflat: {flatType}, %t0: index, %b: index, %next: index) -> vector<16xf32> {{
+func.func private @{name}_blocks{streams}(%x: {xType}, %w: {weightType}, %wflat: {flatType}, %t0: index{arguments}) -> ({resultTypes}) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %cPairs = arith.constant {pairs} : index
-  %cSplit = arith.constant {split} : index
   %pairElems = arith.constant 32 : index
   %blockElems = arith.constant {blockElems} : index
   %ahead = arith.constant {ahead} : index
@@ -233,52 +232,94 @@ func.func private @{name}_block(%x: {xType}, %w: {weightType}, %wflat: {flatType
   %shift = arith.constant dense<16> : vector<16xi32>
   %highHalf = arith.constant dense<-65536> : vector<16xi32>
   %zero = arith.constant dense<0.0> : vector<16xf32>
-  %base = arith.muli %b, %blockElems : index
-  %here = arith.addi %base, %ahead : index
-  %nextBase = arith.muli %next, %blockElems : index
-  %nextAhead = arith.subi %ahead, %blockElems : index
-  %there = arith.addi %nextBase, %nextAhead : index
-{inBlock}{intoNext}  %sum = arith.addf %tail#0, %tail#1 : vector<16xf32>
-  return %sum : vector<16xf32>
+{bases}  %wide:{wideCount} = scf.for %kp = %c0 to %cPairs step %c1 iter_args({iterArgs}) -> ({types}) {{
+    %k0 = arith.addi %kp, %kp : index
+    %k1 = arith.addi %k0, %c1 : index
+    %xes = memref.load %x[%t0, %k0] : {xType}
+    %xos = memref.load %x[%t0, %k1] : {xType}
+    %xe = vector.broadcast %xes : f32 to vector<16xf32>
+    %xo = vector.broadcast %xos : f32 to vector<16xf32>
+    %pfPair = arith.muli %kp, %pairElems : index
+{body}    scf.yield {yields} : {types}
+  }}
+{sums}  return {results} : {resultTypes}
 }}
 )mlir",
-      fmt::arg("name", kernel.name), fmt::arg("xType", l.xType),
+      fmt::arg("name", kernel.name), fmt::arg("streams", streams), fmt::arg("xType", l.xType),
       fmt::arg("weightType", l.weightType), fmt::arg("flatType", l.flatType),
-      fmt::arg("pairs", l.pairs), fmt::arg("split", l.pairs - aheadPairs),
-      fmt::arg("blockElems", blockElems), fmt::arg("ahead", aheadElems),
-      fmt::arg("lastElem", l.blocks * blockElems - 1),
-      fmt::arg("inBlock", loop("%c0", "%cSplit", "%here", "%zero", "%zero", "%head")),
-      fmt::arg("intoNext", loop("%cSplit", "%cPairs", "%there", "%head#0", "%head#1", "%tail")));
+      fmt::arg("arguments", arguments), fmt::arg("resultTypes", resultTypes),
+      fmt::arg("pairs", l.pairs), fmt::arg("blockElems", blockElems), fmt::arg("ahead", aheadElems),
+      fmt::arg("lastElem", l.blocks * blockElems - 1), fmt::arg("bases", bases),
+      fmt::arg("wideCount", 2 * streams), fmt::arg("iterArgs", iterArgs), fmt::arg("types", types),
+      fmt::arg("body", body), fmt::arg("yields", yields), fmt::arg("sums", sums),
+      fmt::arg("results", results));
 }
 
-/// Decode (and the rows the prefill tiles leave, f32): row %t against the
-/// block pair (%bA, %bB), one block after the other, stored like a tile.
-std::string decodeAndStore(const FusedLinearKernel &kernel, const Layout &l, const std::string &x,
-                           const std::string &residual) {
-  const std::string types = fmt::format("({}, {}, {}, index, index, index) -> vector<16xf32>",
-                                        l.xType, l.weightType, l.flatType);
-  // The block read after each: SwiGLU reads gate b, up b, gate b + 1, ...;
-  // plain kernels read b, b + 1, b + 2, ... (clamped to the last block).
-  std::string text =
-      kernel.swiglu
-          ? "        %nextB_ = arith.addi %bA, %c1 : index\n"
-          : "        %nextB_ = arith.addi %bA, %cTwo : index\n";
-  const std::string secondBlock = fmt::format(
-      "%vB = func.call @{}_block({}, %w, %wflat, %t, %bB, %nextB) : {}", kernel.name, x, types);
-  text += fmt::format(
-      "        %cLastBlock = arith.constant {0} : index\n"
-      "        %nextB = arith.minui %nextB_, %cLastBlock : index\n"
-      "        %vA = func.call @{1}_block({2}, %w, %wflat, %t, %bA, %bB) : {3}\n"
-      "        %st = memref.load %scale[%t] : memref<?xf32>\n",
-      l.blocks - 1, kernel.name, x, types);
-  if (kernel.swiglu)
-    return text + "        " + secondBlock + "\n        " +
-           storeCall(kernel, l, "%vA", "%vB", "%st", "%t", "%colA", residual) + "\n";
-  // A plain kernel's last pair may hold one block only (%pairFull false).
-  return text + "        " + storeCall(kernel, l, "%vA", "%vA", "%st", "%t", "%colA", residual) +
-         fmt::format("\n        scf.if %pairFull {{\n          {}\n          {}\n        }}\n",
-                     secondBlock,
-                     storeCall(kernel, l, "%vB", "%vB", "%st", "%t", "%colB", residual));
+/// Decode (one row, or none): the output blocks %bBegin .. %bEnd cut into
+/// kDecodeStreams runs (SwiGLU: half as many, each read as its gate and up
+/// blocks) read side by side by @<name>_blocks4, then the blocks the runs
+/// leave one at a time (@<name>_blocks1; SwiGLU: gate and up).
+std::string decodeRuns(const FusedLinearKernel &kernel, const Layout &l, const std::string &x,
+                       const std::string &residual) {
+  const int runs = kernel.swiglu ? kDecodeStreams / 2 : kDecodeStreams;
+  const std::string xTypes = fmt::format("{}, {}, {}, index", l.xType, l.weightType, l.flatType);
+  std::string streams = "        %run0 = arith.addi %bBegin, %i : index\n";
+  for (int r = 1; r < runs; ++r)
+    streams += fmt::format("        %run{} = arith.addi %run{}, %runLength : index\n", r, r - 1);
+  std::string blocks, blockTypes, vectorTypes, stores;
+  for (int s = 0; s < kDecodeStreams; ++s) {
+    const int r = kernel.swiglu ? s / 2 : s;
+    if (kernel.swiglu && s % 2 == 1) {
+      streams += fmt::format("        %runUp{0} = arith.addi %run{0}, %cUpOffset : index\n", r);
+      blocks += fmt::format(", %runUp{}", r);
+    } else {
+      blocks += fmt::format(", %run{}", r);
+    }
+    blockTypes += ", index";
+    vectorTypes += fmt::format("{}vector<16xf32>", s == 0 ? "" : ", ");
+  }
+  for (int r = 0; r < runs; ++r) {
+    const std::string v = fmt::format("%v#{}", kernel.swiglu ? 2 * r : r);
+    const std::string up = kernel.swiglu ? fmt::format("%v#{}", 2 * r + 1) : v;
+    stores += fmt::format(
+        "        %col{0} = arith.muli %run{0}, %c16 : index\n"
+        "        {1}\n",
+        r, storeCall(kernel, l, v, up, "%st", "%t", fmt::format("%col{}", r), residual));
+  }
+  std::string rest =
+      fmt::format("        %vb = func.call @{0}_blocks1({1}, %w, %wflat, %t, %b) : ({2}, index) "
+                  "-> vector<16xf32>\n",
+                  kernel.name, x, xTypes);
+  std::string up = "%vb";
+  if (kernel.swiglu) {
+    rest += fmt::format("        %bUp = arith.addi %b, %cUpOffset : index\n"
+                        "        %vu = func.call @{0}_blocks1({1}, %w, %wflat, %t, %bUp) : ({2}, "
+                        "index) -> vector<16xf32>\n",
+                        kernel.name, x, xTypes);
+    up = "%vu";
+  }
+  rest += fmt::format("        %colRest = arith.muli %b, %c16 : index\n        {}\n",
+                      storeCall(kernel, l, "%vb", up, "%st", "%t", "%colRest", residual));
+  return fmt::format(
+      R"mlir(    %cRuns = arith.constant {runs} : index
+    %cUpOffset = arith.constant {upOffset} : index
+    %blockCount = arith.subi %bEnd, %bBegin : index
+    %runLength = arith.divui %blockCount, %cRuns : index
+    %inRuns = arith.muli %runLength, %cRuns : index
+    %bRest = arith.addi %bBegin, %inRuns : index
+    scf.for %t = %c0 to %rows step %c1 {{
+      %st = memref.load %scale[%t] : memref<?xf32>
+      scf.for %i = %c0 to %runLength step %c1 {{
+{streams}        %v:{streamCount} = func.call @{name}_blocks{streamCount}({x}, %w, %wflat, %t{blocks}) : ({xTypes}{blockTypes}) -> ({vectorTypes})
+{stores}      }}
+      scf.for %b = %bRest to %bEnd step %c1 {{
+{rest}      }}
+    }}
+)mlir",
+      fmt::arg("runs", runs), fmt::arg("upOffset", l.outBlocks), fmt::arg("streams", streams),
+      fmt::arg("streamCount", kDecodeStreams), fmt::arg("name", kernel.name), fmt::arg("x", x),
+      fmt::arg("blocks", blocks), fmt::arg("xTypes", xTypes), fmt::arg("blockTypes", blockTypes),
+      fmt::arg("vectorTypes", vectorTypes), fmt::arg("stores", stores), fmt::arg("rest", rest));
 }
 
 } // namespace
@@ -444,7 +485,8 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
                     kernel.prefillMatmul == PrefillMatmul::Amx;
   // The decode block reads, the prefill tile and the leftover rows' smaller
   // tiles.
-  std::string source = decodeBlockFunction(kernel, l) + storeFunction(kernel, l);
+  std::string source = decodeBlocksFunction(kernel, l, kDecodeStreams) +
+                       decodeBlocksFunction(kernel, l, 1) + storeFunction(kernel, l);
   source += tileFunction(kernel, l, int(tileRows), bf16);
   for (int p : leftoverTileRows(int(tileRows)))
     source += tileFunction(kernel, l, p, bf16);
@@ -463,15 +505,10 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
                         "  scf.if %useAmx {{\n{}  }} else {{\n",
                         kAmxMinRows, amxPrefill(kernel, l, frame.dotInput, frame.residualOperand))
           : "";
-  // The rows the R-row tiles leave: tiles of fewer rows in a prefill
-  // (leftoverTiles), the one-stream block reads in decode.
+  // The rows the R-row tiles of a prefill leave: tiles of fewer rows.
   const std::string leftoverRows =
-      fmt::format("      scf.if %multiRow {{\n{}      }} else {{\n"
-                  "      scf.for %t = %tiledRows to %rows step %c1 {{\n{}      }}\n"
-                  "      }}\n",
-                  leftoverTiles(kernel, l, int(tileRows), bf16, bf16 ? "%xp" : frame.dotInput,
-                                frame.residualOperand, "%w, %t, %bA, %bB"),
-                  decodeAndStore(kernel, l, frame.dotInput, frame.residualOperand));
+      leftoverTiles(kernel, l, int(tileRows), bf16, bf16 ? "%xp" : frame.dotInput,
+                    frame.residualOperand, "%w, %t, %bA, %bB");
   source += frame.opening;
   source += fmt::format(
       R"mlir(  %c16 = arith.constant 16 : index
@@ -488,12 +525,15 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
   %roundedRows = arith.select %multiRow, %rows, %c0 : index
 {opening}  %tiles = arith.divui %rows, %cTileRows : index
   %tiledRows = arith.muli %tiles, %cTileRows : index
-{rounding}  scf.for %bA = %bBegin to %bEnd step {step} {{
+{rounding}  scf.if %multiRow {{
+  scf.for %bA = %bBegin to %bEnd step {step} {{
 {pairing}      %colA = arith.muli %bA, %c16 : index
       %colB = arith.muli %bB, %c16 : index
       scf.for %t = %c0 to %tiledRows step %cTileRows {{
 {prefillTile}      }}
 {leftoverRows}  }}
+  }} else {{
+{decode}  }}
 {closing})mlir",
       fmt::arg("blocksPerGroup", FusedLinearKernel::kColumnsPerWorkgroup / kBlock),
       fmt::arg("outBlocks", l.outBlocks), fmt::arg("tileRows", tileRows),
@@ -504,7 +544,9 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
       fmt::arg("prefillTile",
                tileAndStore(kernel, l, int(tileRows), bf16, bf16 ? "%xp" : frame.dotInput,
                             frame.residualOperand, "%w, %t, %bA, %bB")),
-      fmt::arg("leftoverRows", leftoverRows), fmt::arg("opening", amx ? amxOpening : ""),
+      fmt::arg("leftoverRows", leftoverRows),
+      fmt::arg("decode", decodeRuns(kernel, l, frame.dotInput, frame.residualOperand)),
+      fmt::arg("opening", amx ? amxOpening : ""),
       fmt::arg("closing", (bf16 ? rounding.closing : "") + std::string(amx ? "  }\n" : "")));
   source += frame.closing;
   return source;
