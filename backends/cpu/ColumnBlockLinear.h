@@ -71,6 +71,16 @@ std::string storeCall(const FusedLinearKernel &kernel, const ColumnBlockLayout &
                       const std::string &row, const std::string &column,
                       const std::string &residual);
 
+/// Decode's runs: MLIR that cuts [`begin`, `end`) into `runs` runs of
+/// %runLength read side by side (`cut`: %cRuns, %runLength and `rest`, the
+/// first index the runs leave), and, in a loop body over %i in [0,
+/// %runLength), the runs' indices %run0 .. %run<runs-1> (`indices`).
+struct DecodeRunCut {
+  std::string cut, indices;
+};
+DecodeRunCut decodeRunCut(const std::string &begin, const std::string &end, int runs,
+                          const std::string &rest);
+
 /// Rows [0, `rows`) of `x` rounded to bf16 (to nearest even) into a heap
 /// buffer of `allocatedRows` rows (the rows past `rows` are zero): its views
 /// %xh (roundType, one i16 per k) and %xp (pairType), and the address %xhAt

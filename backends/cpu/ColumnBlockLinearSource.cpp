@@ -259,13 +259,12 @@ func.func private @{name}_blocks{streams}(%x: {xType}, %w: {weightType}, %wflat:
 /// kDecodeStreams runs (SwiGLU: half as many, each read as its gate and up
 /// blocks) read side by side by @<name>_blocks4, then the blocks the runs
 /// leave one at a time (@<name>_blocks1; SwiGLU: gate and up).
-std::string decodeRuns(const FusedLinearKernel &kernel, const Layout &l, const std::string &x,
-                       const std::string &residual) {
+std::string blockDecode(const FusedLinearKernel &kernel, const Layout &l, const std::string &x,
+                        const std::string &residual) {
   const int runs = kernel.swiglu ? kDecodeStreams / 2 : kDecodeStreams;
   const std::string xTypes = fmt::format("{}, {}, {}, index", l.xType, l.weightType, l.flatType);
-  std::string streams = "        %run0 = arith.addi %bBegin, %i : index\n";
-  for (int r = 1; r < runs; ++r)
-    streams += fmt::format("        %run{} = arith.addi %run{}, %runLength : index\n", r, r - 1);
+  const DecodeRunCut cut = decodeRunCut("%bBegin", "%bEnd", runs, "%bRest");
+  std::string streams = cut.indices;
   std::string blocks, blockTypes, vectorTypes, stores;
   for (int s = 0; s < kDecodeStreams; ++s) {
     const int r = kernel.swiglu ? s / 2 : s;
@@ -301,12 +300,7 @@ std::string decodeRuns(const FusedLinearKernel &kernel, const Layout &l, const s
   rest += fmt::format("        %colRest = arith.muli %b, %c16 : index\n        {}\n",
                       storeCall(kernel, l, "%vb", up, "%st", "%t", "%colRest", residual));
   return fmt::format(
-      R"mlir(    %cRuns = arith.constant {runs} : index
-    %cUpOffset = arith.constant {upOffset} : index
-    %blockCount = arith.subi %bEnd, %bBegin : index
-    %runLength = arith.divui %blockCount, %cRuns : index
-    %inRuns = arith.muli %runLength, %cRuns : index
-    %bRest = arith.addi %bBegin, %inRuns : index
+      R"mlir({cut}    %cUpOffset = arith.constant {upOffset} : index
     scf.for %t = %c0 to %rows step %c1 {{
       %st = memref.load %scale[%t] : memref<?xf32>
       scf.for %i = %c0 to %runLength step %c1 {{
@@ -316,7 +310,7 @@ std::string decodeRuns(const FusedLinearKernel &kernel, const Layout &l, const s
 {rest}      }}
     }}
 )mlir",
-      fmt::arg("runs", runs), fmt::arg("upOffset", l.outBlocks), fmt::arg("streams", streams),
+      fmt::arg("cut", cut.cut), fmt::arg("upOffset", l.outBlocks), fmt::arg("streams", streams),
       fmt::arg("streamCount", kDecodeStreams), fmt::arg("name", kernel.name), fmt::arg("x", x),
       fmt::arg("blocks", blocks), fmt::arg("xTypes", xTypes), fmt::arg("blockTypes", blockTypes),
       fmt::arg("vectorTypes", vectorTypes), fmt::arg("stores", stores), fmt::arg("rest", rest));
@@ -463,6 +457,22 @@ RoundedActivations roundedActivations(const FusedLinearKernel &kernel, const Col
   return rounded;
 }
 
+DecodeRunCut decodeRunCut(const std::string &begin, const std::string &end, int runs,
+                          const std::string &rest) {
+  DecodeRunCut cut;
+  cut.cut = fmt::format("    %cRuns = arith.constant {0} : index\n"
+                        "    %runSpan = arith.subi {2}, {1} : index\n"
+                        "    %runLength = arith.divui %runSpan, %cRuns : index\n"
+                        "    %inRuns = arith.muli %runLength, %cRuns : index\n"
+                        "    {3} = arith.addi {1}, %inRuns : index\n",
+                        runs, begin, end, rest);
+  cut.indices = fmt::format("        %run0 = arith.addi {}, %i : index\n", begin);
+  for (int r = 1; r < runs; ++r)
+    cut.indices +=
+        fmt::format("        %run{} = arith.addi %run{}, %runLength : index\n", r, r - 1);
+  return cut;
+}
+
 std::string blockPairing(const FusedLinearKernel &kernel, const ColumnBlockLayout &l) {
   if (kernel.swiglu)
     return fmt::format("      %cUpOffset = arith.constant {} : index\n"
@@ -545,7 +555,7 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
                tileAndStore(kernel, l, int(tileRows), bf16, bf16 ? "%xp" : frame.dotInput,
                             frame.residualOperand, "%w, %t, %bA, %bB")),
       fmt::arg("leftoverRows", leftoverRows),
-      fmt::arg("decode", decodeRuns(kernel, l, frame.dotInput, frame.residualOperand)),
+      fmt::arg("decode", blockDecode(kernel, l, frame.dotInput, frame.residualOperand)),
       fmt::arg("opening", amx ? amxOpening : ""),
       fmt::arg("closing", (bf16 ? rounding.closing : "") + std::string(amx ? "  }\n" : "")));
   source += frame.closing;

@@ -208,9 +208,8 @@ std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLay
   // The runs: column %run<r> = %nBegin + r * %runLength + %i; each stream
   // reads the weight row of a run's column (SwiGLU: gate, then up).
   const int runs = kernel.swiglu ? kDecodeStreams / 2 : kDecodeStreams;
-  std::string streams = "      %run0 = arith.addi %nBegin, %i : index\n";
-  for (int r = 1; r < runs; ++r)
-    streams += fmt::format("      %run{} = arith.addi %run{}, %runLength : index\n", r, r - 1);
+  const DecodeRunCut cut = decodeRunCut("%nBegin", "%nEnd", runs, "%nRest");
+  std::string streams = cut.indices;
   std::string operands, operandTypes, finishes;
   for (int s = 0; s < kDecodeStreams; ++s) {
     const int r = kernel.swiglu ? s / 2 : s;
@@ -239,15 +238,10 @@ std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLay
   return fmt::format(
       R"mlir(    %cColumnsPerGroup = arith.constant {columnsPerGroup} : index
     %cOut = arith.constant {out} : index
-    %cRuns = arith.constant {runs} : index
     %nBegin = arith.muli %wgBegin, %cColumnsPerGroup : index
     %nEndGroup = arith.muli %wgEnd, %cColumnsPerGroup : index
     %nEnd = arith.minui %nEndGroup, %cOut : index
-    %columns = arith.subi %nEnd, %nBegin : index
-    %runLength = arith.divui %columns, %cRuns : index
-    %inRuns = arith.muli %runLength, %cRuns : index
-    %nRest = arith.addi %nBegin, %inRuns : index
-    scf.for %t = %c0 to %rows step %c1 {{
+{cut}    scf.for %t = %c0 to %rows step %c1 {{
     %st = memref.load %scale[%t] : memref<?xf32>
     scf.for %i = %c0 to %runLength step %c1 {{
 {streams}{finishes}    }}
@@ -256,7 +250,7 @@ std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLay
     }}
 )mlir",
       fmt::arg("columnsPerGroup", FusedLinearKernel::kColumnsPerWorkgroup),
-      fmt::arg("out", kernel.outFeatures), fmt::arg("runs", runs), fmt::arg("streams", streams),
+      fmt::arg("out", kernel.outFeatures), fmt::arg("cut", cut.cut), fmt::arg("streams", streams),
       fmt::arg("finishes", finishes), fmt::arg("dot", dotOfRow("%n", "%d")),
       fmt::arg("upDot", upDot), fmt::arg("single", finish("%d", up, "%n")));
 }
