@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 
@@ -213,6 +214,17 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu, bool sameRou
   const int64_t split = kernel.workgroups() / 2;
   entry(buffers.data(), bytes.data(), scalars, 0, split);
   entry(buffers.data(), bytes.data(), scalars, split, kernel.workgroups());
+  if (c.rows == 1) {
+    // Decode cuts each call's columns into runs read side by side: a column
+    // lands in another run, or in the columns the runs leave, when the pool
+    // splits the work otherwise (other thread counts), and must come out
+    // bit for bit the same.
+    const std::vector<float> twoCalls = actual;
+    for (int64_t w = 0; w < kernel.workgroups(); ++w)
+      entry(buffers.data(), bytes.data(), scalars, w, w + 1);
+    if (std::memcmp(twoCalls.data(), actual.data(), actual.size() * 4) != 0)
+      ADD_FAILURE() << c.label << ": decode depends on how the workgroups are split";
+  }
 
   double worst = 0.0, largest = 0.0;
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -430,6 +442,11 @@ INSTANTIATE_TEST_SUITE_P(
                    true},
         LinearCase{"blocks_qwen3_0_6b_mlp_prefill", 1024, 3072, 9, WeightStorage::BF16, true, true,
                    false, true, true},
+        // Decode over many workgroups: its runs must not depend on the split.
+        LinearCase{"blocks_qwen3_0_6b_mlp_decode", 1024, 3072, 1, WeightStorage::BF16, true, true,
+                   false, true, true},
+        LinearCase{"blocks_qwen3_0_6b_o_decode", 2048, 1040, 1, WeightStorage::BF16, false, false,
+                   true, false, true},
         // Packed per call: the gather tail of K (40, 72: K/2 not a multiple
         // of 16), a pair cut short, every epilogue, decode and prefill, and
         // weights in parts: q/k/v, gate/up, and parts of one 16-row block
