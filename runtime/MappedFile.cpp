@@ -141,21 +141,30 @@ RereadResult MappedFile::rereadIntoHugeFolios(ThreadPool *pool, double minBytesP
   if (!copy_.empty() || whole == 0)
     return result;
   const auto start = std::chrono::steady_clock::now();
-  const OpenedFile opened = openRegularFile(path_);
-  void *view = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, opened.file.fd, 0);
+  std::optional<OpenedFile> opened;
+  try {
+    opened.emplace(openRegularFile(path_));
+  } catch (const LoadError &) {
+    return result; // gone since the load mapped it: nothing to mend
+  }
+  if (opened->size != size_) // replaced: its pages are not this mapping's
+    return result;
+  void *view = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, opened->file.fd, 0);
   if (view == MAP_FAILED)
     return result;
   if (::madvise(view, size_, MADV_HUGEPAGE) != 0) { // no THP here
     ::munmap(view, size_);
     return result;
   }
+  // A file cut short meanwhile: SIGBUS on a read names it (FatalSignals.h).
+  const int guard = registerMapping(view, size_, path_);
   // Pages this mapping holds cannot be dropped: unmap them (clean file
   // pages, faulted in again from the page cache when next read).
   (void)::madvise(mapping_, size_, MADV_DONTNEED);
   auto *bytes = static_cast<uint8_t *>(view);
   constexpr size_t kPiece = size_t(64) << 20;
   const size_t first = std::min(whole, kPiece);
-  const int fd = opened.file.fd;
+  const int fd = opened->file.fd;
   (void)::posix_fadvise(fd, 0, off_t(first), POSIX_FADV_DONTNEED);
   populate(bytes, 0, first);
   const double firstSeconds =
@@ -180,6 +189,7 @@ RereadResult MappedFile::rereadIntoHugeFolios(ThreadPool *pool, double minBytesP
   } else {
     result.slowStorage = true;
   }
+  unregisterMapping(guard);
   ::munmap(view, size_);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

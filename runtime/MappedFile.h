@@ -78,13 +78,14 @@ public:
   /// For a mapping: asks the kernel to drop the file's cached pages (the
   /// clean ones no other process maps) and reads them back through a
   /// mapping advised for huge pages, so the page cache holds them in huge
-  /// folios from then on, for this load and every later one. In whole 2 MB
-  /// stretches, 64 MB at a time, the first timed alone: when it read slower
-  /// than `minBytesPerSecond` (a disk, not a fast SSD or the host's cache)
-  /// the rest is left as it was. The bytes stay the file's; this mapping's
-  /// pages are faulted in again as they are read. By `pool`'s threads when
-  /// given. Nothing for a copy, a file under 2 MB, or a kernel without
-  /// transparent huge pages.
+  /// folios from then on, for this load and every later one. Whole 2 MB
+  /// stretches only; the first 64 MB go first and are timed: when they read
+  /// slower than `minBytesPerSecond` (a disk, not a fast SSD or the host's
+  /// cache) the rest is left as it was, else the rest is dropped and read
+  /// back 64 MB at a time by `pool`'s threads (when given). The bytes stay
+  /// the file's; this mapping's pages are faulted in again as they are read.
+  /// Nothing for a copy, a file under 2 MB, a file gone or replaced since it
+  /// was mapped, or a kernel without transparent huge pages.
   RereadResult rereadIntoHugeFolios(ThreadPool *pool, double minBytesPerSecond);
   MappedFile(const MappedFile &) = delete;
   MappedFile &operator=(const MappedFile &) = delete;
