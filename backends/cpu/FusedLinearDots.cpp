@@ -7,14 +7,12 @@
 
 namespace q3::cpu::detail {
 
-/// Software prefetch of the weight row that the dot product will read
-/// kernel.prefetchBytes later, one hint per cache line of a 64-wide step.
 /// @<name>_<function>(x, w0, n0, ..., t) -> `streams` x f32: row t of x
 /// against weight row n_s of w_s for each stream s, read side by side. Each
 /// product: four independent 16-lane accumulators over 64-wide steps (so FMA
 /// latency does not bound a decode step), summed pairwise, then 16-wide
-/// steps, then a scalar tail; every weight row prefetched prefetch_bytes
-/// ahead.
+/// steps, then a scalar tail; each weight row's stream prefetched
+/// kernel.prefetchBytes ahead, one hint per cache line of a 64-wide step.
 static std::string dotRowsFunction(const FusedLinearKernel &kernel, const std::string &xType,
                                    const std::string &weightType, int streams,
                                    const std::string &function) {
