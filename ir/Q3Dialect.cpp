@@ -65,7 +65,8 @@ constexpr int64_t kMaxChunksPerThread = 64;
 /// The mutable form of the attribute's parameters.
 struct LoweringFields {
   std::string gridKind, matmul, weightPacking;
-  int64_t gridCount = 0, prefillChunks = 0, decodeChunks = 0, prefetchBytes = 0, workspaceBytes = 0;
+  int64_t gridCount = 0, prefillChunks = 0, decodeChunks = 0, prefetchBytes = 0, decodeStreams = 0,
+          workspaceBytes = 0;
   SmallVector<int64_t> tile, workgroupSize;
 
   explicit LoweringFields(LoweringConfigAttr attr = {}) {
@@ -79,13 +80,14 @@ struct LoweringFields {
     prefillChunks = attr.getPrefillChunks();
     decodeChunks = attr.getDecodeChunks();
     prefetchBytes = attr.getPrefetchBytes();
+    decodeStreams = attr.getDecodeStreams();
     workspaceBytes = attr.getWorkspaceBytes();
     workgroupSize.assign(attr.getWorkgroupSize().begin(), attr.getWorkgroupSize().end());
   }
   LoweringConfigAttr get(MLIRContext *context) const {
     return LoweringConfigAttr::get(context, gridKind, gridCount, matmul, tile, weightPacking,
-                                   prefillChunks, decodeChunks, prefetchBytes, workspaceBytes,
-                                   workgroupSize);
+                                   prefillChunks, decodeChunks, prefetchBytes, decodeStreams,
+                                   workspaceBytes, workgroupSize);
   }
 };
 
@@ -143,6 +145,12 @@ LoweringConfigAttr LoweringConfigAttr::withPrefetchBytes(int64_t bytes) const {
   return fields.get(getContext());
 }
 
+LoweringConfigAttr LoweringConfigAttr::withDecodeStreams(int64_t streams) const {
+  LoweringFields fields(*this);
+  fields.decodeStreams = streams;
+  return fields.get(getContext());
+}
+
 LoweringConfigAttr LoweringConfigAttr::withWorkgroupSize(ArrayRef<int64_t> size) const {
   LoweringFields fields(*this);
   fields.workgroupSize.assign(size.begin(), size.end());
@@ -180,12 +188,14 @@ Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
       return parser.parseInteger(fields.decodeChunks);
     if (key == "prefetch_bytes")
       return parser.parseInteger(fields.prefetchBytes);
+    if (key == "decode_streams")
+      return parser.parseInteger(fields.decodeStreams);
     if (key == "workspace_bytes")
       return parser.parseInteger(fields.workspaceBytes);
     return parser.emitError(parser.getCurrentLocation())
            << "#q3.lowering: unknown field '" << key
            << "' (fields: grid, matmul, tile, weight_packing, prefill_chunks, decode_chunks, "
-              "prefetch_bytes, workspace_bytes, workgroup_size)";
+              "prefetch_bytes, decode_streams, workspace_bytes, workgroup_size)";
   };
   if (parser.parseLess())
     return {};
@@ -196,7 +206,8 @@ Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
   return getChecked([&] { return parser.emitError(parser.getNameLoc()); }, parser.getContext(),
                     fields.gridKind, fields.gridCount, fields.matmul, fields.tile,
                     fields.weightPacking, fields.prefillChunks, fields.decodeChunks,
-                    fields.prefetchBytes, fields.workspaceBytes, fields.workgroupSize);
+                    fields.prefetchBytes, fields.decodeStreams, fields.workspaceBytes,
+                    fields.workgroupSize);
 }
 
 void LoweringConfigAttr::print(AsmPrinter &printer) const {
@@ -221,6 +232,8 @@ void LoweringConfigAttr::print(AsmPrinter &printer) const {
     fields.push_back("decode_chunks = " + std::to_string(getDecodeChunks()));
   if (getPrefetchBytes())
     fields.push_back("prefetch_bytes = " + std::to_string(getPrefetchBytes()));
+  if (getDecodeStreams())
+    fields.push_back("decode_streams = " + std::to_string(getDecodeStreams()));
   if (getWorkspaceBytes())
     fields.push_back("workspace_bytes = " + std::to_string(getWorkspaceBytes()));
   if (!getWorkgroupSize().empty())
@@ -235,8 +248,8 @@ LogicalResult LoweringConfigAttr::verify(function_ref<InFlightDiagnostic()> emit
                                          StringRef gridKind, int64_t gridCount, StringRef matmul,
                                          ArrayRef<int64_t> tile, StringRef weightPacking,
                                          int64_t prefillChunks, int64_t decodeChunks,
-                                         int64_t prefetchBytes, int64_t workspaceBytes,
-                                         ArrayRef<int64_t> workgroupSize) {
+                                         int64_t prefetchBytes, int64_t decodeStreams,
+                                         int64_t workspaceBytes, ArrayRef<int64_t> workgroupSize) {
   if (!gridKind.empty() && !llvm::is_contained(kGridKinds, gridKind))
     return emitError() << "#q3.lowering: grid must be 'fixed N' or 'per_row N', got '" << gridKind
                        << "'";
@@ -257,6 +270,9 @@ LogicalResult LoweringConfigAttr::verify(function_ref<InFlightDiagnostic()> emit
     return emitError() << "#q3.lowering: prefetch_bytes must be "
                        << LoweringConfigAttr::kMinPrefetchBytes << " to "
                        << LoweringConfigAttr::kMaxPrefetchBytes << ", got " << prefetchBytes;
+  if (decodeStreams != 0 &&
+      !llvm::is_contained(LoweringConfigAttr::kDecodeStreamCounts, decodeStreams))
+    return emitError() << "#q3.lowering: decode_streams must be 1, 2 or 4, got " << decodeStreams;
   if (workspaceBytes < 0 || workspaceBytes > LoweringConfigAttr::kMaxWorkspaceBytes)
     return emitError() << "#q3.lowering: workspace_bytes must be 0 to "
                        << LoweringConfigAttr::kMaxWorkspaceBytes << ", got " << workspaceBytes;

@@ -122,6 +122,11 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     - `prefetch_bytes`: how far ahead of its loads a one-row (decode) loop
       prefetches the memory it streams, in bytes: a product's weights,
       attention's keys and values.
+    - `decode_streams`: how many runs of that memory a one-row loop reads
+      side by side (1, 2 or 4): a product's weight rows (SwiGLU: at least its
+      gate and up rows), attention's key and value positions. Each run is a
+      memory stream the hardware prefetchers follow; one per core leaves
+      bandwidth unused on some machines.
     - `workspace_bytes`: scratch memory the kernel needs beside its operands
       and results (the runtime allocates it zeroed, once, and passes it after
       the results; the kernel leaves it as it found it): attention's decode
@@ -131,7 +136,8 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
 
     ```mlir
     #q3.lowering<grid = fixed 64, matmul = avx512bf16, tile = [8, 2],
-                 weight_packing = per_call, decode_chunks = 16, prefetch_bytes = 8192>
+                 weight_packing = per_call, decode_chunks = 16, prefetch_bytes = 8192,
+                 decode_streams = 4>
     ```
   }];
   let parameters = (ins StringRefParameter<"grid kind: fixed or per_row">:$grid_kind,
@@ -140,7 +146,8 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
                         ArrayRefParameter<"int64_t", "register tile">:$tile,
                         StringRefParameter<"where a product's weight is packed">:$weight_packing,
                         "int64_t":$prefill_chunks, "int64_t":$decode_chunks,
-                        "int64_t":$prefetch_bytes, "int64_t":$workspace_bytes,
+                        "int64_t":$prefetch_bytes, "int64_t":$decode_streams,
+                        "int64_t":$workspace_bytes,
                         ArrayRefParameter<"int64_t", "workgroup size">:$workgroup_size);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
@@ -156,12 +163,15 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     bool packsPerCall() const { return getWeightPacking() == "per_call"; }
     LoweringConfigAttr withChunks(int64_t prefill, int64_t decode) const;
     LoweringConfigAttr withPrefetchBytes(int64_t bytes) const;
+    LoweringConfigAttr withDecodeStreams(int64_t streams) const;
     LoweringConfigAttr withWorkgroupSize(::llvm::ArrayRef<int64_t> size) const;
     LoweringConfigAttr withWorkspaceBytes(int64_t bytes) const;
     bool hasGrid() const { return !getGridKind().empty(); }
     /// prefetch_bytes, when set: at least a cache line, at most 1 MiB.
     static constexpr int64_t kMinPrefetchBytes = 64;
     static constexpr int64_t kMaxPrefetchBytes = int64_t(1) << 20;
+    /// decode_streams, when set: one of these.
+    static constexpr int64_t kDecodeStreamCounts[] = {1, 2, 4};
     /// workspace_bytes, when set: at most 64 MiB.
     static constexpr int64_t kMaxWorkspaceBytes = int64_t(64) << 20;
   }];

@@ -126,6 +126,7 @@ struct Kernel {
   WeightPacking weightPacking = WeightPacking::None;
   int64_t prefillChunks = 1, decodeChunks = 1; // per thread, 1..64
   int64_t prefetchBytes = 0; // decode loops prefetch this far ahead (0: not a streaming kernel)
+  int64_t decodeStreams = 0; // runs decode loops read side by side (0: not a streaming kernel)
   /// Scratch the kernel takes after its results (runtime/KernelABI.h): the
   /// runtime allocates it zeroed once; the kernel leaves it as it found it.
   int64_t workspaceBytes = 0;
@@ -381,6 +382,7 @@ inline constexpr int64_t kMaxExtent = int64_t(1) << 32;
 inline constexpr int64_t kMaxCount = int64_t(1) << 24;
 inline constexpr int64_t kMaxChunksPerThread = 64;
 inline constexpr int64_t kMaxPrefetchBytes = int64_t(1) << 20;
+inline constexpr int64_t kMaxDecodeStreams = 4;
 inline constexpr int64_t kMaxWorkspaceBytes = int64_t(64) << 20;
 
 inline nlohmann::json slotJson(const Slot &slot) {
@@ -504,6 +506,8 @@ inline nlohmann::json toJson(const Kernel &k) {
     j["weight_packing"] = detail::spell(detail::kWeightPackings, k.weightPacking);
   if (k.prefetchBytes != 0)
     j["prefetch_bytes"] = k.prefetchBytes;
+  if (k.decodeStreams != 0)
+    j["decode_streams"] = k.decodeStreams;
   if (k.workspaceBytes != 0)
     j["workspace_bytes"] = k.workspaceBytes;
   for (const Slot &slot : k.operands)
@@ -634,6 +638,7 @@ inline Kernel kernelFromJson(const detail::Reader &r) {
   k.prefillChunks = r.integerOr("prefill_chunks", 1, 1, kMaxChunksPerThread);
   k.decodeChunks = r.integerOr("decode_chunks", 1, 1, kMaxChunksPerThread);
   k.prefetchBytes = r.integerOr("prefetch_bytes", 0, 64, kMaxPrefetchBytes);
+  k.decodeStreams = r.integerOr("decode_streams", 0, 1, kMaxDecodeStreams);
   k.workspaceBytes = r.integerOr("workspace_bytes", 0, 0, kMaxWorkspaceBytes);
   r.each("operands", [&](const Reader &slot) { k.operands.push_back(readSlot(slot)); });
   r.each("results", [&](const Reader &slot) { k.results.push_back(readSlot(slot)); });

@@ -206,6 +206,7 @@ private:
     k.prefillChunks = lowering.getPrefillChunks() ? lowering.getPrefillChunks() : 1;
     k.decodeChunks = lowering.getDecodeChunks() ? lowering.getDecodeChunks() : 1;
     k.prefetchBytes = lowering.getPrefetchBytes();
+    k.decodeStreams = lowering.getDecodeStreams();
     k.workspaceBytes = lowering.getWorkspaceBytes();
     for (LoweringConfigAttr variant : variantsOf(kernel))
       k.variants.push_back(

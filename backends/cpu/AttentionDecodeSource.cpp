@@ -16,8 +16,6 @@ namespace q3::cpu::attention {
 
 using namespace detail;
 
-constexpr int kPositionsPerStep = 2; // of the vector score loop
-
 // Decode scores a block of this many positions, then sums its values: the
 // keys and then the values stream as long runs, which the hardware
 // prefetchers follow as one stream at a time. Measured on AMD family 26
@@ -37,6 +35,29 @@ struct Slot {
   int k, row, head;
 };
 
+/// The positions one step of a decode loop reads: position j of the step
+/// whose induction variable is %<iv> is %<iv> + j x `stride`, and the loop
+/// advances by `step`. Consecutive positions (stride %c1) read the cache as
+/// one stream; runs a block apart read it as `count` streams side by side.
+struct PositionRuns {
+  int count;
+  std::string stride, step; // index values
+
+  /// The ops defining position(iv, j) for j > 0.
+  std::string positions(const std::string &iv) const {
+    std::string ops;
+    for (int j = 1; j < count; ++j)
+      ops += fmt::format("      %{0}_c{1} = arith.constant {1} : index\n"
+                         "      %{0}_o{1} = arith.muli {2}, %{0}_c{1} : index\n"
+                         "      %{0}_{1} = arith.addi %{0}, %{0}_o{1} : index\n",
+                         iv, j, stride);
+    return ops;
+  }
+  std::string position(const std::string &iv, int j) const {
+    return j ? fmt::format("%{}_{}", iv, j) : "%" + iv;
+  }
+};
+
 } // namespace
 
 /// The decode row's query vectors, one per head of the workgroup.
@@ -52,17 +73,13 @@ static std::vector<Slot> decodeSlots(int heads) {
 /// FMA chains), stored to %scores<k>; yields the running maxima, starting
 /// from `initial(k)`.
 template <typename Initial>
-static std::string scoreLoop(const std::vector<Slot> &slots, int positions,
+static std::string scoreLoop(const std::vector<Slot> &slots, const PositionRuns &runs,
                              const AttentionTypes &types, const std::string &out,
                              const std::string &iv, const std::string &from, const std::string &to,
                              Initial initial) {
-  const int n = int(slots.size()), chains = n * positions;
-  std::string offsets, body, reductions, iterArgs, yields;
-  auto position = [&](int j) { return j ? fmt::format("%{}_{}", iv, j) : "%" + iv; };
-  for (int j = 1; j < positions; ++j)
-    offsets += fmt::format("      %{0}_c{1} = arith.constant {1} : index\n"
-                           "      %{0}_{1} = arith.addi %{0}, %{0}_c{1} : index\n",
-                           iv, j);
+  const int positions = runs.count, n = int(slots.size()), chains = n * positions;
+  std::string offsets = runs.positions(iv), body, reductions, iterArgs, yields;
+  auto position = [&](int j) { return runs.position(iv, j); };
   // Each key row is prefetched %ahead positions before it is scored (the
   // last visible position at most).
   for (int j = 0; j < positions; ++j) {
@@ -100,7 +117,7 @@ static std::string scoreLoop(const std::vector<Slot> &slots, int positions,
     yields += (s ? ", " : "") + last;
   }
   return fmt::format(
-      R"mlir(    %{out}:{n} = scf.for %{iv} = {from} to {to} step %c{positions} iter_args({iterArgs}) -> ({maxTypes}) {{
+      R"mlir(    %{out}:{n} = scf.for %{iv} = {from} to {to} step {step} iter_args({iterArgs}) -> ({maxTypes}) {{
 {offsets}      %{iv}_dots:{chains} = scf.for %i = %c0 to %cD step %c16 iter_args({accArgs}) -> ({accTypes}) {{
 {body}        scf.yield {accYields} : {accTypes}
       }}
@@ -108,7 +125,7 @@ static std::string scoreLoop(const std::vector<Slot> &slots, int positions,
     }}
 )mlir",
       fmt::arg("out", out), fmt::arg("n", n), fmt::arg("iv", iv), fmt::arg("from", from),
-      fmt::arg("to", to), fmt::arg("positions", positions), fmt::arg("iterArgs", iterArgs),
+      fmt::arg("to", to), fmt::arg("step", runs.step), fmt::arg("iterArgs", iterArgs),
       fmt::arg("maxTypes", listOf(n, [](int) { return std::string("f32"); })),
       fmt::arg("offsets", offsets), fmt::arg("chains", chains),
       fmt::arg("accArgs",
@@ -145,49 +162,62 @@ std::string slotSoftmax(int k, const std::string &max, const std::string &count)
                      k, max, count);
 }
 
-/// `%<out>:N = scf.for %<iv> = from to to`: the probability-weighted sum of
-/// the value columns `columns` for `slots`, starting from `initial(k, c)`.
+/// `%<out>:N = scf.for %<iv> = from to to step runs.step`: the
+/// probability-weighted sum of the value columns `columns` for `slots`,
+/// starting from `initial(k, c)`; each step adds the rows of runs.count
+/// positions, in order, to the same sums.
 template <typename Initial>
 static std::string valueLoop(const std::vector<Slot> &slots, const std::vector<int64_t> &columns,
-                             const AttentionTypes &types, const std::string &out,
-                             const std::string &iv, const std::string &from, const std::string &to,
-                             Initial initial) {
-  // Each value row is prefetched %ahead positions before it is added (the
-  // last visible position at most).
-  std::string body = fmt::format("      %{0}_pf_ = arith.addi %{0}, %ahead : index\n"
-                                 "      %{0}_pf = arith.minui %{0}_pf_, %lastPosition : index\n",
-                                 iv);
-  std::string iterArgs, yields;
+                             const PositionRuns &runs, const AttentionTypes &types,
+                             const std::string &out, const std::string &iv, const std::string &from,
+                             const std::string &to, Initial initial) {
+  std::string body = runs.positions(iv);
   for (int64_t c : columns)
-    body +=
-        fmt::format("      %{0}_off{1} = arith.constant {2} : index\n      ", iv, c, c * kLanes) +
-        vectorWidenedLoad(types.cache, fmt::format("%{}_v{}", iv, c), "%values",
-                          fmt::format("%kv, %{0}, %{0}_off{1}", iv, c), types.kv) +
-        "\n" +
-        fmt::format("      memref.prefetch %values[%kv, %{0}_pf, %{0}_off{1}], read, locality<3>, "
-                    "data : {2}\n",
-                    iv, c, types.kv);
-  int n = 0;
-  for (const Slot &slot : slots) {
-    body += fmt::format("      %{0}_p{1} = memref.load %scores{1}[%{0}] : memref<?xf32>\n"
-                        "      %{0}_pv{1} = vector.broadcast %{0}_p{1} : f32 to vector<16xf32>\n",
-                        iv, slot.k);
-    for (int64_t c : columns) {
-      body += fmt::format("      %{0}_u{1}_{2} = vector.fma %{0}_pv{1}, %{0}_v{2}, %{0}_b{1}_{2} : "
+    body += fmt::format("      %{0}_off{1} = arith.constant {2} : index\n", iv, c, c * kLanes);
+  std::string iterArgs, yields;
+  auto sum = [&](int k, int64_t c, int run) {
+    return run < 0 ? fmt::format("%{}_b{}_{}", iv, k, c)
+                   : fmt::format("%{}_u{}_{}_{}", iv, k, c, run);
+  };
+  for (int j = 0; j < runs.count; ++j) {
+    const std::string position = runs.position(iv, j);
+    // Each value row is prefetched %ahead positions before it is added (the
+    // last visible position at most).
+    body += fmt::format("      %{0}_pf{1}_ = arith.addi {2}, %ahead : index\n"
+                        "      %{0}_pf{1} = arith.minui %{0}_pf{1}_, %lastPosition : index\n",
+                        iv, j, position);
+    for (int64_t c : columns)
+      body += "      " +
+              vectorWidenedLoad(types.cache, fmt::format("%{}_v{}_{}", iv, c, j), "%values",
+                                fmt::format("%kv, {}, %{}_off{}", position, iv, c), types.kv) +
+              "\n" +
+              fmt::format("      memref.prefetch %values[%kv, %{0}_pf{1}, %{0}_off{2}], read, "
+                          "locality<3>, data : {3}\n",
+                          iv, j, c, types.kv);
+    for (const Slot &slot : slots) {
+      body += fmt::format("      %{0}_p{1}_{2} = memref.load %scores{1}[{3}] : memref<?xf32>\n"
+                          "      %{0}_pv{1}_{2} = vector.broadcast %{0}_p{1}_{2} : f32 to "
                           "vector<16xf32>\n",
-                          iv, slot.k, c);
-      iterArgs +=
-          fmt::format("{}%{}_b{}_{} = {}", n ? ", " : "", iv, slot.k, c, initial(slot.k, c));
-      yields += fmt::format("{}%{}_u{}_{}", n ? ", " : "", iv, slot.k, c);
-      ++n;
+                          iv, slot.k, j, position);
+      for (int64_t c : columns)
+        body += fmt::format("      {0} = vector.fma %{1}_pv{2}_{3}, %{1}_v{4}_{3}, {5} : "
+                            "vector<16xf32>\n",
+                            sum(slot.k, c, j), iv, slot.k, j, c, sum(slot.k, c, j - 1));
     }
   }
+  int n = 0;
+  for (const Slot &slot : slots)
+    for (int64_t c : columns) {
+      iterArgs += fmt::format("{}{} = {}", n ? ", " : "", sum(slot.k, c, -1), initial(slot.k, c));
+      yields += fmt::format("{}{}", n ? ", " : "", sum(slot.k, c, runs.count - 1));
+      ++n;
+    }
   return fmt::format(
-      R"mlir(    %{0}:{1} = scf.for %{2} = {3} to {4} step %c1 iter_args({5}) -> ({6}) {{
+      R"mlir(    %{0}:{1} = scf.for %{2} = {3} to {4} step {9} iter_args({5}) -> ({6}) {{
 {7}      scf.yield {8} : {6}
     }}
 )mlir",
-      out, n, iv, from, to, iterArgs, vectorTypes(n), body, yields);
+      out, n, iv, from, to, iterArgs, vectorTypes(n), body, yields, runs.step);
 }
 
 /// The position of (slot, column) among a valueLoop's results.
@@ -246,16 +276,28 @@ std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &
               fmt::format("%sums{}#{}", g, resultIndex(slots, groups[g], slot.k, c)));
   // The block's scores (positions in pairs, then a last one), from the
   // running maxima, so the loops yield the new maxima.
-  body += "    %blockFull = arith.addi %blockStart, %cBlock : index\n"
-          "    %blockEnd = arith.minui %blockFull, %to : index\n"
-          "    %blockSize = arith.subi %blockEnd, %blockStart : index\n"
-          "    %pairs = arith.divui %blockSize, %c2 : index\n"
-          "    %pairSpan = arith.muli %pairs, %c2 : index\n"
-          "    %pairEnd = arith.addi %blockStart, %pairSpan : index\n";
-  body += scoreLoop(slots, kPositionsPerStep, types, "pairMax", "s", "%blockStart", "%pairEnd",
+  // With one stream, the scores go in pairs of positions, then the values
+  // one at a time; with S, both go in S runs side by side over the block's
+  // first S x (size / S) positions (%runsEnd), then one at a time.
+  const int streams = int(kernel.decodeStreams);
+  const PositionRuns single{1, "%c1", "%c1"};
+  const PositionRuns scoreRuns =
+      streams > 1 ? PositionRuns{streams, "%runLength", "%c1"} : PositionRuns{2, "%c1", "%c2"};
+  const PositionRuns valueRuns = streams > 1 ? scoreRuns : single;
+  body += fmt::format("    %blockFull = arith.addi %blockStart, %cBlock : index\n"
+                      "    %blockEnd = arith.minui %blockFull, %to : index\n"
+                      "    %blockSize = arith.subi %blockEnd, %blockStart : index\n"
+                      "    %cRuns = arith.constant {0} : index\n"
+                      "    %runLength = arith.divui %blockSize, %cRuns : index\n"
+                      "    %runSpan = arith.muli %runLength, %cRuns : index\n"
+                      "    %runsEnd = arith.addi %blockStart, %runLength : index\n"
+                      "    %tailStart = arith.addi %blockStart, %runSpan : index\n",
+                      scoreRuns.count);
+  const std::string runsTo = streams > 1 ? "%runsEnd" : "%tailStart";
+  body += scoreLoop(slots, scoreRuns, types, "runMax", "s", "%blockStart", runsTo,
                     [](int k) { return fmt::format("%m{}", k); });
-  body += scoreLoop(slots, 1, types, "oneMax", "s1", "%pairEnd", "%blockEnd",
-                    [](int k) { return fmt::format("%pairMax#{}", k); });
+  body += scoreLoop(slots, single, types, "oneMax", "s1", "%tailStart", "%blockEnd",
+                    [](int k) { return fmt::format("%runMax#{}", k); });
   // Probabilities of the block, 16 at a time (lanes past its end 0), and
   // the rescaled sums.
   for (const Slot &slot : slots)
@@ -288,9 +330,19 @@ std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &
       for (int64_t c : groups[g])
         body += fmt::format("    %kept{0}_{1} = arith.mulf {2}, %alphaV{0} : vector<16xf32>\n",
                             slot.k, c, sumName(slot.k, c));
-    body += valueLoop(slots, groups[g], types, fmt::format("sums{}", g), fmt::format("v{}", g),
-                      "%blockStart", "%blockEnd",
+    if (streams == 1) {
+      body += valueLoop(slots, groups[g], single, types, fmt::format("sums{}", g),
+                        fmt::format("v{}", g), "%blockStart", "%blockEnd",
+                        [](int k, int64_t c) { return fmt::format("%kept{}_{}", k, c); });
+      continue;
+    }
+    body += valueLoop(slots, groups[g], valueRuns, types, fmt::format("runSums{}", g),
+                      fmt::format("w{}", g), "%blockStart", "%runsEnd",
                       [](int k, int64_t c) { return fmt::format("%kept{}_{}", k, c); });
+    body += valueLoop(slots, groups[g], single, types, fmt::format("sums{}", g),
+                      fmt::format("v{}", g), "%tailStart", "%blockEnd", [&](int k, int64_t c) {
+                        return fmt::format("%runSums{}#{}", g, resultIndex(slots, groups[g], k, c));
+                      });
   }
   // The output: the value sums over the sums of the probabilities; or, for
   // a split of the positions, the maxima, sums and value sums as they are.

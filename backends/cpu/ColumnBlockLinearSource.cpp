@@ -256,17 +256,17 @@ func.func private @{name}_blocks{streams}(%x: {xType}, %w: {weightType}, %wflat:
 }
 
 /// Decode (one row, or none): the output blocks %bBegin .. %bEnd cut into
-/// kDecodeStreams runs (SwiGLU: half as many, each read as its gate and up
-/// blocks) read side by side by @<name>_blocks4, then the blocks the runs
-/// leave one at a time (@<name>_blocks1; SwiGLU: gate and up).
+/// decodeRuns() runs (SwiGLU: each read as its gate and up blocks) read side
+/// by side by @<name>_blocks<decodeRowsSideBySide()>, then the blocks the
+/// runs leave one at a time (@<name>_blocks1; SwiGLU: gate and up).
 std::string blockDecode(const FusedLinearKernel &kernel, const Layout &l, const std::string &x,
                         const std::string &residual) {
-  const int runs = kernel.swiglu ? kDecodeStreams / 2 : kDecodeStreams;
+  const int runs = kernel.decodeRuns(), rows = kernel.decodeRowsSideBySide();
   const std::string xTypes = fmt::format("{}, {}, {}, index", l.xType, l.weightType, l.flatType);
   const DecodeRunCut cut = decodeRunCut("%bBegin", "%bEnd", runs, "%bRest");
   std::string streams = cut.indices;
   std::string blocks, blockTypes, vectorTypes, stores;
-  for (int s = 0; s < kDecodeStreams; ++s) {
+  for (int s = 0; s < rows; ++s) {
     const int r = kernel.swiglu ? s / 2 : s;
     if (kernel.swiglu && s % 2 == 1) {
       streams += fmt::format("        %runUp{0} = arith.addi %run{0}, %cUpOffset : index\n", r);
@@ -311,7 +311,7 @@ std::string blockDecode(const FusedLinearKernel &kernel, const Layout &l, const 
     }}
 )mlir",
       fmt::arg("cut", cut.cut), fmt::arg("upOffset", l.outBlocks), fmt::arg("streams", streams),
-      fmt::arg("streamCount", kDecodeStreams), fmt::arg("name", kernel.name), fmt::arg("x", x),
+      fmt::arg("streamCount", rows), fmt::arg("name", kernel.name), fmt::arg("x", x),
       fmt::arg("blocks", blocks), fmt::arg("xTypes", xTypes), fmt::arg("blockTypes", blockTypes),
       fmt::arg("vectorTypes", vectorTypes), fmt::arg("stores", stores), fmt::arg("rest", rest));
 }
@@ -495,8 +495,11 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
                     kernel.prefillMatmul == PrefillMatmul::Amx;
   // The decode block reads, the prefill tile and the leftover rows' smaller
   // tiles.
-  std::string source = decodeBlocksFunction(kernel, l, kDecodeStreams) +
-                       decodeBlocksFunction(kernel, l, 1) + storeFunction(kernel, l);
+  // (@<name>_blocks1 once when decode reads one block at a time.)
+  const int decodeRows = kernel.decodeRowsSideBySide();
+  std::string source = decodeBlocksFunction(kernel, l, 1) + storeFunction(kernel, l);
+  if (decodeRows > 1)
+    source += decodeBlocksFunction(kernel, l, decodeRows);
   source += tileFunction(kernel, l, int(tileRows), bf16);
   for (int p : leftoverTileRows(int(tileRows)))
     source += tileFunction(kernel, l, p, bf16);

@@ -11,17 +11,10 @@ namespace q3::cpu {
 passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
   passes::TargetPipeline pipeline;
   pipeline.backend = "cpu";
-  pipeline.passes = {"cpu-set-target",
-                     "cpu-pack-column-blocks",
-                     "cpu-sink-weight-concat",
-                     "cpu-select-matmul",
-                     "cpu-select-attention-matmul",
-                     "cpu-select-tiles",
-                     "cpu-assign-grids",
-                     "cpu-split-decode-attention",
-                     "cpu-set-chunking",
-                     "cpu-set-prefetch",
-                     "cpu-add-variants"};
+  pipeline.passes = {"cpu-set-target",    "cpu-pack-column-blocks",      "cpu-sink-weight-concat",
+                     "cpu-select-matmul", "cpu-select-attention-matmul", "cpu-select-tiles",
+                     "cpu-assign-grids",  "cpu-split-decode-attention",  "cpu-set-chunking",
+                     "cpu-set-prefetch",  "cpu-set-decode-streams",      "cpu-add-variants"};
   pipeline.addPass = [options](mlir::OpPassManager &pm, const std::string &name) {
     if (name == "cpu-set-target") {
       CpuSetTargetOptions o;
@@ -60,6 +53,10 @@ passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
       CpuSetPrefetchOptions o;
       o.prefetchBytes = options.prefetchBytes;
       pm.addPass(createCpuSetPrefetchPass(o));
+    } else if (name == "cpu-set-decode-streams") {
+      CpuSetDecodeStreamsOptions o;
+      o.streams = options.decodeStreams;
+      pm.addPass(createCpuSetDecodeStreamsPass(o));
     } else if (name == "cpu-add-variants") {
       CpuAddVariantsOptions o;
       o.enabled = options.matmul == "auto"; // a chosen --prefill-matmul is kept

@@ -21,6 +21,7 @@ struct CpuPipelineOptions {
   int64_t decodeChunks = 0;    // cpu-set-chunking (0: measured by --tune, else 4)
   int64_t attentionChunks = 8;  // cpu-set-chunking
   int64_t prefetchBytes = 0;    // cpu-set-prefetch (0: measured by --tune, else 8192)
+  int64_t decodeStreams = 0;    // cpu-set-decode-streams (0: measured by --tune, else 4)
 };
 
 /// cpu-pack-column-blocks' choice for `option` (auto, at-load or per-call)
@@ -32,7 +33,8 @@ std::string resolveWeightPacking(const std::string &option, const CpuTarget &tar
 /// The CPU target stage: cpu-set-target, cpu-pack-column-blocks,
 /// cpu-sink-weight-concat, cpu-select-matmul, cpu-select-attention-matmul,
 /// cpu-select-tiles, cpu-assign-grids, cpu-split-decode-attention,
-/// cpu-set-chunking, cpu-set-prefetch, cpu-add-variants.
+/// cpu-set-chunking, cpu-set-prefetch, cpu-set-decode-streams,
+/// cpu-add-variants.
 passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options);
 
 /// Makes the CPU passes known to q3-opt's command line.

@@ -26,17 +26,22 @@ constexpr int kRepetitions = 5;
 // either way round in three compiles).
 constexpr double kMargin = 1.10;
 
-AttentionKernel measuredKernel(const AttentionKernel &shape, int64_t splits) {
+std::string candidateName(const DecodeSplitRate &setting, int64_t baseStreams) {
+  const std::string splits = fmt::format("splits{}", setting.splits);
+  return setting.streams == baseStreams ? splits
+                                        : fmt::format("{}_streams{}", splits, setting.streams);
+}
+
+AttentionKernel measuredKernel(const AttentionKernel &shape, const DecodeSplitRate &setting) {
   AttentionKernel kernel = shape;
-  kernel.name = fmt::format("tune_decode_splits{}", splits);
+  kernel.name = "tune_decode_" + candidateName(setting, 0);
+  kernel.decodeStreams = setting.streams;
   kernel.cache = WeightStorage::F32;
   kernel.bf16Prefill = false;
   kernel.prefillRowSets = 1;
-  kernel.decodeSplits = splits;
+  kernel.decodeSplits = setting.splits;
   return kernel;
 }
-
-std::string candidateName(int64_t splits) { return fmt::format("splits{}", splits); }
 
 /// Values in [-0.5, 0.5) from a multiplicative hash of the index: cheap to
 /// fill hundreds of MB with, and no two rows alike.
@@ -96,12 +101,12 @@ struct DecodeInputs {
 };
 
 std::vector<DecodeSplitRate> measure(const AttentionKernel &shape, const CpuTarget &target,
-                                     int threads) {
+                                     const std::vector<DecodeSplitRate> &settings, int threads) {
   std::vector<AttentionKernel> kernels;
   std::vector<std::string> sources, names;
   int64_t workspaceBytes = 0;
-  for (int64_t splits : decodeSplitCandidates(shape, threads)) {
-    kernels.push_back(measuredKernel(shape, splits));
+  for (const DecodeSplitRate &setting : settings) {
+    kernels.push_back(measuredKernel(shape, setting));
     sources.push_back(attentionSource(kernels.back()));
     names.push_back(kernels.back().name);
     workspaceBytes = std::max(workspaceBytes, kernels.back().workspaceBytes());
@@ -115,14 +120,16 @@ std::vector<DecodeSplitRate> measure(const AttentionKernel &shape, const CpuTarg
   const std::vector<double> best = bestOfInterleaved(runs, kRepetitions);
   std::vector<DecodeSplitRate> rates;
   for (size_t i = 0; i < kernels.size(); ++i)
-    rates.push_back({kernels[i].decodeSplits, double(inputs.cacheBytes()) / best[i] / 1e9});
+    rates.push_back({kernels[i].decodeSplits, double(inputs.cacheBytes()) / best[i] / 1e9,
+                     kernels[i].decodeStreams});
   return rates;
 }
 
-std::string cacheKey(const CpuTarget &target, const AttentionKernel &shape, int threads) {
+std::string cacheKey(const CpuTarget &target, const AttentionKernel &shape,
+                     const std::vector<DecodeSplitRate> &settings, int threads) {
   std::string sources;
-  for (int64_t splits : decodeSplitCandidates(shape, threads))
-    sources += attentionSource(measuredKernel(shape, splits));
+  for (const DecodeSplitRate &setting : settings)
+    sources += attentionSource(measuredKernel(shape, setting));
   return fmt::format("decode-splits huge-pages {} {:016x} {} threads {} {}x{}x{} [{}] {:016x}",
                      target.llvmCpu, llvm::xxHash64(target.features),
                      target.requiredFeatures.size(), threads, shape.queryHeads, shape.kvHeads,
@@ -140,9 +147,27 @@ std::vector<int64_t> decodeSplitCandidates(const AttentionKernel &shape, int64_t
   return candidates;
 }
 
-DecodeSplitRate chooseDecodeSplits(const std::vector<DecodeSplitRate> &rates, int64_t covering) {
+std::vector<DecodeSplitRate> decodeSplitSettings(const AttentionKernel &shape, int64_t threads,
+                                                 int64_t fixedStreams) {
+  const int64_t streams = fixedStreams > 0 ? fixedStreams : kDefaultDecodeStreams;
+  std::vector<DecodeSplitRate> settings;
+  for (int64_t splits : decodeSplitCandidates(shape, threads))
+    settings.push_back({splits, 0, streams});
+  if (fixedStreams == 0)
+    for (int64_t count : {1, 2, 4})
+      if (count != streams)
+        settings.push_back({shape.coveringDecodeSplits(threads), 0, count});
+  return settings;
+}
+
+DecodeSplitRate chooseDecodeSplits(const std::vector<DecodeSplitRate> &rates, int64_t covering,
+                                   int64_t streams) {
+  if (streams == 0)
+    streams = kDefaultDecodeStreams;
   DecodeSplitRate fastest, cover;
   for (const DecodeSplitRate &r : rates) {
+    if (r.streams != streams)
+      continue;
     if (r.gbPerSecond > fastest.gbPerSecond)
       fastest = r;
     if (r.splits == covering)
@@ -151,30 +176,52 @@ DecodeSplitRate chooseDecodeSplits(const std::vector<DecodeSplitRate> &rates, in
   return fastest.gbPerSecond > kMargin * cover.gbPerSecond ? fastest : cover;
 }
 
+int64_t chooseAttentionDecodeStreams(const std::vector<DecodeSplitRate> &rates, int64_t covering) {
+  const DecodeSplitRate *fastest = nullptr, *base = nullptr;
+  for (const DecodeSplitRate &r : rates) {
+    if (r.splits != covering)
+      continue;
+    if (!fastest || r.gbPerSecond > fastest->gbPerSecond)
+      fastest = &r;
+    if (r.streams == kDefaultDecodeStreams)
+      base = &r;
+  }
+  if (!fastest)
+    return kDefaultDecodeStreams;
+  if (!base)
+    return fastest->streams;
+  return fastest->gbPerSecond > kMargin * base->gbPerSecond ? fastest->streams
+                                                            : kDefaultDecodeStreams;
+}
+
 DecodeSplitTuning tuneDecodeSplits(const CpuTarget &target, const AttentionKernel &shape,
-                                   int threads, double maxForeignShare) {
+                                   int threads, double maxForeignShare, int64_t fixedStreams) {
   if (!shape.vectorized())
     throw std::invalid_argument("--tune: decode attention of head_dim " +
                                 std::to_string(shape.headDim) + " does not split");
-  const std::vector<int64_t> candidates = decodeSplitCandidates(shape, threads);
-  std::vector<std::string> names;
-  for (int64_t splits : candidates)
-    names.push_back(candidateName(splits));
+  const std::vector<DecodeSplitRate> candidates = decodeSplitSettings(shape, threads, fixedStreams);
   DecodeSplitTuning tuning;
   tuning.threads = threads;
   tuning.positions = kPositions;
+  tuning.baseStreams = fixedStreams > 0 ? fixedStreams : kDefaultDecodeStreams;
+  std::vector<std::string> names;
+  for (const DecodeSplitRate &setting : candidates)
+    names.push_back(candidateName(setting, tuning.baseStreams));
   const std::vector<double> rates = namedRatesCachedOrMeasured(
-      cacheKey(target, shape, threads), names, maxForeignShare,
+      cacheKey(target, shape, candidates, threads), names, maxForeignShare,
       [&] {
         std::vector<double> gbPerSecond;
-        for (const DecodeSplitRate &r : measure(shape, target, threads))
+        for (const DecodeSplitRate &r : measure(shape, target, candidates, threads))
           gbPerSecond.push_back(r.gbPerSecond);
         return gbPerSecond;
       },
       tuning.provenance);
   for (size_t i = 0; i < candidates.size(); ++i)
-    tuning.measured.push_back({candidates[i], rates[i]});
-  tuning.chosen = chooseDecodeSplits(tuning.measured, shape.coveringDecodeSplits(threads));
+    tuning.measured.push_back({candidates[i].splits, rates[i], candidates[i].streams});
+  const int64_t covering = shape.coveringDecodeSplits(threads);
+  tuning.chosen = chooseDecodeSplits(tuning.measured, covering, tuning.baseStreams);
+  tuning.chosen.streams =
+      fixedStreams > 0 ? fixedStreams : chooseAttentionDecodeStreams(tuning.measured, covering);
   return tuning;
 }
 
@@ -183,8 +230,10 @@ void recordDecodeSplitTuning(mlir::ModuleOp module, const DecodeSplitTuning &tun
   mlir::Builder &b = record.builder;
   llvm::SmallVector<mlir::NamedAttribute> rates;
   for (const DecodeSplitRate &r : tuning.measured)
-    rates.push_back(b.getNamedAttr(candidateName(r.splits), record.rate(r.gbPerSecond)));
+    rates.push_back(
+        b.getNamedAttr(candidateName(r, tuning.baseStreams), record.rate(r.gbPerSecond)));
   record.set("attention_decode_splits", b.getI64IntegerAttr(tuning.chosen.splits));
+  record.set("attention_decode_streams", b.getI64IntegerAttr(tuning.chosen.streams));
   record.set("attention_decode_gb_s", b.getDictionaryAttr(rates));
   record.setOthersShare("attention_decode_others_share", tuning.provenance);
   record.set("attention_decode_measured_on",

@@ -11,7 +11,11 @@
 // (their own f32 caches, so the measurement streams from memory) on every
 // CPU, best of 5 with the candidates taking turns, and records the rates
 // and the choice: the fastest, where it measured 10% faster than the
-// covering count. Cached per CPU, thread count, shape and kernel sources.
+// covering count. At the covering count it also measures the runs each
+// block's keys and values are read in side by side (decode_streams 1, 2, 4:
+// after 2048 tokens on AMD family 26, one run streamed the cache at 43-45
+// GB/s, two and four at 47-56), chosen the same way against the default.
+// Cached per CPU, thread count, shape and kernel sources.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -30,11 +34,13 @@ namespace q3::cpu {
 struct DecodeSplitRate {
   int64_t splits = 1;
   double gbPerSecond = 0; // KV cache bytes read per second, 1e9
+  int64_t streams = kDefaultDecodeStreams; // runs read side by side
 };
 
 struct DecodeSplitTuning {
-  DecodeSplitRate chosen;
-  std::vector<DecodeSplitRate> measured; // by splits
+  DecodeSplitRate chosen;                // its splits and, where they were measured, its streams
+  std::vector<DecodeSplitRate> measured; // the splits, then the streams
+  int64_t baseStreams = kDefaultDecodeStreams; // the streams the splits were measured at
   int threads = 0;
   int64_t positions = 0; // cached positions of the measured step
   TuningProvenance provenance;
@@ -44,9 +50,20 @@ struct DecodeSplitTuning {
 /// covering count and twice it (at most kMaxDecodeSplits), ascending.
 std::vector<int64_t> decodeSplitCandidates(const AttentionKernel &shape, int64_t threads);
 
-/// The fastest of `rates`, where it measured 10% faster than `covering`'s
-/// (one of them); else `covering`'s.
-DecodeSplitRate chooseDecodeSplits(const std::vector<DecodeSplitRate> &rates, int64_t covering);
+/// The (splits, streams) the tuner runs: the split candidates at
+/// `fixedStreams` (0: the default count), then, unless it is given, the
+/// other stream counts (1, 2, 4) at the covering split.
+std::vector<DecodeSplitRate> decodeSplitSettings(const AttentionKernel &shape, int64_t threads,
+                                                 int64_t fixedStreams = 0);
+
+/// The fastest of `rates` at `streams` (0: the default), where it measured
+/// 10% faster than `covering`'s (one of them); else `covering`'s.
+DecodeSplitRate chooseDecodeSplits(const std::vector<DecodeSplitRate> &rates, int64_t covering,
+                                   int64_t streams = 0);
+
+/// The stream count of the fastest of `rates` at split `covering`, where it
+/// measured 10% faster than the default count's; else the default.
+int64_t chooseAttentionDecodeStreams(const std::vector<DecodeSplitRate> &rates, int64_t covering);
 
 /// Measures decode attention of `shape` (its queryHeads, kvHeads, headDim,
 /// map and scale; an f32 cache; the vector template: head_dim a multiple of
@@ -55,10 +72,13 @@ DecodeSplitRate chooseDecodeSplits(const std::vector<DecodeSplitRate> &rates, in
 /// measurement during which others took more than `maxForeignShare` of the
 /// machine is used but not cached.
 DecodeSplitTuning tuneDecodeSplits(const CpuTarget &target, const AttentionKernel &shape,
-                                   int threads, double maxForeignShare = kMaxForeignShare);
+                                   int threads, double maxForeignShare = kMaxForeignShare,
+                                   int64_t fixedStreams = 0);
 
 /// Adds the result to the module's q3.tuning: `attention_decode_splits`
-/// (which cpu-split-decode-attention reads) and `attention_decode_gb_s`.
+/// (which cpu-split-decode-attention reads), `attention_decode_streams`
+/// (cpu-set-decode-streams) where streams were measured, and
+/// `attention_decode_gb_s`.
 void recordDecodeSplitTuning(mlir::ModuleOp module, const DecodeSplitTuning &tuning);
 
 } // namespace q3::cpu

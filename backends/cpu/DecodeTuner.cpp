@@ -37,19 +37,22 @@ int roundsFor(TuneLevel level) { return level == TuneLevel::Full ? 31 : 15; }
 std::vector<DecodeRate> measureRates(const FusedLinearKernel &product, const CpuTarget &target,
                                      const std::vector<DecodeSetting> &candidates,
                                      const DecodeSetting &baseline, int rounds, int threads) {
-  // One compiled kernel per prefetch distance.
+  // One compiled kernel per prefetch distance and stream count.
+  using KernelKey = std::pair<int64_t, int64_t>;
+  auto keyOf = [](const DecodeSetting &s) { return KernelKey{s.prefetchBytes, s.streams}; };
   std::vector<FusedLinearKernel> kernels;
-  std::vector<int64_t> distances;
+  std::vector<KernelKey> keys;
   for (const DecodeSetting &c : candidates)
-    if (std::find(distances.begin(), distances.end(), c.prefetchBytes) == distances.end()) {
-      distances.push_back(c.prefetchBytes);
+    if (std::find(keys.begin(), keys.end(), keyOf(c)) == keys.end()) {
+      keys.push_back(keyOf(c));
       kernels.push_back(product);
       kernels.back().prefetchBytes = c.prefetchBytes;
+      kernels.back().decodeStreams = c.streams;
     }
   std::vector<LoadedTuningKernel> compiled = loadTuningKernels(kernels, target);
-  std::map<int64_t, LoadedTuningKernel> loaded;
-  for (size_t i = 0; i < distances.size(); ++i)
-    loaded.emplace(distances[i], std::move(compiled[i]));
+  std::map<KernelKey, LoadedTuningKernel> loaded;
+  for (size_t i = 0; i < keys.size(); ++i)
+    loaded.emplace(keys[i], std::move(compiled[i]));
   std::mt19937 rng(11);
   std::vector<float> x(static_cast<size_t>(product.inFeatures), 0.5f), y(product.outFeatures);
   const std::vector<uint8_t> packed = randomWeights(product, rng);
@@ -71,7 +74,7 @@ std::vector<DecodeRate> measureRates(const FusedLinearKernel &product, const Cpu
 
   runtime::ThreadPool pool(threads);
   auto streamAll = [&](const DecodeSetting &setting) {
-    const runtime::KernelEntry entry = loaded.at(setting.prefetchBytes).entry;
+    const runtime::KernelEntry entry = loaded.at(keyOf(setting)).entry;
     const auto start = std::chrono::steady_clock::now();
     for (int64_t c = 0; c < copies; ++c) {
       buffers[1] = weights.data() + c * weightBytes;
@@ -103,7 +106,8 @@ std::vector<DecodeRate> measureRates(const FusedLinearKernel &product, const Cpu
   };
   auto median = [&](const std::vector<double> &values) { return quantile(values, 0.5); };
   const auto isDefault = [&](const DecodeSetting &s) {
-    return s.chunks == baseline.chunks && s.prefetchBytes == baseline.prefetchBytes;
+    return s.chunks == baseline.chunks && s.prefetchBytes == baseline.prefetchBytes &&
+           s.streams == baseline.streams;
   };
   const auto defaultAt = std::find_if(candidates.begin(), candidates.end(), isDefault);
   std::vector<DecodeRate> measured;
@@ -140,13 +144,14 @@ std::optional<std::vector<DecodeRate>> cachedRates(const nlohmann::json &entries
   for (const nlohmann::json &entry : entries) {
     if (!entry.is_object())
       return std::nullopt;
-    for (const char *key : {"chunks", "prefetch_bytes"})
+    for (const char *key : {"chunks", "prefetch_bytes", "streams"})
       if (!entry.contains(key) || !entry[key].is_number_integer() || entry[key].get<int64_t>() < 1)
         return std::nullopt;
     for (const char *key : {"gb_s", "relative", "relative_low"})
       if (!entry.contains(key) || !entry[key].is_number() || !(entry[key].get<double>() > 0))
         return std::nullopt;
-    measured.push_back({{entry["chunks"].get<int64_t>(), entry["prefetch_bytes"].get<int64_t>()},
+    measured.push_back({{entry["chunks"].get<int64_t>(), entry["prefetch_bytes"].get<int64_t>(),
+                         entry["streams"].get<int64_t>()},
                         entry["gb_s"].get<double>(),
                         entry["relative"].get<double>(),
                         entry["relative_low"].get<double>()});
@@ -154,77 +159,105 @@ std::optional<std::vector<DecodeRate>> cachedRates(const nlohmann::json &entries
   return measured;
 }
 
-/// Among the rates whose other field is at its default: the value of
+/// Whether `a` and `b` agree in every field but `field`.
+bool sameExcept(DecodeSetting a, DecodeSetting b, int64_t DecodeSetting::*field) {
+  a.*field = b.*field = 0;
+  return a.chunks == b.chunks && a.prefetchBytes == b.prefetchBytes && a.streams == b.streams;
+}
+
+/// Among the rates whose other fields are those of `axis`: the value of
 /// `field` fastest relative to the default setting among those that beat it
 /// clearly (median ratio above 1 + kDecodeTieFraction, lower quartile above
-/// 1), else `fallback`; the fastest by rate when `fallback` was not measured.
-template <typename Field, typename Other>
-int64_t chooseWithTie(const std::vector<DecodeRate> &measured, Field field, Other other,
-                      int64_t otherDefault, int64_t fallback) {
+/// 1), else axis.*field (the default); the fastest by rate when the default
+/// was not measured.
+int64_t chooseWithTie(const std::vector<DecodeRate> &measured, int64_t DecodeSetting::*field,
+                      const DecodeSetting &axis) {
+  const int64_t fallback = axis.*field;
   std::optional<DecodeRate> fastest, clearWinner;
   bool defaultMeasured = false;
   for (const DecodeRate &r : measured) {
-    if (other(r.setting) != otherDefault)
+    if (!sameExcept(r.setting, axis, field))
       continue;
     if (!fastest || r.gbPerSecond > fastest->gbPerSecond)
       fastest = r;
     const bool clear = r.relative > 1.0 + kDecodeTieFraction && r.relativeLow > 1.0;
     if (clear && (!clearWinner || r.relative > clearWinner->relative))
       clearWinner = r;
-    defaultMeasured |= field(r.setting) == fallback;
+    defaultMeasured |= r.setting.*field == fallback;
   }
   if (!fastest)
     return fallback;
   if (!defaultMeasured)
-    return field(fastest->setting);
-  return clearWinner ? field(clearWinner->setting) : fallback;
+    return fastest->setting.*field;
+  return clearWinner ? clearWinner->setting.*field : fallback;
 }
-
-int64_t chunksOf(const DecodeSetting &s) { return s.chunks; }
-int64_t prefetchOf(const DecodeSetting &s) { return s.prefetchBytes; }
 
 } // namespace
 
-std::vector<DecodeSetting> decodeCandidates(TuneLevel level, int64_t fixedChunks) {
+std::vector<DecodeSetting> decodeCandidates(TuneLevel level, int64_t fixedChunks,
+                                            int64_t fixedStreams) {
   const bool full = level == TuneLevel::Full;
+  const int64_t streams = fixedStreams > 0 ? fixedStreams : kDefaultDecodeStreams;
   std::vector<DecodeSetting> candidates;
   if (fixedChunks > 0)
-    candidates.push_back({fixedChunks, kDefaultPrefetchBytes});
+    candidates.push_back({fixedChunks, kDefaultPrefetchBytes, streams});
   else
     for (int64_t chunks :
          full ? std::vector<int64_t>{1, 2, 4, 8, 16} : std::vector<int64_t>{2, 4, 8})
-      candidates.push_back({chunks, kDefaultPrefetchBytes});
+      candidates.push_back({chunks, kDefaultPrefetchBytes, streams});
   const int64_t split = fixedChunks > 0 ? fixedChunks : kDefaultDecodeChunks;
   for (int64_t bytes :
        full ? std::vector<int64_t>{2048, 4096, 16384, 32768} : std::vector<int64_t>{4096, 16384})
-    candidates.push_back({split, bytes});
+    candidates.push_back({split, bytes, streams});
+  if (fixedStreams == 0)
+    for (int64_t count : {1, 2, 4})
+      if (count != kDefaultDecodeStreams)
+        candidates.push_back({split, kDefaultPrefetchBytes, count});
   return candidates;
 }
 
-int64_t chooseDecodeChunks(const std::vector<DecodeRate> &measured) {
-  return chooseWithTie(measured, chunksOf, prefetchOf, kDefaultPrefetchBytes, kDefaultDecodeChunks);
+int64_t chooseDecodeChunks(const std::vector<DecodeRate> &measured, int64_t streams) {
+  return chooseWithTie(
+      measured, &DecodeSetting::chunks,
+      {kDefaultDecodeChunks, kDefaultPrefetchBytes, streams > 0 ? streams : kDefaultDecodeStreams});
 }
 
-int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t chunks) {
-  return chooseWithTie(measured, prefetchOf, chunksOf, chunks > 0 ? chunks : kDefaultDecodeChunks,
-                       kDefaultPrefetchBytes);
+int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t chunks,
+                             int64_t streams) {
+  return chooseWithTie(measured, &DecodeSetting::prefetchBytes,
+                       {chunks > 0 ? chunks : kDefaultDecodeChunks, kDefaultPrefetchBytes,
+                        streams > 0 ? streams : kDefaultDecodeStreams});
+}
+
+int64_t chooseDecodeStreams(const std::vector<DecodeRate> &measured, int64_t chunks) {
+  return chooseWithTie(
+      measured, &DecodeSetting::streams,
+      {chunks > 0 ? chunks : kDefaultDecodeChunks, kDefaultPrefetchBytes, kDefaultDecodeStreams});
 }
 
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
                         const TunedWeights &weights, TuneLevel level, int threads,
-                        double maxForeignShare, int64_t fixedChunks) {
+                        double maxForeignShare, int64_t fixedChunks, int64_t fixedStreams) {
   requireTunableShape(hidden, intermediate);
   if (threads < 1)
     throw std::invalid_argument("--tune: the decode measurement needs at least one thread");
-  // The whole product, one row: its weights streamed once per call.
-  const FusedLinearKernel kernel = tuningProduct("tune_decode", hidden, intermediate, weights);
+  // The gate and up product's weight, one row, streamed once per call: as a
+  // plain product (lm_head, q/k/v, o and down, 70% of a 0.6B token's
+  // weights, are), so one stream is told apart from two (a SwiGLU product
+  // reads its gate and up rows side by side).
+  const FusedLinearKernel kernel =
+      tuningProduct("tune_decode", hidden, 2 * intermediate, weights, /*swiglu=*/false);
   DecodeTuning tuning;
   tuning.threads = threads;
-  // The split the distances are measured at (and the ratios' baseline).
+  // The split the distances and stream counts are measured at, the stream
+  // count the splits and distances are (and the ratios' baseline).
   tuning.distanceChunks = fixedChunks > 0 ? fixedChunks : kDefaultDecodeChunks;
+  tuning.baseStreams = fixedStreams > 0 ? fixedStreams : kDefaultDecodeStreams;
   std::string key = cacheKey(target, kernel, level, threads);
   if (fixedChunks > 0)
     key += fmt::format(" split {}", fixedChunks);
+  if (fixedStreams > 0)
+    key += fmt::format(" streams {}", fixedStreams);
   const std::string path = tuningCachePath();
   if (auto cached = cachedRates(readTuningCache(path, key))) {
     tuning.measured = *cached;
@@ -232,45 +265,59 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
     tuning.provenance.cachePath = path;
   } else {
     tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
-      tuning.measured = measureRates(kernel, target, decodeCandidates(level, fixedChunks),
-                                     {tuning.distanceChunks, kDefaultPrefetchBytes},
-                                     roundsFor(level), threads);
+      tuning.measured =
+          measureRates(kernel, target, decodeCandidates(level, fixedChunks, fixedStreams),
+                       {tuning.distanceChunks, kDefaultPrefetchBytes, tuning.baseStreams},
+                       roundsFor(level), threads);
       nlohmann::json entries = nlohmann::json::array();
       for (const DecodeRate &r : tuning.measured)
         entries.push_back({{"chunks", r.setting.chunks},
                            {"prefetch_bytes", r.setting.prefetchBytes},
+                           {"streams", r.setting.streams},
                            {"gb_s", r.gbPerSecond},
                            {"relative", r.relative},
                            {"relative_low", r.relativeLow}});
       return entries;
     });
   }
-  tuning.chosen = {fixedChunks > 0 ? fixedChunks : chooseDecodeChunks(tuning.measured),
-                   chooseDecodePrefetch(tuning.measured, tuning.distanceChunks)};
+  tuning.chosen = {fixedChunks > 0 ? fixedChunks
+                                   : chooseDecodeChunks(tuning.measured, tuning.baseStreams),
+                   chooseDecodePrefetch(tuning.measured, tuning.distanceChunks, tuning.baseStreams),
+                   fixedStreams > 0 ? fixedStreams
+                                    : chooseDecodeStreams(tuning.measured, tuning.distanceChunks)};
   return tuning;
 }
 
 void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
   TuningRecord record(module);
   mlir::Builder &b = record.builder;
-  // The splits at the default distance, the distances at the split they
-  // were measured at (the default, or the one --decode-chunks gave).
-  llvm::SmallVector<mlir::NamedAttribute> splitRates, prefetchRates;
+  // Each axis at the others' values it was measured at: the splits at the
+  // default distance, the distances and stream counts at the split (the
+  // default, or the one --decode-chunks gave).
+  llvm::SmallVector<mlir::NamedAttribute> splitRates, prefetchRates, streamRates;
   for (const DecodeRate &r : tuning.measured) {
-    if (r.setting.prefetchBytes == kDefaultPrefetchBytes)
+    const DecodeSetting &s = r.setting;
+    const bool baseStreams = s.streams == tuning.baseStreams;
+    if (s.prefetchBytes == kDefaultPrefetchBytes && baseStreams)
       splitRates.push_back(
-          b.getNamedAttr(fmt::format("chunks_{}", r.setting.chunks), record.rate(r.gbPerSecond)));
-    if (r.setting.chunks == tuning.distanceChunks)
-      prefetchRates.push_back(b.getNamedAttr(fmt::format("bytes_{}", r.setting.prefetchBytes),
-                                             record.rate(r.gbPerSecond)));
+          b.getNamedAttr(fmt::format("chunks_{}", s.chunks), record.rate(r.gbPerSecond)));
+    if (s.chunks == tuning.distanceChunks && baseStreams)
+      prefetchRates.push_back(
+          b.getNamedAttr(fmt::format("bytes_{}", s.prefetchBytes), record.rate(r.gbPerSecond)));
+    if (s.chunks == tuning.distanceChunks && s.prefetchBytes == kDefaultPrefetchBytes)
+      streamRates.push_back(
+          b.getNamedAttr(fmt::format("streams_{}", s.streams), record.rate(r.gbPerSecond)));
   }
   record.set("decode_chunks", b.getI64IntegerAttr(tuning.chosen.chunks));
   record.set("decode_gb_s", b.getDictionaryAttr(splitRates));
   record.set("decode_prefetch_bytes", b.getI64IntegerAttr(tuning.chosen.prefetchBytes));
   record.set("decode_prefetch_gb_s", b.getDictionaryAttr(prefetchRates));
+  record.set("decode_streams", b.getI64IntegerAttr(tuning.chosen.streams));
+  record.set("decode_streams_gb_s", b.getDictionaryAttr(streamRates));
   record.setOthersShare("decode_others_share", tuning.provenance);
   record.set("decode_measured_on",
-             b.getStringAttr(fmt::format("one-row SwiGLU product, {} threads", tuning.threads)));
+             b.getStringAttr(fmt::format("one-row product of the gate and up weight, {} threads",
+                                         tuning.threads)));
   record.commit();
 }
 

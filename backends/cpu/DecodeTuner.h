@@ -5,12 +5,15 @@
 // pieces per thread (each piece starts a new stream the prefetch has not
 // reached; too few leave a thread idle at the end) moved decode by 10% on
 // one AMD family; how far ahead its loops prefetch depends on the memory's
-// latency and bandwidth. The tuner runs the model's SwiGLU product on one
+// latency and bandwidth; how many runs of it a core reads side by side
+// (decode_streams) on how many streams its prefetchers follow well: four
+// read 10% faster than one on one AMD EPYC family 26 host and 10% slower on
+// another. The tuner runs a product of the model's gate and up weight on one
 // row with all the threads the compiled model will have, over weight copies
-// larger than the last-level cache, for each candidate split and prefetch distance
-// in interleaved rounds (a shared machine's bandwidth drifts over seconds),
-// and keeps each default unless another is faster by more than the rounds'
-// noise allows.
+// larger than the last-level cache, for each candidate split, prefetch
+// distance and stream count in interleaved rounds (a shared machine's
+// bandwidth drifts over seconds), and keeps each default unless another is
+// faster by more than the rounds' noise allows.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -28,10 +31,12 @@
 
 namespace q3::cpu {
 
-/// One way to run decode's products: pieces per thread, prefetch distance.
+/// One way to run decode's products: pieces per thread, prefetch distance,
+/// rows read side by side.
 struct DecodeSetting {
   int64_t chunks = 0;        // pieces per thread
   int64_t prefetchBytes = 0; // how far ahead the loop prefetches its weights
+  int64_t streams = kDefaultDecodeStreams; // runs read side by side (decode_streams)
 };
 
 struct DecodeRate {
@@ -50,46 +55,59 @@ struct DecodeRate {
 struct DecodeTuning {
   DecodeSetting chosen;
   std::vector<DecodeRate> measured;
-  /// The split the prefetch distances were measured at: the default, or
-  /// the one --decode-chunks gave.
+  /// The split the prefetch distances and stream counts were measured at:
+  /// the default, or the one --decode-chunks gave.
   int64_t distanceChunks = 0;
+  /// The stream count the splits and distances were measured at: the
+  /// default, or the one --decode-streams gave.
+  int64_t baseStreams = kDefaultDecodeStreams;
   int threads = 1;
   TuningProvenance provenance;
 };
 
-/// The settings `level` measures: the splits at the default prefetch
-/// distance and the distances at the default split (both defaults among them).
-/// With `fixedChunks` (q3c --decode-chunks: the split is not measured), only
-/// the distances at that split.
-std::vector<DecodeSetting> decodeCandidates(TuneLevel level, int64_t fixedChunks = 0);
+/// The settings `level` measures, each axis at the others' defaults: the
+/// splits, the prefetch distances and the stream counts 1, 2 and 4. With
+/// `fixedChunks` (q3c --decode-chunks) the split is not measured, with
+/// `fixedStreams` (q3c --decode-streams) the stream count is not: every
+/// candidate has them.
+std::vector<DecodeSetting> decodeCandidates(TuneLevel level, int64_t fixedChunks = 0,
+                                            int64_t fixedStreams = 0);
 
-/// Measures the candidates on `threads` threads with the SwiGLU product of
-/// `hidden` x `intermediate`, or returns the cached result for the same CPU,
+/// Measures the candidates on `threads` threads with a plain product of the
+/// gate and up weight (`hidden` x 2 `intermediate`), or returns the cached result for the same CPU,
 /// shape, threads, level, split and kernel source. A measurement during
 /// which others took more than `maxForeignShare` of the machine is used but
-/// not cached. `fixedChunks` > 0: the split is given, only the prefetch
-/// distance is measured (at that split).
+/// not cached. `fixedChunks` > 0: the split is given, not measured;
+/// `fixedStreams` > 0 the same for the stream count.
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
                         const TunedWeights &weights, TuneLevel level, int threads,
-                        double maxForeignShare = kMaxForeignShare, int64_t fixedChunks = 0);
+                        double maxForeignShare = kMaxForeignShare, int64_t fixedChunks = 0,
+                        int64_t fixedStreams = 0);
 
 /// The split chosen from `measured` (among the settings at the default
 /// prefetch distance): the fastest relative to the default, if its median
 /// ratio beats the default's by more than `kDecodeTieFraction` and its lower
 /// quartile by anything; else the default (the fastest by rate when the
 /// default was not measured).
-int64_t chooseDecodeChunks(const std::vector<DecodeRate> &measured);
+/// `streams`: the stream count the splits were measured at (0: the default).
+int64_t chooseDecodeChunks(const std::vector<DecodeRate> &measured, int64_t streams = 0);
 
 /// The prefetch distance chosen from `measured` (among the settings at split
 /// `chunks`; 0: the default split), by the same rule.
-int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t chunks = 0);
+int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t chunks = 0,
+                             int64_t streams = 0);
+
+/// The stream count chosen from `measured` (among the settings at split
+/// `chunks`, 0: the default, and the default distance), by the same rule.
+int64_t chooseDecodeStreams(const std::vector<DecodeRate> &measured, int64_t chunks = 0);
 
 /// A faster setting must beat the default by this fraction to replace it.
 inline constexpr double kDecodeTieFraction = 0.03;
 
 /// Adds `tuning` to the module's q3.tuning (decode_chunks, which
 /// cpu-set-chunking reads, decode_prefetch_bytes, which cpu-set-prefetch
-/// reads, and the measured rates).
+/// reads, decode_streams, which cpu-set-decode-streams reads, and the
+/// measured rates).
 void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning);
 
 } // namespace q3::cpu

@@ -119,7 +119,7 @@ std::string dotFunction(const FusedLinearKernel &kernel, const std::string &xTyp
 
 std::string dotStreamsFunction(const FusedLinearKernel &kernel, const std::string &xType,
                                const std::string &weightType) {
-  return dotRowsFunction(kernel, xType, weightType, kDecodeStreams, "dot_streams");
+  return dotRowsFunction(kernel, xType, weightType, kernel.decodeRowsSideBySide(), "dot_streams");
 }
 
 std::string finishFunction(const FusedLinearKernel &kernel, const std::string &yType) {

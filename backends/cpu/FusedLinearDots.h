@@ -16,13 +16,11 @@ namespace q3::cpu::detail {
 /// @<name>_dot(x, w, n, t) -> f32: row t of x against weight row n.
 std::string dotFunction(const FusedLinearKernel &kernel, const std::string &xType,
                         const std::string &weightType);
-/// How many weight rows @<name>_dot_streams reads side by side.
-inline constexpr int kDecodeStreams = 4;
-/// @<name>_dot_streams(x, w0, n0, ..., w3, n3, t) -> 4 x f32: row t of x
-/// against weight row n_i of w_i, the four read side by side (four memory
-/// streams: one streamed 57-62 GB/s on two threads of an AMD EPYC family 26
-/// VM, four 72-78), each summed in the order of @<name>_dot, so the results
-/// are bit for bit the same.
+/// @<name>_dot_streams(x, w0, n0, ..., wS, nS, t) -> S x f32, S =
+/// decodeRowsSideBySide(): row t of x against weight row n_i of w_i, the S
+/// read side by side (S memory streams: one streamed 57-62 GB/s on two
+/// threads of an AMD EPYC family 26 VM, four 72-78), each summed in the
+/// order of @<name>_dot, so the results are bit for bit the same.
 std::string dotStreamsFunction(const FusedLinearKernel &kernel, const std::string &xType,
                                const std::string &weightType);
 /// @<name>_dot4(x, w, t, n) -> 4 x f32: rows t .. t+3 against weight row n

@@ -54,6 +54,13 @@ int64_t prefetchBytesOf(func::FuncOp kernel, LoweringConfigAttr lowering) {
   return lowering.getPrefetchBytes();
 }
 
+/// The runs the decode loops read side by side: set by cpu-set-decode-streams.
+int64_t decodeStreamsOf(func::FuncOp kernel, LoweringConfigAttr lowering) {
+  if (lowering.getDecodeStreams() <= 0)
+    refuse(kernel, "has no decode_streams in its q3.lowering: run the CPU target passes");
+  return lowering.getDecodeStreams();
+}
+
 std::optional<PrefillMatmul> matmulOf(StringRef name) {
   if (name.empty() || name == "f32")
     return PrefillMatmul::F32;
@@ -117,6 +124,7 @@ std::string productSource(func::FuncOp kernel, const std::string &name,
     cpu.prefillTileRows = tile[0];
   }
   cpu.prefetchBytes = prefetchBytesOf(kernel, lowering);
+  cpu.decodeStreams = decodeStreamsOf(kernel, lowering);
   expectGrid(kernel, lowering, "fixed", cpu.workgroups());
   return fusedLinearSource(cpu);
 }
@@ -170,8 +178,10 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
         AttentionKernel cpu = attentionKernelShape(op);
         cpu.name = name;
         cpu.cache = cacheStorage;
-        if (cpu.vectorized())
+        if (cpu.vectorized()) {
           cpu.prefetchBytes = prefetchBytesOf(kernel, lowering);
+          cpu.decodeStreams = decodeStreamsOf(kernel, lowering);
+        }
         const StringRef matmul = lowering.getMatmul();
         if (matmul == "avx512bf16") {
           if (!cpu.bf16Flashable())

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -30,6 +31,10 @@ enum class PrefillMatmul { F32, Avx512Bf16, Amx };
 /// with 2 to 32 KiB ahead (the KV cache is on 4 KiB pages, where the hardware
 /// prefetchers stop).
 inline constexpr int64_t kDefaultPrefetchBytes = 8192;
+/// Runs of memory a one-row (decode) loop reads side by side when nothing
+/// was measured (q3.lowering's decode_streams, cpu-set-decode-streams; the
+/// decode tuner's default candidate).
+inline constexpr int64_t kDefaultDecodeStreams = 4;
 
 /// The shape of one q3.fused_linear kernel (q3.linear is the plain case).
 struct FusedLinearKernel {
@@ -75,6 +80,15 @@ struct FusedLinearKernel {
   int64_t prefillTileRows = 6;
   /// Decode prefetches the weight this many bytes ahead of its loads.
   int64_t prefetchBytes = kDefaultPrefetchBytes;
+  /// Decode reads this many weight rows side by side (q3.lowering's
+  /// decode_streams: 1, 2 or 4); SwiGLU reads a gate and an up row for each
+  /// output, so at least two.
+  int64_t decodeStreams = kDefaultDecodeStreams;
+  int decodeRowsSideBySide() const {
+    return int(swiglu ? std::max<int64_t>(2, decodeStreams) : decodeStreams);
+  }
+  /// The output columns one side-by-side read serves.
+  int decodeRuns() const { return swiglu ? decodeRowsSideBySide() / 2 : decodeRowsSideBySide(); }
   bool amxFits() const {
     return columnBlocks && weight == WeightStorage::BF16 && inFeatures % kAmxDepth == 0;
   }
@@ -140,6 +154,10 @@ struct AttentionKernel {
   WeightStorage cache = WeightStorage::F32; // of the keys and values (F32, BF16 or F16)
   /// Decode prefetches the keys and values this many bytes ahead of its loads.
   int64_t prefetchBytes = kDefaultPrefetchBytes;
+  /// Decode reads each block's keys, then its values, as this many runs side
+  /// by side (q3.lowering's decode_streams); 1: one run, keys in pairs of
+  /// positions. Needs vectorized().
+  int64_t decodeStreams = kDefaultDecodeStreams;
   /// The flash prefill multiplies bf16 pairs with vdpbf16ps (q3.lowering's
   /// `matmul = avx512bf16`): the scaled queries, keys, probabilities and
   /// values are rounded to bf16 (as Hugging Face's bf16 inference does), the

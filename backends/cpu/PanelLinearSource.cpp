@@ -181,10 +181,10 @@ func.func private @{name}_pack_panel(%w: {rowPairsType}, %panel: {pairsType}, %s
 }
 
 /// Decode (one row, or none): the row against each weight row n the
-/// workgroups own, in place. The columns are cut into kDecodeStreams runs
-/// (SwiGLU: half as many, each read as its gate and up rows) read side by
-/// side by @<name>_dot_streams, so a thread keeps four memory streams going;
-/// the columns the runs leave go one at a time.
+/// workgroups own, in place. The columns are cut into decodeRuns() runs
+/// (SwiGLU: each read as its gate and up rows) read side by side by
+/// @<name>_dot_streams, so a thread keeps decode_streams memory streams
+/// going; the columns the runs leave go one at a time.
 std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
                            const PanelViews &v, const KernelFrame &frame) {
   // The dot product of row %t with global weight row `row`, as `result`.
@@ -207,11 +207,11 @@ std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLay
   }
   // The runs: column %run<r> = %nBegin + r * %runLength + %i; each stream
   // reads the weight row of a run's column (SwiGLU: gate, then up).
-  const int runs = kernel.swiglu ? kDecodeStreams / 2 : kDecodeStreams;
+  const int runs = kernel.decodeRuns(), rows = kernel.decodeRowsSideBySide();
   const DecodeRunCut cut = decodeRunCut("%nBegin", "%nEnd", runs, "%nRest");
   std::string streams = cut.indices;
   std::string operands, operandTypes, finishes;
-  for (int s = 0; s < kDecodeStreams; ++s) {
+  for (int s = 0; s < rows; ++s) {
     const int r = kernel.swiglu ? s / 2 : s;
     std::string row = fmt::format("%run{}", r);
     if (kernel.swiglu && s % 2 == 1) {
@@ -229,12 +229,12 @@ std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLay
                               : finish(fmt::format("%dot#{}", r), fmt::format("%dot#{}", r),
                                        fmt::format("%run{}", r));
   std::string resultTypes = "f32";
-  for (int s = 1; s < kDecodeStreams; ++s)
+  for (int s = 1; s < rows; ++s)
     resultTypes += ", f32";
-  streams += fmt::format(
-      "      %dot:{0} = func.call @{1}_dot_streams({2}{3}, %t) : ({4}{5}, index) "
-      "-> ({6})\n",
-      kDecodeStreams, kernel.name, frame.dotInput, operands, l.xType, operandTypes, resultTypes);
+  streams +=
+      fmt::format("      %dot:{0} = func.call @{1}_dot_streams({2}{3}, %t) : ({4}{5}, index) "
+                  "-> ({6})\n",
+                  rows, kernel.name, frame.dotInput, operands, l.xType, operandTypes, resultTypes);
   return fmt::format(
       R"mlir(    %cColumnsPerGroup = arith.constant {columnsPerGroup} : index
     %cOut = arith.constant {out} : index

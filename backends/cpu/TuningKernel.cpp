@@ -27,7 +27,7 @@ void requireTunableShape(int64_t hidden, int64_t intermediate) {
 }
 
 FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t outputs,
-                                const TunedWeights &weights) {
+                                const TunedWeights &weights, bool swiglu) {
   runtimeDType(weights.dtype); // refuses f32 weights
   FusedLinearKernel kernel;
   kernel.name = name;
@@ -35,7 +35,7 @@ FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t
   kernel.outFeatures = outputs / 16 * 16;
   kernel.weight = weights.dtype;
   kernel.normEps = 1e-6;
-  kernel.swiglu = true;
+  kernel.swiglu = swiglu;
   kernel.prologueGain = weights.dtype;
   kernel.columnBlocks = !weights.packPerCall;
   kernel.panelsPerCall = weights.packPerCall;

@@ -37,9 +37,10 @@ struct TunedWeights {
 
 /// The measured product, `outputs` wide (a multiple of 16 at most that), its
 /// weight of `weights.dtype` (and its gain) packed at load (column blocks)
-/// or per call (row-major), as the compiled model's products will be.
+/// or per call (row-major), as the compiled model's products will be; a
+/// SwiGLU product (2 x outputs weight rows) unless `swiglu` is false.
 FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t outputs,
-                                const TunedWeights &weights);
+                                const TunedWeights &weights, bool swiglu = true);
 
 /// `count` random values in [-1, 1) stored as `dtype` (bf16 or f16).
 std::vector<uint8_t> randomHalves(WeightStorage dtype, int64_t count, std::mt19937 &rng);

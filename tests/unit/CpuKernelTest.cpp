@@ -224,6 +224,24 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu, bool sameRou
       entry(buffers.data(), bytes.data(), scalars, w, w + 1);
     if (std::memcmp(twoCalls.data(), actual.data(), actual.size() * 4) != 0)
       ADD_FAILURE() << c.label << ": decode depends on how the workgroups are split";
+    // Nor may it depend on how many rows decode reads side by side
+    // (q3.lowering's decode_streams): each row's sum keeps its order.
+    for (int64_t streams : {1, 2}) {
+      FusedLinearKernel other = kernel;
+      other.decodeStreams = streams;
+      std::vector<uint8_t> otherLibrary = cpu::linkSharedObject(
+          cpu::compileKernelsToObject(cpu::fusedLinearSource(other), cpu::resolveCpuTarget(cpu)));
+      auto otherLoaded = runtime::SharedLibrary::loadFromMemory("kernels", otherLibrary.data(),
+                                                                otherLibrary.size());
+      auto otherEntry =
+          reinterpret_cast<runtime::KernelEntry>(otherLoaded->symbol("q3_kernel_case"));
+      std::fill(actual.begin(), actual.end(), NAN);
+      otherEntry(buffers.data(), bytes.data(), scalars, 0, split);
+      otherEntry(buffers.data(), bytes.data(), scalars, split, kernel.workgroups());
+      if (std::memcmp(twoCalls.data(), actual.data(), actual.size() * 4) != 0)
+        ADD_FAILURE() << c.label << ": decode with " << streams
+                      << " streams differs from decode with " << kernel.decodeStreams;
+    }
   }
 
   double worst = 0.0, largest = 0.0;
@@ -662,7 +680,8 @@ void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {
                     int64_t rows = 3, WeightStorage cache = WeightStorage::F32,
                     bool bf16Prefill = false,
                     int64_t rowSets = cpu::AttentionKernel::kBf16PrefillRowSets, int64_t splits = 1,
-                    int64_t splitPositions = 16, int threads = 0, int repeats = 1) {
+                    int64_t splitPositions = 16, int threads = 0, int repeats = 1,
+                    int64_t streams = cpu::kDefaultDecodeStreams) {
   const int64_t qHeads = int64_t(map.size()), capacity = std::max<int64_t>(48, visible + 5);
   const int64_t kvHeads = *std::max_element(map.begin(), map.end()) + 1;
   cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(double(d)), cache};
@@ -670,6 +689,7 @@ void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {
   kernel.prefillRowSets = bf16Prefill ? rowSets : 1;
   kernel.decodeSplits = splits;
   kernel.splitPositions = splitPositions;
+  kernel.decodeStreams = streams;
   // The attention checks run each kernel on many contexts: compile each once.
   static std::map<std::string, LoadedKernel> compiled;
   const std::string source = cpu::attentionSource(kernel);
@@ -763,6 +783,21 @@ TEST(AttentionKernel, DecodesOneRowOverTheCache) {
     for (int64_t d : {12, 32, 128})
       for (const std::vector<int64_t> &map : {std::vector<int64_t>{0, 0, 1, 1}, {0, 1}})
         checkAttention(d, visible, map, 1);
+}
+
+// Decode reads each 512-position block's keys and values as 1, 2 or 4 runs
+// side by side (q3.lowering's decode_streams), then the positions the runs
+// leave one at a time: blocks shorter than the runs, runs of one position,
+// positions left over, whole and partial blocks; with splits too.
+TEST(AttentionKernel, DecodesInRunsSideBySide) {
+  const std::vector<int64_t> gqa2 = {0, 0, 1, 1}, mha = {0, 1};
+  for (int64_t streams : {1, 2, 4})
+    for (int64_t visible : {1, 2, 3, 4, 5, 7, 8, 9, 63, 512, 515, 1100, 2051})
+      for (const auto &map : {gqa2, mha})
+        checkAttention(128, visible, map, 1, WeightStorage::F32, false, 1, 1, 16, 0, 1, streams);
+  for (int64_t streams : {1, 2})
+    for (WeightStorage cache : {WeightStorage::BF16, WeightStorage::F16})
+      checkAttention(64, 700, gqa2, 1, cache, false, 1, 3, 16, 0, 2, streams);
 }
 
 // Decode splits (q3.lowering's fourth attention tile entry): a head group's

@@ -112,6 +112,35 @@ TEST(DecodeTuner, AGivenSplitMeasuresOnlyTheDistancesAtIt) {
   EXPECT_EQ(cpu::chooseDecodePrefetch({base, {{8, 16384}, 43.0, 1.07, 1.02}}), kAhead);
 }
 
+// The stream count (decode_streams) is measured at the default split and
+// distance: 1, 2 and 4, with the default among them; a given count is not
+// measured, every candidate has it. It is chosen by the same rule.
+TEST(DecodeTuner, MeasuresTheStreamsAtTheOthersDefaults) {
+  constexpr int64_t kStreams = cpu::kDefaultDecodeStreams;
+  for (cpu::TuneLevel level : {cpu::TuneLevel::Quick, cpu::TuneLevel::Full}) {
+    std::vector<int64_t> counts;
+    for (const cpu::DecodeSetting &c : cpu::decodeCandidates(level))
+      if (c.chunks == kChunks && c.prefetchBytes == kAhead)
+        counts.push_back(c.streams);
+      else
+        EXPECT_EQ(c.streams, kStreams) << "other axes at the default count";
+    std::sort(counts.begin(), counts.end());
+    EXPECT_EQ(counts, (std::vector<int64_t>{1, 2, 4}));
+    for (const cpu::DecodeSetting &c : cpu::decodeCandidates(level, 0, 2))
+      EXPECT_EQ(c.streams, 2);
+  }
+  const DecodeRate base{{kChunks, kAhead, kStreams}, 40.0, 1.0, 1.0};
+  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{kChunks, kAhead, 1}, 46.0, 1.15, 1.1}}), 1);
+  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{kChunks, kAhead, 1}, 41.0, 1.02, 1.01}}), kStreams);
+  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{kChunks, kAhead, 2}, 46.0, 1.15, 0.99}}), kStreams)
+      << "lost a quarter of its rounds";
+  // A fast count measured at another split says nothing here, and a fast
+  // split measured at another count says nothing about the split.
+  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{8, kAhead, 1}, 60.0, 1.5, 1.4}}), kStreams);
+  EXPECT_EQ(cpu::chooseDecodeChunks({base, {{8, kAhead, 1}, 60.0, 1.5, 1.4}}), kChunks);
+  EXPECT_EQ(cpu::chooseDecodePrefetch({base, {{kChunks, 4096, 1}, 60.0, 1.5, 1.4}}), kAhead);
+}
+
 // Decode attention's splits (DecodeSplitTuner.h): the candidates are one,
 // the count that covers the threads with the head groups and twice it; the
 // covering count stays unless another measured 10% faster.
@@ -129,6 +158,31 @@ TEST(DecodeSplitTuner, MeasuresOneTheCoveringCountAndTwiceIt) {
   EXPECT_EQ(cpu::decodeSplitCandidates(q06, 128), (std::vector<int64_t>{1, 16}));
   const cpu::AttentionKernel mqa{"a", 8, 1, 128, std::vector<int64_t>(8, 0), 1.0};
   EXPECT_EQ(cpu::decodeSplitCandidates(mqa, 2), (std::vector<int64_t>{1, 2, 4}));
+}
+
+// Attention's stream counts run at the covering split; the default count
+// stays unless another measured 10% faster there.
+TEST(DecodeSplitTuner, MeasuresTheStreamsAtTheCoveringSplit) {
+  std::vector<int64_t> map;
+  for (int64_t h = 0; h < 16; ++h)
+    map.push_back(h / 2);
+  const cpu::AttentionKernel q06{"a", 16, 8, 128, map, 1.0};
+  const std::vector<cpu::DecodeSplitRate> settings = cpu::decodeSplitSettings(q06, 16);
+  ASSERT_EQ(settings.size(), 5u);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(settings[i].streams, cpu::kDefaultDecodeStreams);
+  EXPECT_EQ(settings[3].splits, 2);
+  EXPECT_EQ(settings[3].streams, 1);
+  EXPECT_EQ(settings[4].splits, 2);
+  EXPECT_EQ(settings[4].streams, 2);
+  EXPECT_EQ(cpu::decodeSplitSettings(q06, 16, 1).size(), 3u) << "a given count is not measured";
+  using cpu::DecodeSplitRate;
+  EXPECT_EQ(cpu::chooseAttentionDecodeStreams({{2, 40.0, 4}, {2, 43.0, 1}, {2, 45.0, 2}}, 2), 2);
+  EXPECT_EQ(cpu::chooseAttentionDecodeStreams({{2, 40.0, 4}, {2, 43.0, 1}}, 2), 4) << "noise";
+  EXPECT_EQ(cpu::chooseAttentionDecodeStreams({{2, 40.0, 4}, {1, 60.0, 1}}, 2), 4)
+      << "measured at another split";
+  // The split is chosen among the rates at the default count only.
+  EXPECT_EQ(cpu::chooseDecodeSplits({{1, 40.0, 4}, {2, 41.0, 4}, {1, 60.0, 1}}, 2).splits, 2);
 }
 
 TEST(DecodeSplitTuner, KeepsTheCoveringCountWithinTheNoise) {

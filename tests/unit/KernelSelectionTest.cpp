@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 namespace q3::testing {
 namespace {
 
@@ -89,6 +91,34 @@ TEST(KernelSelection, DecodeLoopsPrefetchTheLoweringsDistance) {
   ASSERT_EQ(near.size(), far.size());
   for (size_t i = 0; i < near.size(); ++i)
     EXPECT_TRUE(near[i] != far[i]) << names[i] << " does not depend on prefetch_bytes";
+}
+
+// decode_streams is what the generated decode reads side by side: the
+// kernels follow it (the SwiGLU product reads at least its gate and up rows,
+// so one stream and two are the same kernel there).
+TEST(KernelSelection, DecodeLoopsReadTheLoweringsStreams) {
+  std::map<int64_t, std::vector<std::string>> sources;
+  std::vector<std::string> names;
+  for (int64_t streams : {1, 2, 4})
+    forStreamingKernels(256, [&](mlir::ModuleOp module, mlir::func::FuncOp kernel) {
+      ir::setLowering(kernel, ir::loweringOf(kernel).withDecodeStreams(streams));
+      sources[streams].push_back(cpu::cpuKernelSource(module, kernel));
+      if (streams == 1)
+        names.push_back(kernel.getSymName().str());
+    });
+  ASSERT_GE(names.size(), 3u);
+  for (size_t i = 0; i < names.size(); ++i) {
+    const bool swiglu = names[i].find("swiglu") != std::string::npos;
+    EXPECT_EQ(sources[1][i] != sources[2][i], !swiglu) << names[i];
+    EXPECT_NE(sources[2][i], sources[4][i]) << names[i] << " does not depend on decode_streams";
+  }
+}
+
+TEST(KernelSelection, RefusesAStreamingKernelWithoutDecodeStreams) {
+  forStreamingKernels(256, [&](mlir::ModuleOp module, mlir::func::FuncOp kernel) {
+    ir::setLowering(kernel, ir::loweringOf(kernel).withDecodeStreams(0));
+    expectRefused(module, kernel, "has no decode_streams in its q3.lowering");
+  });
 }
 
 TEST(KernelSelection, RefusesAStreamingKernelWithoutAPrefetchDistance) {

@@ -44,8 +44,10 @@ TEST(Manifest, StreamingKernelsCarryTheirPrefetchDistance) {
     const std::string name = kernel["name"];
     const bool streams = name.rfind("fused_linear", 0) == 0 || name.rfind("attention", 0) == 0;
     EXPECT_EQ(kernel.contains("prefetch_bytes"), streams) << name;
+    EXPECT_EQ(kernel.contains("decode_streams"), streams) << name;
     if (streams) {
       EXPECT_EQ(kernel["prefetch_bytes"], cpu::kDefaultPrefetchBytes) << name;
+      EXPECT_EQ(kernel["decode_streams"], cpu::kDefaultDecodeStreams) << name;
       ++streaming;
     }
   }
@@ -136,6 +138,8 @@ TEST(Manifest, EachDamagedFieldIsNamed) {
        [](nlohmann::json &m) { m["kernels"][1]["weight_packing"] = "sometimes"; }},
       {"kernels[1].prefetch_bytes",
        [](nlohmann::json &m) { m["kernels"][1]["prefetch_bytes"] = 8; }},
+      {"kernels[1].decode_streams",
+       [](nlohmann::json &m) { m["kernels"][1]["decode_streams"] = 9; }},
       {"kernels[1].workspace_bytes",
        [](nlohmann::json &m) { m["kernels"][1]["workspace_bytes"] = -64; }},
       {"weights[0].shape",

@@ -85,9 +85,10 @@ cl::opt<std::string> compileOutput("o", cl::sub(compileCommand), cl::Required,
                                    cl::cat(q3Category));
 cl::opt<std::string> targetTune(
     "tune", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand), cl::init("quick"),
-    cl::desc("With the CPU target and --cpu=host: measure the prefill kernel variants and "
-             "decode's split and prefetch distance on this machine and keep the fastest: off, "
-             "quick (default, about a second; cached per CPU in $XDG_CACHE_HOME/q3c) or full"),
+    cl::desc(
+        "With the CPU target and --cpu=host: measure the prefill kernel variants and "
+        "decode's split, prefetch distance and streams on this machine and keep the fastest: off, "
+        "quick (default, about a second; cached per CPU in $XDG_CACHE_HOME/q3c) or full"),
     cl::value_desc("off|quick|full"), cl::cat(q3Category));
 cl::opt<double> tuneMaxForeignShare(
     "tune-max-foreign-share", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
@@ -139,6 +140,13 @@ cl::opt<int64_t> targetDecodeChunks(
     cl::desc("Pieces per thread a decode product's columns are split into (work stealing evens "
              "them out; more pieces, more DRAM streams started) (default 0: measured by --tune, "
              "else 4)"),
+    cl::cat(q3Category));
+cl::opt<int64_t> targetDecodeStreams(
+    "decode-streams", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init(0),
+    cl::desc("Runs of memory a decode loop reads side by side, 1, 2 or 4: a product's weight "
+             "rows (SwiGLU: at least its gate and up rows), attention's key and value positions "
+             "(default 0: measured by --tune, else 4)"),
     cl::cat(q3Category));
 cl::opt<std::string> targetWeightPacking(
     "weight-packing", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
@@ -266,6 +274,7 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
     cpuOptions.attentionMatmul = targetAttentionMatmul;
     cpuOptions.prefillRows = targetPrefillRows;
     cpuOptions.decodeChunks = targetDecodeChunks;
+    cpuOptions.decodeStreams = targetDecodeStreams;
     cpuOptions.decodeSplits = targetDecodeSplits;
     cpuOptions.weightPacking = weightPackingFromFlags();
     options.target = cpu::cpuTargetPipeline(cpuOptions);
@@ -342,10 +351,11 @@ HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
     cpu::recordTuning(module, *tuning.prefill);
   }
   // The runtime's default: every CPU this process may use. A split given
-  // with --decode-chunks is not measured, only the prefetch distance at it.
+  // with --decode-chunks or a stream count with --decode-streams is not
+  // measured, the other settings are, at it.
   tuning.decode =
       cpu::tuneDecode(host, hidden, intermediate, weights, level, runtime::availableCpus(),
-                      tuneMaxForeignShare, targetDecodeChunks);
+                      tuneMaxForeignShare, targetDecodeChunks, targetDecodeStreams);
   cpu::recordDecodeTuning(module, *tuning.decode);
   tuning.attention = tuneAttentionIfItMatters(host, module, tuning);
   if (tuning.attention)
@@ -353,8 +363,8 @@ HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
   // Decode attention's splits, unless --decode-splits decides.
   std::optional<cpu::AttentionKernel> shape = attentionShape(module);
   if (targetDecodeSplits == 0 && shape && shape->vectorized()) {
-    tuning.decodeSplits =
-        cpu::tuneDecodeSplits(host, *shape, runtime::availableCpus(), tuneMaxForeignShare);
+    tuning.decodeSplits = cpu::tuneDecodeSplits(host, *shape, runtime::availableCpus(),
+                                                tuneMaxForeignShare, targetDecodeStreams);
     cpu::recordDecodeSplitTuning(module, *tuning.decodeSplits);
   }
   return tuning;

@@ -117,31 +117,45 @@ void printAttentionTuning(const cpu::AttentionTuning &tuning) {
 
 /// -v: what the tuner measured for decode attention's splits.
 void printDecodeSplitTuning(const cpu::DecodeSplitTuning &tuning) {
-  llvm::outs() << "tuned decode attention's splits (" << cpu::describeProvenance(tuning.provenance)
+  llvm::outs() << "tuned decode attention's splits and streams ("
+               << cpu::describeProvenance(tuning.provenance)
                << "), GB/s of KV cache in one decode step over " << tuning.positions
                << " positions on " << tuning.threads << " threads:\n";
-  for (const cpu::DecodeSplitRate &r : tuning.measured)
-    llvm::outs() << fmt::format(
-        "  {:<25} {:6.1f}{}\n", fmt::format("{} split{}", r.splits, r.splits > 1 ? "s" : ""),
-        r.gbPerSecond, r.splits == tuning.chosen.splits ? "  <- chosen" : "");
+  for (const cpu::DecodeSplitRate &r : tuning.measured) {
+    const bool chosen = r.splits == tuning.chosen.splits && r.streams == tuning.chosen.streams;
+    llvm::outs() << fmt::format("  {:<25} {:6.1f}{}\n",
+                                fmt::format("{} split{}, {} stream{}", r.splits,
+                                            r.splits > 1 ? "s" : "", r.streams,
+                                            r.streams > 1 ? "s" : ""),
+                                r.gbPerSecond, chosen ? "  <- chosen" : "");
+  }
 }
 
 /// -v: what the tuner measured and chose for decode.
 void printDecodeTuning(const cpu::DecodeTuning &tuning) {
-  llvm::outs() << "tuned the decode split and prefetch ("
+  llvm::outs() << "tuned the decode split, prefetch and streams ("
                << cpu::describeProvenance(tuning.provenance)
-               << "), GB/s of a one-row SwiGLU product on " << tuning.threads << " threads\n";
-  const auto splitsMeasured =
-      std::count_if(tuning.measured.begin(), tuning.measured.end(), [](const auto &r) {
-        return r.setting.prefetchBytes == cpu::kDefaultPrefetchBytes;
-      });
+               << "), GB/s of a one-row product of the gate and up weight on " << tuning.threads
+               << " threads\n";
+  // Each axis at the others' values it was measured at.
+  auto onSplitAxis = [&](const cpu::DecodeSetting &s) {
+    return s.prefetchBytes == cpu::kDefaultPrefetchBytes && s.streams == tuning.baseStreams;
+  };
+  auto onDistanceAxis = [&](const cpu::DecodeSetting &s) {
+    return s.chunks == tuning.distanceChunks && s.streams == tuning.baseStreams;
+  };
+  auto onStreamAxis = [&](const cpu::DecodeSetting &s) {
+    return s.chunks == tuning.distanceChunks && s.prefetchBytes == cpu::kDefaultPrefetchBytes;
+  };
+  const auto splitsMeasured = std::count_if(tuning.measured.begin(), tuning.measured.end(),
+                                            [&](const auto &r) { return onSplitAxis(r.setting); });
   if (splitsMeasured > 1) {
     llvm::outs() << fmt::format("  pieces per thread, prefetching {} bytes ahead (GB/s; the "
                                 "median and lower quartile of the ratios to the default in the "
                                 "same rounds):\n",
                                 cpu::kDefaultPrefetchBytes);
     for (const cpu::DecodeRate &r : tuning.measured)
-      if (r.setting.prefetchBytes == cpu::kDefaultPrefetchBytes)
+      if (onSplitAxis(r.setting))
         llvm::outs() << fmt::format("  {:>6} pieces  {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.chunks,
                                     r.gbPerSecond, r.relative, r.relativeLow,
                                     r.setting.chunks == tuning.chosen.chunks ? "  <- chosen" : "");
@@ -157,11 +171,28 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
     return a.setting.prefetchBytes < b.setting.prefetchBytes;
   });
   for (const cpu::DecodeRate &r : byDistance)
-    if (r.setting.chunks == tuning.distanceChunks)
+    if (onDistanceAxis(r.setting))
       llvm::outs() << fmt::format(
           "  {:>6} bytes   {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.prefetchBytes, r.gbPerSecond,
           r.relative, r.relativeLow,
           r.setting.prefetchBytes == tuning.chosen.prefetchBytes ? "  <- chosen" : "");
+  const auto streamsMeasured =
+      std::count_if(tuning.measured.begin(), tuning.measured.end(),
+                    [&](const auto &r) { return onStreamAxis(r.setting); });
+  if (streamsMeasured < 2) {
+    llvm::outs() << fmt::format("  {} streams, as --decode-streams gave (not measured)\n",
+                                tuning.chosen.streams);
+    return;
+  }
+  llvm::outs() << fmt::format("  rows read side by side, {} pieces per thread (GB/s; the ratios "
+                              "to {} in the same rounds):\n",
+                              tuning.distanceChunks, cpu::kDefaultDecodeStreams);
+  for (const cpu::DecodeRate &r : tuning.measured)
+    if (onStreamAxis(r.setting))
+      llvm::outs() << fmt::format("  {:>6} stream{} {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.streams,
+                                  r.setting.streams == 1 ? " " : "s", r.gbPerSecond, r.relative,
+                                  r.relativeLow,
+                                  r.setting.streams == tuning.chosen.streams ? "  <- chosen" : "");
 }
 
 /// The text sections compile embedded, and the folder they came from.

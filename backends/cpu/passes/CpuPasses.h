@@ -37,6 +37,9 @@ std::unique_ptr<mlir::Pass> createCpuSetChunkingPass();
 std::unique_ptr<mlir::Pass> createCpuSetChunkingPass(const CpuSetChunkingOptions &options);
 std::unique_ptr<mlir::Pass> createCpuSetPrefetchPass();
 std::unique_ptr<mlir::Pass> createCpuSetPrefetchPass(const CpuSetPrefetchOptions &options);
+std::unique_ptr<mlir::Pass> createCpuSetDecodeStreamsPass();
+std::unique_ptr<mlir::Pass>
+createCpuSetDecodeStreamsPass(const CpuSetDecodeStreamsOptions &options);
 
 /// The kernels of `module` (func.func marked q3.kernel), in module order.
 llvm::SmallVector<mlir::func::FuncOp> kernelsOf(mlir::ModuleOp module);
@@ -56,6 +59,12 @@ std::optional<int64_t> tiledProductDepth(mlir::func::FuncOp kernel);
 /// Whether a tiled product's weight is bf16, which the vdpbf16ps and AMX
 /// prefills multiply (an f16 one takes f32 FMAs only).
 bool tiledProductIsBf16(mlir::func::FuncOp kernel);
+
+/// Whether `kernel` streams memory in its one-row (decode) loops, which
+/// prefetch and read side by side: products always; attention when it takes
+/// the vector template (the scalar one, for head sizes that are not a
+/// multiple of 16, does neither).
+bool streamsInDecode(mlir::func::FuncOp kernel);
 
 /// Pieces per thread of a product's one-row dispatch when nothing was
 /// measured (cpu-set-chunking; the decode tuner's default candidate).

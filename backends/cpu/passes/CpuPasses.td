@@ -235,4 +235,24 @@ def CpuSetPrefetch : Pass<"cpu-set-prefetch", "mlir::ModuleOp"> {
   ];
 }
 
+def CpuSetDecodeStreams : Pass<"cpu-set-decode-streams", "mlir::ModuleOp"> {
+  let summary = "Choose how many runs of memory decode loops read side by side";
+  let description = [{
+    Sets `decode_streams` in the `q3.lowering` of each product and attention
+    kernel (vector template: head_dim a multiple of 16): a product's one-row
+    loop reads that many weight rows side by side (SwiGLU: at least its gate
+    and up rows), attention's decode that many runs of each block's key and
+    value positions. Each run is a memory stream; one per core left a third
+    of the bandwidth unused on one AMD EPYC family 26 host (on another one
+    read fastest). By default what `q3c compile --tune` measured, recorded
+    as q3.tuning's `decode_streams` (products) and `attention_decode_streams`
+    (attention), else 4.
+  }];
+  let constructor = "q3::cpu::createCpuSetDecodeStreamsPass()";
+  let options = [
+    Option<"streams", "streams", "int64_t", /*default=*/"0",
+           "Runs side by side: 1, 2 or 4 (0: q3.tuning's decode_streams, else 4)">
+  ];
+}
+
 #endif // Q3_CPU_PASSES_TD

@@ -27,18 +27,17 @@ using namespace mlir;
 using namespace q3::ir;
 
 namespace q3::cpu {
-namespace {
 
-/// Products always; attention when it takes the vector template (the
-/// scalar one, for head sizes that are not a multiple of 16, prefetches
-/// nothing).
-bool streamsInDecode(Operation *compute) {
+bool streamsInDecode(func::FuncOp kernel) {
+  Operation *compute = kernelComputeOp(kernel);
   if (isa_and_nonnull<FusedLinearOp, LinearOp>(compute))
     return true;
   if (auto attention = dyn_cast_or_null<AttentionOp>(compute))
     return attentionKernelShape(attention).vectorized();
   return false;
 }
+
+namespace {
 
 struct CpuSetPrefetchPass : impl::CpuSetPrefetchBase<CpuSetPrefetchPass> {
   using CpuSetPrefetchBase::CpuSetPrefetchBase;
@@ -61,7 +60,7 @@ struct CpuSetPrefetchPass : impl::CpuSetPrefetchBase<CpuSetPrefetchPass> {
       return signalPassFailure();
     }
     for (func::FuncOp kernel : kernelsOf(getOperation()))
-      if (streamsInDecode(kernelComputeOp(kernel)))
+      if (streamsInDecode(kernel))
         setLowering(kernel, loweringOf(kernel).withPrefetchBytes(distance));
   }
 };

@@ -234,6 +234,12 @@ func.func private @prefetch_too_far() attributes {q3.lowering = #q3.lowering<pre
 
 // -----
 
+// A decode loop reads 1, 2 or 4 runs side by side.
+// expected-error @+1 {{#q3.lowering: decode_streams must be 1, 2 or 4, got 3}}
+func.func private @three_streams() attributes {q3.lowering = #q3.lowering<decode_streams = 3>}
+
+// -----
+
 // expected-error @+1 {{#q3.lowering: workspace_bytes must be 0 to 67108864, got -8}}
 func.func private @workspace_negative() attributes {q3.lowering = #q3.lowering<workspace_bytes = -8>}
 

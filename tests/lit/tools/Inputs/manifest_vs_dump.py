@@ -59,7 +59,8 @@ def lowering_of(text):
     tile = re.search(r"tile = \[([\d, ]+)\]", text)
     if tile:
         fields["tile"] = [int(x) for x in tile.group(1).split(",")]
-    for key in ("prefill_chunks", "decode_chunks", "prefetch_bytes", "workspace_bytes"):
+    for key in ("prefill_chunks", "decode_chunks", "prefetch_bytes", "decode_streams",
+                "workspace_bytes"):
         m = re.search(key + r" = (\d+)", text)
         if m:
             fields[key] = int(m.group(1))
@@ -115,7 +116,7 @@ def main():
     for k in m["kernels"]:
         lowering, arg_types = kernels[k["name"]]
         for key in ("grid", "matmul", "tile", "weight_packing", "prefill_chunks",
-                    "decode_chunks", "prefetch_bytes", "workspace_bytes"):
+                    "decode_chunks", "prefetch_bytes", "decode_streams", "workspace_bytes"):
             if lowering.get(key) != k.get(key):
                 fail(f"kernel {k['name']} {key}: dump {lowering.get(key)}, manifest {k.get(key)}")
         for i, operand in enumerate(k["operands"]):
