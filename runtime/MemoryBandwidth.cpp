@@ -56,10 +56,11 @@ __attribute__((target("avx2"))) uint64_t sumLinesAvx2(const uint8_t *data, int64
 }
 
 // The lines cut into kReadStreams runs read side by side, one line of each
-// per step, as the decode products read their weight rows
-// (backends/cpu/FusedLinearDots.h, kDecodeStreams): one stream per thread
-// read 57-62 GB/s on two threads of an AMD EPYC family 26 VM, four 72-78,
-// so a one-stream floor was one the kernels could beat.
+// per step, as the decode products read their weight rows with
+// q3.lowering's decode_streams = 4: one stream per thread read 57-62 GB/s
+// on two threads of an AMD EPYC family 26 VM, four 72-78, so a one-stream
+// floor was one the kernels could beat; on another host of that family one
+// stream read fastest. The probe reads both ways and keeps the best.
 constexpr int kReadStreams = 4;
 
 __attribute__((target("avx2"))) uint64_t sumStreamsAvx2(const uint8_t *data, int64_t lines) {
@@ -102,12 +103,17 @@ uint64_t sumLinesSse2(const uint8_t *data, int64_t lines) {
   return lanes[0] + lanes[1];
 }
 
-uint64_t sumLines(const uint8_t *data, int64_t lines) {
+/// Reads the lines as one stream (`streams` 1) or as kReadStreams side by side.
+uint64_t sumLines(const uint8_t *data, int64_t lines, int streams) {
   static const bool hasAvx2 = __builtin_cpu_supports("avx2");
-  return hasAvx2 ? sumStreamsAvx2(data, lines) : sumLinesSse2(data, lines);
+  if (!hasAvx2)
+    return sumLinesSse2(data, lines);
+  return streams == 1 ? sumLinesAvx2(data, lines) : sumStreamsAvx2(data, lines);
 }
+constexpr int kReadPatterns[] = {1, kReadStreams};
 #else
-uint64_t sumLines(const uint8_t *data, int64_t lines) {
+constexpr int kReadPatterns[] = {1};
+uint64_t sumLines(const uint8_t *data, int64_t lines, int) {
   const uint64_t *words = reinterpret_cast<const uint64_t *>(data);
   uint64_t a = 0, b = 0, c = 0, d = 0;
   for (int64_t i = 0; i < lines * (kLine / 8); i += 4) {
@@ -139,16 +145,20 @@ BandwidthResult ReadBandwidthProbe::measure(int repetitions) {
     throw std::invalid_argument("ReadBandwidthProbe: repetitions must be >= 1");
   std::atomic<uint64_t> checksum{0};
   double bestSeconds = 0;
-  for (int rep = 0; rep < repetitions; ++rep) {
-    auto start = std::chrono::steady_clock::now();
-    pool_.parallelFor(lines_, [&](int64_t begin, int64_t end) {
-      checksum.fetch_add(sumLines(data_ + begin * kLine, end - begin), std::memory_order_relaxed);
-    });
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (rep == 0 || seconds < bestSeconds)
-      bestSeconds = seconds;
-  }
+  bool first = true;
+  for (int rep = 0; rep < repetitions; ++rep)
+    for (int streams : kReadPatterns) {
+      auto start = std::chrono::steady_clock::now();
+      pool_.parallelFor(lines_, [&](int64_t begin, int64_t end) {
+        checksum.fetch_add(sumLines(data_ + begin * kLine, end - begin, streams),
+                           std::memory_order_relaxed);
+      });
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (first || seconds < bestSeconds)
+        bestSeconds = seconds;
+      first = false;
+    }
   // Consuming the sum keeps the reads observable to the compiler.
   uint64_t sum = checksum.load();
   asm volatile("" : : "r"(sum) : "memory");

@@ -16,13 +16,14 @@ struct BandwidthResult {
 };
 
 // STREAM-like read kernel: sums a buffer of `bytes` (default 1 GiB, far beyond
-// the caches) with all pool threads, `repetitions` times, and reports the best
-// rate, as STREAM does. Each thread first writes the part it later reads, so
-// page faults stay out of the timing and pages land on that thread's NUMA node.
-// The buffer is on transparent huge pages, as the weights decode streams are:
-// on small pages the TLB misses (two-level walks in a VM) hid a third of the
-// bandwidth, and the floor decode was measured against was too low.
-// bytes < 1 or repetitions < 1 is std::invalid_argument.
+// the caches) with all pool threads, `repetitions` times, each time as one
+// run per thread and as four runs side by side (the decode kernels read
+// either way, q3.lowering's decode_streams; which is faster is the
+// machine's), and reports the best rate, as STREAM does. Each thread first writes the part it later
+// reads, so page faults stay out of the timing and pages land on that thread's NUMA node. The
+// buffer is on transparent huge pages, as the weights decode streams are: on small pages the TLB
+// misses (two-level walks in a VM) hid a third of the bandwidth, and the floor decode was measured
+// against was too low. bytes < 1 or repetitions < 1 is std::invalid_argument.
 BandwidthResult measureReadBandwidth(ThreadPool &pool, int64_t bytes = int64_t(1) << 30,
                                      int repetitions = 5);
 
