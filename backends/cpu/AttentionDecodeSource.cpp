@@ -2,7 +2,8 @@
 //
 // @<name>_decode: one pass over the keys and values of the workgroup's KV
 // head, 512 positions at a time with an online softmax (AttentionSource.cpp
-// says why); the scalar template's softmax.
+// says why), each block's keys and then its values read as q3.lowering's
+// decode_streams runs side by side; the scalar template's softmax.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/AttentionTemplates.h"
@@ -17,8 +18,9 @@ namespace q3::cpu::attention {
 using namespace detail;
 
 // Decode scores a block of this many positions, then sums its values: the
-// keys and then the values stream as long runs, which the hardware
-// prefetchers follow as one stream at a time. Measured on AMD family 26
+// keys and then the values stream as long runs (decode_streams of them side
+// by side: the hardware prefetchers follow a few streams at once, and one
+// left bandwidth unused on AMD family 26). Measured with one run on AMD family 26
 // (0.6B, decode after 2048 tokens, alternated): 16-position blocks with each
 // value row prefetched while its key was scored (two streams at once) 12.2-
 // 12.4 ms of attention per token, 256 positions without the prefetch
@@ -68,8 +70,8 @@ static std::vector<Slot> decodeSlots(int heads) {
   return slots;
 }
 
-/// `%<out>:N = scf.for %<iv> = from to to step (positions)`: the scores of
-/// `slots` over those positions, `positions` at a time (2 x slots independent
+/// `%<out>:N = scf.for %<iv> = from to to step runs.step`: the scores of
+/// `slots` over runs.count positions a step (runs.count x slots independent
 /// FMA chains), stored to %scores<k>; yields the running maxima, starting
 /// from `initial(k)`.
 template <typename Initial>

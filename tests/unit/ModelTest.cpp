@@ -219,7 +219,9 @@ TEST(ModelDecodeSplits, DecodeStepsGiveTheRowsOfOnePrefill) {
     model->forward(std::vector<int32_t>(tokens.begin(), tokens.begin() + prefill));
     for (size_t t = prefill; t < tokens.size(); ++t) {
       const std::vector<float> step = model->forward({tokens[t]});
-      EXPECT_LE(maxAbsDiff(step, row(all, vocab, int64_t(t))), 1e-5)
+      // Two f32 orders of the value sums over ~1,300 positions: prefill's
+      // flash blocks, decode's decode_streams runs side by side.
+      EXPECT_LE(maxAbsDiff(step, row(all, vocab, int64_t(t))), 3e-5)
           << "position " << t << ", " << threads << " threads";
     }
   }
