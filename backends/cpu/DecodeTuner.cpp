@@ -249,8 +249,9 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
       tuningProduct("tune_decode", hidden, 2 * intermediate, weights, /*swiglu=*/false);
   DecodeTuning tuning;
   tuning.threads = threads;
-  // The split the distances and stream counts are measured at, the stream
-  // count the splits and distances are (and the ratios' baseline).
+  // The split at which the distances and stream counts are measured, and the
+  // stream count at which the splits and distances are: together with the
+  // default distance, the ratios' baseline.
   tuning.distanceChunks = fixedChunks > 0 ? fixedChunks : kDefaultDecodeChunks;
   tuning.baseStreams = fixedStreams > 0 ? fixedStreams : kDefaultDecodeStreams;
   std::string key = cacheKey(target, kernel, level, threads);
