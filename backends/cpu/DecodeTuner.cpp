@@ -194,6 +194,12 @@ int64_t chooseWithTie(const std::vector<DecodeRate> &measured, int64_t DecodeSet
 
 } // namespace
 
+bool onAxis(const DecodeTuning &tuning, const DecodeSetting &setting,
+            int64_t DecodeSetting::*field) {
+  return sameExcept(setting, {tuning.distanceChunks, kDefaultPrefetchBytes, tuning.baseStreams},
+                    field);
+}
+
 std::vector<DecodeSetting> decodeCandidates(TuneLevel level, int64_t fixedChunks,
                                             int64_t fixedStreams) {
   const bool full = level == TuneLevel::Full;
@@ -298,14 +304,13 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
   llvm::SmallVector<mlir::NamedAttribute> splitRates, prefetchRates, streamRates;
   for (const DecodeRate &r : tuning.measured) {
     const DecodeSetting &s = r.setting;
-    const bool baseStreams = s.streams == tuning.baseStreams;
-    if (s.prefetchBytes == kDefaultPrefetchBytes && baseStreams)
+    if (onAxis(tuning, s, &DecodeSetting::chunks))
       splitRates.push_back(
           b.getNamedAttr(fmt::format("chunks_{}", s.chunks), record.rate(r.gbPerSecond)));
-    if (s.chunks == tuning.distanceChunks && baseStreams)
+    if (onAxis(tuning, s, &DecodeSetting::prefetchBytes))
       prefetchRates.push_back(
           b.getNamedAttr(fmt::format("bytes_{}", s.prefetchBytes), record.rate(r.gbPerSecond)));
-    if (s.chunks == tuning.distanceChunks && s.prefetchBytes == kDefaultPrefetchBytes)
+    if (onAxis(tuning, s, &DecodeSetting::streams))
       streamRates.push_back(
           b.getNamedAttr(fmt::format("streams_{}", s.streams), record.rate(r.gbPerSecond)));
   }

@@ -65,6 +65,13 @@ struct DecodeTuning {
   TuningProvenance provenance;
 };
 
+/// Whether `setting` was measured on the axis of `field` (chunks,
+/// prefetchBytes or streams): every other field at the value that axis was
+/// measured at (the default distance, tuning.distanceChunks,
+/// tuning.baseStreams).
+bool onAxis(const DecodeTuning &tuning, const DecodeSetting &setting,
+            int64_t DecodeSetting::*field);
+
 /// The settings `level` measures, each axis at the others' defaults: the
 /// splits, the prefetch distances and the stream counts 1, 2 and 4. With
 /// `fixedChunks` (q3c --decode-chunks) the split is not measured, with

@@ -139,13 +139,13 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
                << " threads\n";
   // Each axis at the others' values it was measured at.
   auto onSplitAxis = [&](const cpu::DecodeSetting &s) {
-    return s.prefetchBytes == cpu::kDefaultPrefetchBytes && s.streams == tuning.baseStreams;
+    return cpu::onAxis(tuning, s, &cpu::DecodeSetting::chunks);
   };
   auto onDistanceAxis = [&](const cpu::DecodeSetting &s) {
-    return s.chunks == tuning.distanceChunks && s.streams == tuning.baseStreams;
+    return cpu::onAxis(tuning, s, &cpu::DecodeSetting::prefetchBytes);
   };
   auto onStreamAxis = [&](const cpu::DecodeSetting &s) {
-    return s.chunks == tuning.distanceChunks && s.prefetchBytes == cpu::kDefaultPrefetchBytes;
+    return cpu::onAxis(tuning, s, &cpu::DecodeSetting::streams);
   };
   const auto splitsMeasured = std::count_if(tuning.measured.begin(), tuning.measured.end(),
                                             [&](const auto &r) { return onSplitAxis(r.setting); });
