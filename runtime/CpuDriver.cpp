@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 
 namespace q3::runtime {
 
@@ -111,6 +112,26 @@ void CpuDriver::write(const BufferRange &to, const void *from) {
 
 void CpuDriver::read(const BufferRange &from, void *to) {
   std::memcpy(to, at(from), size_t(from.bytes));
+}
+
+void CpuDriver::move(const std::vector<std::vector<CopyRange>> &waves) {
+  for (const std::vector<CopyRange> &wave : waves) {
+    for (const CopyRange &copy : wave)
+      if (copy.from.bytes != copy.to.bytes)
+        throw std::invalid_argument(
+            fmt::format("a move of {} bytes into {}", copy.from.bytes, copy.to.bytes));
+    // On the pool's threads: the copies fault in the pages they write, and
+    // that is most of their cost.
+    pool_.parallelFor(
+        int64_t(wave.size()),
+        [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            const CopyRange &copy = wave[size_t(i)];
+            std::memmove(at(copy.to), at(copy.from), size_t(copy.from.bytes));
+          }
+        },
+        8);
+  }
 }
 
 void CpuDriver::dispatch(int64_t kernel, const std::vector<BufferRange> &buffers,

@@ -30,6 +30,8 @@ public:
   int64_t wrapHost(const void *data, int64_t bytes) override;
   void write(const BufferRange &to, const void *from) override;
   void read(const BufferRange &from, void *to) override;
+  bool movesInPlace() const override { return true; }
+  void move(const std::vector<std::vector<CopyRange>> &waves) override;
   void dispatch(int64_t kernel, const std::vector<BufferRange> &buffers,
                 const std::vector<int64_t> &scalars, int64_t workgroups) override;
   void finish() override {} // dispatches run to completion when issued

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,23 @@ public:
   virtual int64_t wrapHost(const void *data, int64_t bytes) = 0;
   virtual void write(const BufferRange &to, const void *from) = 0;
   virtual void read(const BufferRange &from, void *to) = 0;
+
+  /// Whether move() works and memory allocate() returned costs only the
+  /// pages written: the scheduler then lets the KV cache's rows fill a
+  /// part of its buffer that grows with the context, and spreads them in
+  /// place as it grows. A driver that records passes against fixed ranges
+  /// (Vulkan) does not.
+  virtual bool movesInPlace() const { return false; }
+  /// One copy of move(): `from` and `to` have the same byte count.
+  struct CopyRange {
+    BufferRange from, to;
+  };
+  /// Runs the waves in order; the copies of one wave in any order or at
+  /// once (no copy's ranges overlap another's of its wave, but may overlap
+  /// those of earlier waves). Only where movesInPlace().
+  virtual void move(const std::vector<std::vector<CopyRange>> &waves) {
+    throw std::logic_error("this driver does not move memory in place");
+  }
 
   /// Runs workgroups [0, workgroups) of `kernel` on `buffers` (its operands,
   /// then its results) and `scalars` (runtime/KernelABI.h). A driver may

@@ -5,10 +5,11 @@
 // the driver for its format (the CPU driver checks the CPU and loads the
 // kernels), evaluate the weight plan (runtime/WeightPlan.h) and hand the
 // weights the schedule reads to the driver, and allocate the activation
-// buffers (prefill_rows rows each) and the KV cache for the context in
-// driver memory. Run: split the tokens into chunks of at most prefill_rows
-// rows; for each chunk, bind every dispatch's operands to buffer ranges and
-// scalars and dispatch it.
+// buffers (prefill_rows rows each) and the KV cache in driver memory (where
+// the driver moves memory in place, used for kInitialCachePositions
+// positions first and spread out as the context fills). Run: split the
+// tokens into chunks of at most prefill_rows rows; for each chunk, bind
+// every dispatch's operands to buffer ranges and scalars and dispatch it.
 #include "runtime/Model.h"
 
 #include "runtime/Artifact.h"
@@ -47,13 +48,17 @@ struct Model::State {
   std::vector<const manifest::Kernel *> stepKernelInfo; // the manifest's
   bool logitsRowwise = false; // the last step (logits) may run on some rows only
   std::vector<int64_t> buffers;         // driver buffers of prefillRows rows each
-  int64_t keyCache = 0, valueCache = 0; // [layers][kvHeads][context][headDim], kv element
+  int64_t keyCache = 0, valueCache = 0; // [layers][kvHeads][capacity][headDim], kv element
   int64_t tokenBuffer = 0;              // [prefillRows] i32
   /// The kernels' workspace (manifest::Kernel::workspaceBytes): one, of the
   /// largest, as dispatches run one at a time and leave it as they found it.
   int64_t workspace = -1;
   std::vector<float> logits;
   int64_t layers = 0, kvRowBytes = 0, vocab = 0, context = 0, position = 0, chunkRows = 0;
+  /// Positions the KV cache has room for now (the kernels' capacity
+  /// scalar): the context, or less while a driver that moves memory in
+  /// place grows it with use (reserve()).
+  int64_t capacity = 0;
   bool profiling = false;
   std::vector<KernelProfile> stepProfiles; // parallel to the steps while profiling
   std::map<std::string, std::string> variantChoices; // kernel -> the build it runs
@@ -61,8 +66,13 @@ struct Model::State {
   bool kvCacheOnHugePages = false;                        // see kvCacheOnHugePagesPays
 
   /// The activation buffers and the KV cache; `memoryBudget` (bytes this
-  /// process may use) decides the cache's pages.
-  void allocate(uint64_t memoryBudget);
+  /// process may use) decides the cache's pages, `reserveContext`
+  /// (ModelOptions) whether it is allocated for the whole context.
+  void allocate(uint64_t memoryBudget, bool reserveContext);
+  /// Room in the KV cache for `positions` (at most the context): where it
+  /// has less, the capacity doubles (or more, to fit) and each layer's and
+  /// head's cached rows move to their new place in the same buffers.
+  void reserve(int64_t positions);
   /// Locks the weights in memory (ModelOptions::lockWeights); `source` is
   /// the checkpoint or the artifact that embeds them, for the message.
   void lockWeights(const std::string &source);
@@ -93,7 +103,7 @@ struct Model::State {
   void countCall(size_t index, int64_t visible, int64_t computedRows);
 };
 
-void Model::State::allocate(uint64_t memoryBudget) {
+void Model::State::allocate(uint64_t memoryBudget, bool reserveContext) {
   const manifest::ModelConfig &c = manifest.config;
   layers = c.numHiddenLayers;
   vocab = c.vocabSize;
@@ -118,11 +128,20 @@ void Model::State::allocate(uint64_t memoryBudget) {
   for (int64_t rowBytes : manifest.bufferRowBytes)
     buffers.push_back(driver->allocate(bytes(chunkRows, rowBytes, "an activation buffer")));
   // Positions are written before attention reads them: the cache needs no
-  // zeroing (allocate() leaves untouched pages unmapped).
+  // zeroing (allocate() leaves untouched pages unmapped). Its layout gives
+  // each layer and head one stretch of the capacity, so its first token
+  // touches every stretch; with the whole context's capacity (on huge
+  // pages) that made all of it resident at once (0.9 GB for the 0.6B
+  // shape's 4096 f32 positions, about 1.6 s of a first token on the
+  // project's VM), so where the driver moves memory in place the capacity
+  // starts small and doubles as the context fills, inside buffers that
+  // reserve the whole context.
   const int64_t cacheBytes =
       bytes(bytes(layers, context, "the KV cache"), kvRowBytes, "the KV cache");
   kvCacheOnHugePages = manifest.target.backend == "cpu" &&
                        kvCacheOnHugePagesPays(2 * uint64_t(cacheBytes), memoryBudget);
+  capacity = driver->movesInPlace() && !reserveContext ? std::min(context, kInitialCachePositions)
+                                                       : context;
   const auto kvPages = kvCacheOnHugePages ? Driver::Pages::Huge : Driver::Pages::Small;
   keyCache = driver->allocate(cacheBytes, kvPages);
   valueCache = driver->allocate(cacheBytes, kvPages);
@@ -147,12 +166,41 @@ void Model::State::allocate(uint64_t memoryBudget) {
                   lastStep.results[0].id == manifest.output.id;
 }
 
+void Model::State::reserve(int64_t positions) {
+  if (positions <= capacity)
+    return;
+  int64_t grown = capacity;
+  while (grown < positions)
+    grown *= 2;
+  grown = std::min(grown, context);
+  // Each layer and head keeps its first `position` rows (the ones written),
+  // now `grown` rows apart. Stretch h moves to h * grown rows, past the
+  // sources of every stretch below `hi` once h * grown >= hi * capacity:
+  // those move together, then the ones below them.
+  const int64_t heads = layers * manifest.config.numKeyValueHeads;
+  const int64_t headRowBytes = kvRowBytes / manifest.config.numKeyValueHeads;
+  std::vector<std::vector<Driver::CopyRange>> waves;
+  for (int64_t hi = heads; hi > 1 && position > 0;) {
+    // At least the stretch hi - 1 (its rows go to no lower place than they
+    // are), where the capacity grows by less than hi / (hi - 1).
+    const int64_t lo = std::clamp<int64_t>((hi * capacity + grown - 1) / grown, 1, hi - 1);
+    std::vector<Driver::CopyRange> &wave = waves.emplace_back();
+    for (int64_t head = lo; head < hi; ++head)
+      for (int64_t cache : {keyCache, valueCache})
+        wave.push_back({{cache, head * capacity * headRowBytes, position * headRowBytes},
+                        {cache, head * grown * headRowBytes, position * headRowBytes}});
+    hi = lo;
+  }
+  driver->move(waves);
+  capacity = grown;
+}
+
 void Model::State::runStep(size_t index, int64_t rows, int64_t startPos, int64_t firstRow) {
   const manifest::Step &step = manifest.steps[index];
   const manifest::Kernel *kernel = stepKernelInfo[index];
   std::vector<BufferRange> ranges;
-  std::vector<int64_t> scalars = {rows - firstRow, startPos + rows, context};
-  const int64_t cacheLayerBytes = context * kvRowBytes; // [kvHeads][context][headDim]
+  std::vector<int64_t> scalars = {rows - firstRow, startPos + rows, capacity};
+  const int64_t cacheLayerBytes = capacity * kvRowBytes; // [kvHeads][capacity][headDim]
   auto bind = [&](const manifest::Binding &b) {
     switch (b.kind) {
     case BindingKind::Buffer:
@@ -408,7 +456,7 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   }
   if (options.lockWeights)
     s.lockWeights(embedded ? artifactPath : weightsPath);
-  s.allocate(budget.bytes);
+  s.allocate(budget.bytes, options.reserveContext);
   s.chooseKernelVariants(options.kernelBuild);
   return model;
 }
@@ -432,6 +480,7 @@ const std::vector<float> &Model::forward(const std::vector<int32_t> &tokens, Log
   for (int32_t id : tokens)
     if (id < 0 || id >= s.vocab)
       throw RequestError(fmt::format("token id {} is outside the vocabulary [0, {})", id, s.vocab));
+  s.reserve(s.position + rows);
   const int64_t rowBytes = s.vocab * 4;
   s.logits.resize(size_t((which == Logits::All ? rows : 1) * s.vocab));
   const int64_t output = s.buffers.at(size_t(s.manifest.output.id));
@@ -517,6 +566,7 @@ uint64_t Model::lockedBytes() const { return state->lockedWeights.bytes(); }
 int64_t Model::kvCacheBytes() const {
   return 2 * state->layers * state->context * state->kvRowBytes;
 }
+int64_t Model::kvCachePositions() const { return state->capacity; }
 bool Model::kvCacheOnHugePages() const { return state->kvCacheOnHugePages; }
 const std::optional<CheckpointPlacement> &Model::checkpointPlacement() const {
   return state->checkpointPlacement;

@@ -45,6 +45,10 @@ struct KernelProfile {
 struct ModelOptions {
   int threads = 0;           // 0: all cores
   int64_t contextLength = 0; // KV cache positions; 0: min(max_position_embeddings, 4096)
+  /// Give the KV cache the whole context's capacity at load, rather than
+  /// kInitialCachePositions grown as the context fills (where the driver
+  /// moves memory in place).
+  bool reserveContext = false;
   int device = -1;           // Vulkan artifacts: the device index; -1: the default device
   /// Kernels with variants (portable artifacts): "" times them at load and
   /// runs the fastest; "default" runs every kernel's own build; a variant's
@@ -68,17 +72,25 @@ struct ModelOptions {
   std::function<void(int64_t done, int64_t total)> progress;
 };
 
-/// Whether the KV cache (`cacheBytes`, keys and values) goes on huge pages.
-/// Its layout, [layer][KV head][position][feature], gives each layer and
-/// head one stretch of the context (2 MB for the 0.6B shape's 4096 f32
-/// positions), so on huge pages the first token makes nearly all of it
-/// resident; in exchange decode attention streams it faster (measured on
+/// Whether the KV cache (`cacheBytes`, keys and values, for the whole
+/// context) goes on huge pages. Its layout, [layer][KV head][position]
+/// [feature], gives each layer and head one stretch of the capacity (2 MB
+/// for the 0.6B shape's 4096 f32 positions), so on huge pages the first
+/// token makes nearly all of the capacity resident (which is why it grows
+/// with use: kInitialCachePositions); in exchange decode attention streams
+/// it faster (measured on
 /// the project's AMD VM, five alternations: 37-39 against 24-35 GB/s of KV
 /// after 2048 positions). Taken while the whole cache is at most an eighth
 /// of `budgetBytes` (the memory this process may use), so long contexts
 /// keep growing with use, and when each of keys and values holds at least
 /// one huge page (HostBuffer maps less with small pages).
 bool kvCacheOnHugePagesPays(uint64_t cacheBytes, uint64_t budgetBytes);
+
+/// The KV cache's first capacity, in positions, where the driver moves
+/// memory in place (Driver::movesInPlace): it doubles as the context fills,
+/// up to the context, inside buffers that reserve the whole context (only
+/// the pages written are resident).
+inline constexpr int64_t kInitialCachePositions = 256;
 
 class Model {
 public:
@@ -117,10 +129,14 @@ public:
   /// without it.
   uint64_t lockedBytes() const;
   /// The KV cache's bytes (keys and values, for the whole context), and
-  /// whether they live on huge pages (kvCacheOnHugePagesPays): resident
-  /// from the first token on, else as positions fill.
+  /// whether they live on huge pages (kvCacheOnHugePagesPays): then each
+  /// capacity it grows to is resident as soon as it holds a token, else
+  /// pages become resident as positions fill.
   int64_t kvCacheBytes() const;
   bool kvCacheOnHugePages() const;
+  /// The positions the KV cache has room for now: the context, or fewer
+  /// while it grows with use (kInitialCachePositions).
+  int64_t kvCachePositions() const;
   /// Where the checkpoint's bytes were placed and why; nullopt for an
   /// artifact that embeds its weights.
   const std::optional<CheckpointPlacement> &checkpointPlacement() const;

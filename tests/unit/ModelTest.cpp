@@ -73,10 +73,12 @@ protected:
     delete artifact;
   }
 
-  std::unique_ptr<runtime::Model> load(int64_t context = 0, int threads = 2) {
+  std::unique_ptr<runtime::Model> load(int64_t context = 0, int threads = 2,
+                                       bool reserveContext = false) {
     runtime::ModelOptions options;
     options.threads = threads;
     options.contextLength = context;
+    options.reserveContext = reserveContext;
     return runtime::Model::load(*artifact, golden->dir, options);
   }
 
@@ -146,6 +148,36 @@ TEST_F(ModelTest, TheKvCacheHoldsKeysAndValuesForTheWholeContext) {
   EXPECT_EQ(model->kvCacheOnHugePages(),
             runtime::kvCacheOnHugePagesPays(uint64_t(model->kvCacheBytes()),
                                             runtime::availableMemory().bytes));
+}
+
+// The cache starts with room for 256 positions and doubles as the context
+// fills (capped at the context), moving the rows it holds: every logit is the
+// same as with room for the whole context from the start, whether it grows
+// between prefill chunks or between decode steps.
+TEST_F(ModelTest, TheKvCacheGrowsWithTheContextAndKeepsItsRows) {
+  const int64_t context = 1000;
+  auto growing = load(context);
+  auto reserved = load(context, 2, /*reserveContext=*/true);
+  EXPECT_EQ(growing->kvCachePositions(), runtime::kInitialCachePositions);
+  EXPECT_EQ(reserved->kvCachePositions(), context);
+  std::vector<int32_t> tokens;
+  for (int32_t i = 0; i < 600; ++i)
+    tokens.push_back(int32_t((i * 7919 + 13) % growing->vocabSize()));
+  auto span = [&](int64_t begin, int64_t end) {
+    return std::vector<int32_t>(tokens.begin() + begin, tokens.begin() + end);
+  };
+  const auto all = runtime::Model::Logits::All;
+  EXPECT_EQ(growing->forward(span(0, 200), all), reserved->forward(span(0, 200), all));
+  EXPECT_EQ(growing->kvCachePositions(), 256);
+  EXPECT_EQ(growing->forward(span(200, 300), all), reserved->forward(span(200, 300), all));
+  EXPECT_EQ(growing->kvCachePositions(), 512);
+  for (int64_t t = 300; t < 600; ++t)
+    ASSERT_EQ(growing->forward(span(t, t + 1)), reserved->forward(span(t, t + 1)))
+        << "position " << t;
+  EXPECT_EQ(growing->kvCachePositions(), context) << "doubling stops at the context";
+  // reset() keeps the room it grew to.
+  growing->reset();
+  EXPECT_EQ(growing->kvCachePositions(), context);
 }
 
 TEST_F(ModelTest, ResetForgetsTheCache) {

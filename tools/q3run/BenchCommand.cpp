@@ -465,7 +465,9 @@ int benchCommand(const std::vector<std::string> &args) {
         {"kernel_variants", model->kernelVariantChoices()},
         {"checkpoint", placementJson(model->checkpointPlacement())},
         {"kv_cache",
-         {{"bytes", model->kvCacheBytes()}, {"huge_pages", model->kvCacheOnHugePages()}}},
+         {{"bytes", model->kvCacheBytes()},
+          {"positions", model->kvCachePositions()},
+          {"huge_pages", model->kvCacheOnHugePages()}}},
     };
     if (profile) {
       out["profile"] = json::array();
@@ -513,12 +515,17 @@ int benchCommand(const std::vector<std::string> &args) {
              peakRss >= 0 ? formatBytes(double(peakRss)) : std::string("unknown"));
   if (const auto &placement = model->checkpointPlacement())
     fmt::print("{}\n", describePlacement(*placement));
-  fmt::print(
-      "KV cache {} for {} positions, {}\n", formatBytes(double(model->kvCacheBytes())),
-      model->contextLength(),
-      model->kvCacheOnHugePages()
-          ? "on huge pages (resident from the first token: decode attention streams it faster)"
-          : "resident as positions fill");
+  const std::string growth =
+      model->kvCachePositions() < model->contextLength()
+          ? fmt::format(", room for {} after the runs (it doubles as the context fills)",
+                        model->kvCachePositions())
+          : std::string();
+  fmt::print("KV cache {} for {} positions{}, {}\n", formatBytes(double(model->kvCacheBytes())),
+             model->contextLength(), growth,
+             model->kvCacheOnHugePages()
+                 ? "on huge pages (each capacity resident from its first token: decode "
+                   "attention streams it faster)"
+                 : "resident as positions fill");
   if (!model->kernelVariantChoices().empty()) {
     std::vector<std::string> choices;
     for (const auto &[kernel, variant] : model->kernelVariantChoices())

@@ -25,10 +25,11 @@ struct CommonOptions {
   bool lockWeights = false;     // --mlock
   bool copyWeights = false;     // --copy-weights
   bool mapWeights = false;      // --map-weights
+  bool reserveContext = false;  // --reserve-ctx
 };
 
-/// Adds MODEL.q3, --weights, --threads, --ctx, --device, --mlock,
-/// --copy-weights and --map-weights to `parser`.
+/// Adds MODEL.q3, --weights, --threads, --ctx, --reserve-ctx, --device,
+/// --mlock, --copy-weights and --map-weights to `parser`.
 void addCommonOptions(ArgParser &parser, CommonOptions &options);
 
 /// Model::load with the common options (threads capped to the CPUs, the

@@ -37,6 +37,11 @@ void addCommonOptions(ArgParser &parser, CommonOptions &options) {
   parser.addInt({"--ctx"}, &options.context, "N",
                 "KV cache positions (default: min(max_position_embeddings, 4096))", 1,
                 std::numeric_limits<int32_t>::max());
+  parser.addFlag({"--reserve-ctx"}, &options.reserveContext,
+                 "CPU artifacts: give the KV cache room for the whole context from the first token "
+                 "(by default it has room for 256 positions and doubles as the context fills, "
+                 "moving what it holds: less memory and a faster first token for short contexts, "
+                 "a pause when it grows)");
   parser.addString({"--kernel-build"}, &options.kernelBuild, "NAME",
                    "portable artifacts (q3c compile --cpu=x86-64-v4): run this build of each "
                    "product (default, or a variant such as avx512bf16_8) instead of timing them at "
@@ -76,6 +81,7 @@ std::unique_ptr<runtime::Model> loadModel(const CommonOptions &options,
     modelOptions.threads = cpus;
   }
   modelOptions.contextLength = options.context;
+  modelOptions.reserveContext = options.reserveContext;
   modelOptions.device = int(options.device);
   modelOptions.kernelBuild = options.kernelBuild;
   modelOptions.lockWeights = options.lockWeights;
