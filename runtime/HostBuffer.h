@@ -6,9 +6,10 @@
 // pages nobody writes are never resident. Buffers that are written whole (the
 // weights) ask for transparent huge pages: a 2 MB fault replaces 512 small
 // ones and decode's streaming reads miss the TLB less. Buffers written as a
-// request goes (the KV cache: one 2 MB stretch per head and layer even for a
-// one-token prompt) choose: small pages, so memory follows use, or huge
-// ones, read faster (runtime/Model.h, kvCacheOnHugePagesPays).
+// request goes (the KV cache: one stretch of its capacity per head and layer,
+// touched by the first token) choose: small pages, so memory follows use, or
+// huge ones, read faster (runtime/Model.h, kvCacheOnHugePagesPays; the
+// capacity grows with the context, kInitialCachePositions).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
