@@ -387,10 +387,16 @@ int benchCommand(const std::vector<std::string> &args) {
   for (int32_t &id : decodeTokens)
     id = int32_t(random() % vocab);
 
-  // Warm-up (as llama-bench): one prefill and one decode step, untimed, so
-  // first-touch page faults and cold caches stay out of the first repetition.
-  if (promptTokens > 0)
+  // Warm-up (as llama-bench): one prefill and one decode step, out of the
+  // repetitions, so first-touch page faults and cold caches stay out of the
+  // first one. The prefill is timed all the same: it is what a user's first
+  // prompt after the load costs.
+  std::optional<double> firstPrefillSeconds;
+  if (promptTokens > 0) {
+    const Clock::time_point start = Clock::now();
     model->forward(prompt, runtime::Model::Logits::Last);
+    firstPrefillSeconds = secondsSince(start);
+  }
   if (generatedTokens > 0)
     model->forward({decodeTokens.front()}, runtime::Model::Logits::Last);
 
@@ -445,6 +451,7 @@ int benchCommand(const std::vector<std::string> &args) {
         {"load_seconds", loadSeconds},
         {"load_cpu_seconds", {{"user", load.userSeconds}, {"system", load.systemSeconds}}},
         {"load_page_faults", load.pageFaults},
+        {"first_prefill_seconds", orNull(firstPrefillSeconds)},
         {"prefill_tok_s", orNull(prefillRate)},
         {"prefill_tok_s_runs", runs.prefillRates},
         {"decode_tok_s", orNull(decodeRate)},
@@ -506,11 +513,13 @@ int benchCommand(const std::vector<std::string> &args) {
     fmt::print("against the best probe, {:.1f} GB/s, decode runs at {:.0f}%\n", bestBandwidth,
                *fractionOfBest * 100);
   fmt::print("load {:.2f} s (CPU, all threads: {:.2f} s user, {:.2f} s in the kernel; {} page "
-             "faults){}; peak RSS {}\n",
+             "faults){}{}; peak RSS {}\n",
              loadSeconds, load.userSeconds, load.systemSeconds, load.pageFaults,
-             model->lockedBytes()
-                 ? fmt::format(", weights locked in memory ({})",
-                               formatBytes(double(model->lockedBytes())))
+             model->lockedBytes() ? fmt::format(", weights locked in memory ({})",
+                                                formatBytes(double(model->lockedBytes())))
+                                  : std::string(),
+             firstPrefillSeconds
+                 ? fmt::format("; the first prompt after it {:.2f} s", *firstPrefillSeconds)
                  : std::string(),
              peakRss >= 0 ? formatBytes(double(peakRss)) : std::string("unknown"));
   if (const auto &placement = model->checkpointPlacement())
