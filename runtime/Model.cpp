@@ -173,6 +173,10 @@ void Model::State::reserve(int64_t positions) {
   while (grown < positions)
     grown *= 2;
   grown = std::min(grown, context);
+  if (position == 0) { // nothing cached to move
+    capacity = grown;
+    return;
+  }
   // Each layer and head keeps its first `position` rows (the ones written),
   // now `grown` rows apart. Stretch h moves to h * grown rows, past the
   // sources of every stretch below `hi` once h * grown >= hi * capacity:
@@ -180,7 +184,7 @@ void Model::State::reserve(int64_t positions) {
   const int64_t heads = layers * manifest.config.numKeyValueHeads;
   const int64_t headRowBytes = kvRowBytes / manifest.config.numKeyValueHeads;
   std::vector<std::vector<Driver::CopyRange>> waves;
-  for (int64_t hi = heads; hi > 1 && position > 0;) {
+  for (int64_t hi = heads; hi > 1;) {
     // At least the stretch hi - 1 (its rows go to no lower place than they
     // are), where the capacity grows by less than hi / (hi - 1).
     const int64_t lo = std::clamp<int64_t>((hi * capacity + grown - 1) / grown, 1, hi - 1);

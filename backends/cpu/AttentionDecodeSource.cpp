@@ -20,10 +20,10 @@ using namespace detail;
 // Decode scores a block of this many positions, then sums its values: the
 // keys and then the values stream as long runs (decode_streams of them side
 // by side: the hardware prefetchers follow a few streams at once, and one
-// left bandwidth unused on AMD family 26). Measured with one run on AMD family 26
-// (0.6B, decode after 2048 tokens, alternated): 16-position blocks with each
-// value row prefetched while its key was scored (two streams at once) 12.2-
-// 12.4 ms of attention per token, 256 positions without the prefetch
+// left bandwidth unused on AMD family 26). Measured with one run on AMD
+// family 26 (0.6B, decode after 2048 tokens, alternated): 16-position blocks
+// with each value row prefetched while its key was scored (two streams at
+// once) 12.2-12.4 ms of attention per token, 256 positions without the prefetch
 // 11.5-11.6, 512 11.1-11.2, 1024 10.8-11.5. A C loop reading two regions in
 // alternating 8 KiB runs streamed 51-58 GB/s against 67-68 for one region,
 // 68-73 with 128 KiB runs.

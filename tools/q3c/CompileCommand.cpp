@@ -138,24 +138,19 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
                << "), GB/s of a one-row product of the gate and up weight on " << tuning.threads
                << " threads\n";
   // Each axis at the others' values it was measured at.
-  auto onSplitAxis = [&](const cpu::DecodeSetting &s) {
-    return cpu::onAxis(tuning, s, &cpu::DecodeSetting::chunks);
+  using Axis = int64_t cpu::DecodeSetting::*;
+  auto on = [&](Axis axis, const cpu::DecodeSetting &s) { return cpu::onAxis(tuning, s, axis); };
+  auto measuredOn = [&](Axis axis) {
+    return std::count_if(tuning.measured.begin(), tuning.measured.end(),
+                         [&](const cpu::DecodeRate &r) { return on(axis, r.setting); });
   };
-  auto onDistanceAxis = [&](const cpu::DecodeSetting &s) {
-    return cpu::onAxis(tuning, s, &cpu::DecodeSetting::prefetchBytes);
-  };
-  auto onStreamAxis = [&](const cpu::DecodeSetting &s) {
-    return cpu::onAxis(tuning, s, &cpu::DecodeSetting::streams);
-  };
-  const auto splitsMeasured = std::count_if(tuning.measured.begin(), tuning.measured.end(),
-                                            [&](const auto &r) { return onSplitAxis(r.setting); });
-  if (splitsMeasured > 1) {
+  if (measuredOn(&cpu::DecodeSetting::chunks) > 1) {
     llvm::outs() << fmt::format("  pieces per thread, prefetching {} bytes ahead (GB/s; the "
                                 "median and lower quartile of the ratios to the default in the "
                                 "same rounds):\n",
                                 cpu::kDefaultPrefetchBytes);
     for (const cpu::DecodeRate &r : tuning.measured)
-      if (onSplitAxis(r.setting))
+      if (on(&cpu::DecodeSetting::chunks, r.setting))
         llvm::outs() << fmt::format("  {:>6} pieces  {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.chunks,
                                     r.gbPerSecond, r.relative, r.relativeLow,
                                     r.setting.chunks == tuning.chosen.chunks ? "  <- chosen" : "");
@@ -171,24 +166,21 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
     return a.setting.prefetchBytes < b.setting.prefetchBytes;
   });
   for (const cpu::DecodeRate &r : byDistance)
-    if (onDistanceAxis(r.setting))
+    if (on(&cpu::DecodeSetting::prefetchBytes, r.setting))
       llvm::outs() << fmt::format(
           "  {:>6} bytes   {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.prefetchBytes, r.gbPerSecond,
           r.relative, r.relativeLow,
           r.setting.prefetchBytes == tuning.chosen.prefetchBytes ? "  <- chosen" : "");
-  const auto streamsMeasured =
-      std::count_if(tuning.measured.begin(), tuning.measured.end(),
-                    [&](const auto &r) { return onStreamAxis(r.setting); });
-  if (streamsMeasured < 2) {
+  if (measuredOn(&cpu::DecodeSetting::streams) < 2) {
     llvm::outs() << fmt::format("  {} streams, as --decode-streams gave (not measured)\n",
                                 tuning.chosen.streams);
     return;
   }
   llvm::outs() << fmt::format("  rows read side by side, {} pieces per thread (GB/s; the ratios "
                               "to {} in the same rounds):\n",
-                              tuning.distanceChunks, cpu::kDefaultDecodeStreams);
+                              tuning.distanceChunks, tuning.baseStreams);
   for (const cpu::DecodeRate &r : tuning.measured)
-    if (onStreamAxis(r.setting))
+    if (on(&cpu::DecodeSetting::streams, r.setting))
       llvm::outs() << fmt::format("  {:>6} stream{} {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.streams,
                                   r.setting.streams == 1 ? " " : "s", r.gbPerSecond, r.relative,
                                   r.relativeLow,
