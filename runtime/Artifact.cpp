@@ -2,6 +2,7 @@
 
 #include "runtime/AtomicFile.h"
 #include "runtime/Checksum.h"
+#include "runtime/HostBuffer.h"
 
 #include <fmt/format.h>
 #include <xxhash.h>
@@ -737,17 +738,19 @@ size_t readRange(const std::string &path, int fd, uint8_t *into, size_t begin, s
   return done;
 }
 
-// The whole file in page-aligned memory of its own.
-std::shared_ptr<void> readWholeFile(const std::string &path, int fd, size_t size, size_t page,
-                                    size_t &read) {
-  uint8_t *image = static_cast<uint8_t *>(
-      std::aligned_alloc(page, std::max(page, (size + page - 1) / page * page)));
-  if (!image)
+// The whole file in page-aligned memory of its own, on transparent huge
+// pages: fresh memory costs most of a read in a VM, page by page (the 4.3 MB
+// 0.6B artifact: `q3run tokenize` 0.04 s against 0.06 s on 4 KiB pages).
+std::shared_ptr<void> readWholeFile(const std::string &path, int fd, size_t size, size_t &read) {
+  std::shared_ptr<HostBuffer> buffer;
+  try {
+    buffer = std::make_shared<HostBuffer>(std::max<size_t>(size, 1), HostBuffer::Pages::Huge);
+  } catch (const std::bad_alloc &) {
     throw LoadError(fmt::format("{}: cannot read: {} bytes do not fit in memory", printable(path),
                                 size));
-  std::shared_ptr<void> owned(image, std::free);
-  read = readRange(path, fd, image, 0, size);
-  return owned;
+  }
+  read = readRange(path, fd, buffer->data(), 0, size);
+  return std::shared_ptr<void>(buffer, buffer->data());
 }
 
 // The file mapped read-only, its checksummed prefix [0, prefix) replaced by a
@@ -786,7 +789,7 @@ std::unique_ptr<Artifact> Artifact::open(const std::string &path) {
   const bool mapped = prefix < size && prefix % page == 0;
   size_t read = size;
   std::shared_ptr<void> image = mapped ? mapWithReadPrefix(path, fd, size, size_t(prefix))
-                                       : readWholeFile(path, fd, size, page, read);
+                                       : readWholeFile(path, fd, size, read);
   std::unique_ptr<Artifact> parsed = parse(path, static_cast<const uint8_t *>(image.get()), read);
   return adopt(std::move(parsed), std::move(image));
 }

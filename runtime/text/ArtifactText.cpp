@@ -37,7 +37,13 @@ std::vector<runtime::ArtifactSection> collectTextSections(const std::string &fol
   if (assets.generationConfig)
     parseGenerationConfig(assets.generationConfig->bytes, assets.generationConfig->name);
   chatTemplateSource(assets); // tokenizer_config.json must be a JSON object
-  return textSections(assets);
+  // The tokenizer goes in compiled: it loads in milliseconds where its JSON
+  // takes ~0.25 s, and is a third of the size.
+  std::vector<runtime::ArtifactSection> sections = textSections(assets);
+  const std::string compiled = tokenizer->compile();
+  sections.front() = {kCompiledTokenizerSection, runtime::SectionKind::Data,
+                      std::vector<uint8_t>(compiled.begin(), compiled.end())};
+  return sections;
 }
 
 } // namespace q3::text

@@ -1,7 +1,8 @@
 // What q3c compile embeds so that an artifact is self-contained for text:
-// the model folder's tokenizer.json, tokenizer_config.json,
-// chat_template.jinja and generation_config.json, each as a data section
-// named after its file (docs/artifact.md, "Text sections"). They are checked
+// the model folder's tokenizer, compiled (section "tokenizer.compiled",
+// Tokenizer::compile), and its tokenizer_config.json, chat_template.jinja and
+// generation_config.json, each as a data section named after its file
+// (docs/artifact.md, "Text sections"). They are checked
 // before they are embedded, so a broken tokenizer fails the compile, not a
 // later run. Reading them back: readTextAssetsFromArtifact (TextAssets.h).
 #pragma once

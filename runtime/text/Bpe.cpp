@@ -1,34 +1,42 @@
 #include "runtime/text/Bpe.h"
 
+#include "runtime/HostBuffer.h"
+
 #include <algorithm>
 #include <cstring>
 
 namespace q3::text {
 
 /// (left, right) -> (rank, result) in an open-addressing table: the merge
-/// lookup is the inner loop of BPE.
+/// lookup is the inner loop of BPE. At most 2/3 full (linear probing stays
+/// short), on huge pages: Qwen3's 4 MB filled page by page were a third of
+/// the compiled tokenizer's load.
 struct BpeModel::MergeTable {
   static constexpr uint64_t kEmpty = ~uint64_t(0);
-  std::vector<uint64_t> keys;
-  std::vector<uint64_t> values; // rank << 32 | result
+  struct Slot {
+    uint64_t key;   // pairKey, or kEmpty
+    uint64_t value; // rank << 32 | result
+  };
+  runtime::HostBuffer memory;
+  Slot *slots = nullptr;
+  size_t capacity = 16;
   uint64_t mask = 0;
 
   explicit MergeTable(const std::vector<BpeMerge> &merges) {
-    size_t capacity = 16;
-    while (capacity < merges.size() * 2)
+    while (capacity < merges.size() * 3 / 2)
       capacity *= 2;
-    keys.assign(capacity, kEmpty);
-    values.assign(capacity, 0);
+    memory = runtime::HostBuffer(capacity * sizeof(Slot), runtime::HostBuffer::Pages::Huge);
+    slots = reinterpret_cast<Slot *>(memory.data());
+    std::fill(slots, slots + capacity, Slot{kEmpty, 0});
     mask = capacity - 1;
     for (size_t rank = 0; rank < merges.size(); ++rank) {
       const BpeMerge &m = merges[rank];
       const uint64_t key = pairKey(m.left, m.right);
       size_t slot = hash(key) & mask;
-      while (keys[slot] != kEmpty && keys[slot] != key)
+      while (slots[slot].key != kEmpty && slots[slot].key != key)
         slot = (slot + 1) & mask;
       // A repeated pair takes its last rank, as in Hugging Face's merge map.
-      keys[slot] = key;
-      values[slot] = uint64_t(rank) << 32 | uint32_t(m.result);
+      slots[slot] = Slot{key, uint64_t(rank) << 32 | uint32_t(m.result)};
     }
   }
   static uint64_t pairKey(int32_t left, int32_t right) {
@@ -44,9 +52,9 @@ struct BpeModel::MergeTable {
     const uint64_t key = pairKey(left, right);
     size_t slot = hash(key) & mask;
     while (true) {
-      if (keys[slot] == key)
-        return values[slot];
-      if (keys[slot] == kEmpty)
+      if (slots[slot].key == key)
+        return slots[slot].value;
+      if (slots[slot].key == kEmpty)
         return kEmpty;
       slot = (slot + 1) & mask;
     }
@@ -66,7 +74,11 @@ struct BpeModel::Cache {
     uint16_t keyBytes = 0;
     uint16_t tokenCount = 0;
   };
-  std::vector<Slot> slots = std::vector<Slot>(kSlots);
+  // Zero-filled by the kernel as its pages are first touched: no pass clears
+  // it at load, and a short text makes a few of its 3 MB resident (fresh
+  // memory costs most of a load in a VM).
+  runtime::HostBuffer memory{kSlots * sizeof(Slot)};
+  Slot *slots = reinterpret_cast<Slot *>(memory.data());
   size_t used = 0;
   std::string keys;
   std::vector<int32_t> tokens;
@@ -91,7 +103,7 @@ struct BpeModel::Cache {
     }
   }
   void clear() {
-    std::fill(slots.begin(), slots.end(), Slot());
+    std::fill(slots, slots + kSlots, Slot());
     used = 0;
     keys.clear();
     tokens.clear();
@@ -106,6 +118,26 @@ BpeModel::BpeModel(const int32_t (&byteTokens)[256], const std::vector<BpeMerge>
 }
 
 BpeModel::~BpeModel() = default;
+
+std::vector<BpeMerge> BpeModel::mergesInRankOrder() const {
+  std::vector<std::pair<uint32_t, BpeMerge>> ranked;
+  for (size_t slot = 0; slot < merges_->capacity; ++slot) {
+    const uint64_t key = merges_->slots[slot].key;
+    if (key == MergeTable::kEmpty)
+      continue;
+    const uint64_t value = merges_->slots[slot].value;
+    ranked.push_back(
+        {uint32_t(value >> 32),
+         BpeMerge{int32_t(uint32_t(key >> 32)), int32_t(uint32_t(key)), int32_t(uint32_t(value))}});
+  }
+  std::sort(ranked.begin(), ranked.end(),
+            [](const auto &a, const auto &b) { return a.first < b.first; });
+  std::vector<BpeMerge> merges;
+  merges.reserve(ranked.size());
+  for (const auto &entry : ranked)
+    merges.push_back(entry.second);
+  return merges;
+}
 
 void BpeModel::encode(std::string_view text, size_t (*pieceLength)(std::string_view),
                       std::vector<int32_t> &out) const {

@@ -37,6 +37,13 @@ public:
   void encode(std::string_view text, size_t (*pieceLength)(std::string_view),
               std::vector<int32_t> &out) const;
 
+  /// What the model was built from, for writing it out again: the byte
+  /// tokens, and the merges in rank order (a pair listed twice keeps only
+  /// its last rank, which is all a lookup ever sees).
+  const int32_t (&byteTokens() const)[256] { return byteTokens_; }
+  bool ignoresMerges() const { return ignoreMerges_; }
+  std::vector<BpeMerge> mergesInRankOrder() const;
+
 private:
   void encodePiece(std::string_view piece, std::vector<int32_t> &out) const;
   void merge(std::string_view piece, std::vector<int32_t> &out) const;

@@ -2,6 +2,7 @@
 
 #include "runtime/LoadError.h"
 #include "runtime/MappedFile.h"
+#include "runtime/text/Tokenizer.h"
 
 #include <cstring>
 #include <filesystem>
@@ -13,6 +14,7 @@ namespace q3::text {
 
 const char *const kTextFileNames[4] = {"tokenizer.json", "tokenizer_config.json",
                                        "chat_template.jinja", "generation_config.json"};
+const char *const kCompiledTokenizerSection = "tokenizer.compiled";
 
 namespace {
 
@@ -63,14 +65,22 @@ TextAssets readTextAssetsFromFolder(const std::string &folder, bool withTokenize
   return assets;
 }
 
-TextAssets readTextAssetsFromArtifact(const runtime::Artifact &artifact) {
+TextAssets readTextAssetsFromArtifact(std::shared_ptr<const runtime::Artifact> artifact) {
   TextAssets assets;
-  assets.source = artifact.displayName();
+  assets.source = artifact->displayName();
+  auto nameOf = [&](const char *section) {
+    return artifact->displayName() + ": section '" + section + "'";
+  };
   for (size_t i = 0; i < 4; ++i)
-    if (const runtime::Artifact::Section *section = artifact.find(kTextFileNames[i]))
+    if (const runtime::Artifact::Section *section = artifact->find(kTextFileNames[i]))
       slot(assets, i) =
-          TextFile{artifact.displayName() + ": section '" + kTextFileNames[i] + "'",
+          TextFile{nameOf(kTextFileNames[i]),
                    std::string(reinterpret_cast<const char *>(section->data), section->size)};
+  if (const runtime::Artifact::Section *section = artifact->find(kCompiledTokenizerSection))
+    assets.compiledTokenizer = TextAssets::Section{
+        nameOf(kCompiledTokenizerSection),
+        std::string_view(reinterpret_cast<const char *>(section->data), section->size)};
+  assets.artifact = std::move(artifact);
   return assets;
 }
 
@@ -91,9 +101,8 @@ TextAssets readTextAssets(const std::string &path) {
     return assets;
   }
   if (isArtifactFile(path)) {
-    std::unique_ptr<runtime::Artifact> artifact = runtime::Artifact::open(path);
-    assets = readTextAssetsFromArtifact(*artifact);
-    if (!assets.tokenizer)
+    assets = readTextAssetsFromArtifact(runtime::Artifact::open(path));
+    if (!assets.tokenizer && !assets.compiledTokenizer)
       throw runtime::LoadError(runtime::printable(path) +
                                ": this artifact embeds no tokenizer (compiled with --no-tokenizer "
                                "or from a folder without tokenizer.json): pass --tokenizer "
@@ -132,6 +141,14 @@ std::optional<std::string> chatTemplateSource(const TextAssets &assets) {
   throw runtime::LoadError(runtime::printable(assets.tokenizerConfig->name) +
                            ": chat_template: expected a string or a list with a \"default\" "
                            "template");
+}
+
+std::unique_ptr<Tokenizer> tokenizerOf(const TextAssets &assets) {
+  if (assets.compiledTokenizer)
+    return Tokenizer::fromCompiled(assets.compiledTokenizer->bytes, assets.compiledTokenizer->name);
+  if (assets.tokenizer)
+    return Tokenizer::fromJson(assets.tokenizer->bytes, assets.tokenizer->name);
+  throw runtime::LoadError(runtime::printable(assets.source) + ": no tokenizer.json");
 }
 
 std::vector<runtime::ArtifactSection> textSections(const TextAssets &assets) {

@@ -11,11 +11,15 @@
 
 #include "runtime/Artifact.h"
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace q3::text {
+
+class Tokenizer;
 
 /// One file's bytes and the name errors about it should use ("DIR/tokenizer.json",
 /// "model.q3: section 'tokenizer.json'").
@@ -27,6 +31,15 @@ struct TextFile {
 struct TextAssets {
   std::string source; // the path they were read from
   std::optional<TextFile> tokenizer;
+  /// The compiled tokenizer (Tokenizer::compile) an artifact embeds instead
+  /// of tokenizer.json, in place in `artifact`; preferred where both are
+  /// present.
+  struct Section {
+    std::string name;
+    std::string_view bytes;
+  };
+  std::optional<Section> compiledTokenizer;
+  std::shared_ptr<const runtime::Artifact> artifact; // keeps compiledTokenizer's bytes
   std::optional<TextFile> tokenizerConfig;
   std::optional<TextFile> chatTemplate;
   std::optional<TextFile> generationConfig;
@@ -34,13 +47,16 @@ struct TextAssets {
 
 /// The file names above, which are also the artifact's section names.
 extern const char *const kTextFileNames[4];
+/// The artifact section holding the compiled tokenizer.
+extern const char *const kCompiledTokenizerSection;
 
 /// Reads what `folder` has of the four files (none is required);
 /// tokenizer.json only `withTokenizer`.
 TextAssets readTextAssetsFromFolder(const std::string &folder, bool withTokenizer = true);
 
-/// The text sections of `artifact` (none is required).
-TextAssets readTextAssetsFromArtifact(const runtime::Artifact &artifact);
+/// The text sections of `artifact` (none is required); the assets hold on
+/// to it.
+TextAssets readTextAssetsFromArtifact(std::shared_ptr<const runtime::Artifact> artifact);
 
 /// `path` is a folder, an artifact (recognized by its magic) or a
 /// tokenizer.json (whose folder supplies the other files). Throws
@@ -56,7 +72,12 @@ bool isArtifactFile(const std::string &path);
 /// tokenizer_config.json is not a JSON object.
 std::optional<std::string> chatTemplateSource(const TextAssets &assets);
 
-/// The assets as artifact data sections, in the order of kTextFileNames.
+/// The tokenizer of `assets`: the compiled one where there is one, else
+/// tokenizer.json's. Throws runtime::LoadError when there is neither.
+std::unique_ptr<Tokenizer> tokenizerOf(const TextAssets &assets);
+
+/// The files as data sections named after them, in the order of
+/// kTextFileNames (what writeTextAssets writes out).
 std::vector<runtime::ArtifactSection> textSections(const TextAssets &assets);
 
 } // namespace q3::text

@@ -9,6 +9,7 @@
 #include "runtime/text/Nfc.h"
 #include "runtime/text/PreTokenizer.h"
 #include "runtime/text/TextError.h"
+#include "runtime/text/TokenKind.h"
 #include "runtime/text/TokenizerJson.h"
 #include "runtime/text/Unicode.h"
 
@@ -30,12 +31,6 @@ namespace {
 constexpr std::string_view kQwen2Pattern =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
-/// Ids above this are refused: no tokenizer has 4 million tokens, and the id
-/// sizes an array.
-constexpr int64_t kMaxTokenId = (int64_t(1) << 22) - 1;
-
-enum TokenKind : uint8_t { kNone = 0, kVocabulary = 1, kAdded = 2, kSpecial = 3 };
 
 /// A JSON value shortened to one printable line for an error message.
 std::string shortJson(const json &value) {
@@ -329,6 +324,7 @@ struct Tokenizer::AddedMatcher {
   }
 };
 
+Tokenizer::Tokenizer() = default;
 Tokenizer::~Tokenizer() = default;
 
 std::unique_ptr<Tokenizer> Tokenizer::fromFile(const std::string &path) {
@@ -362,8 +358,8 @@ std::unique_ptr<Tokenizer> Tokenizer::fromJson(std::string_view text,
   }
   for (const AddedToken &token : t.added_)
     maxId = std::max<int64_t>(maxId, token.id);
-  t.tokenBytes_.resize(size_t(maxId + 1));
-  t.tokenKind_.assign(size_t(maxId + 1), kNone);
+  std::vector<std::string> tokenBytes(size_t(maxId + 1));
+  t.tokenFlags_.assign(size_t(maxId + 1), 0);
 
   // Vocabulary tokens are written in the byte-level alphabet.
   TokenIdMap idOf(file.vocab);
@@ -374,14 +370,14 @@ std::unique_ptr<Tokenizer> Tokenizer::fromJson(std::string_view text,
       check.fail("model.vocab", fmt::format("token '{}' (id {}): expected a non-empty string of "
                                             "byte-level characters (GPT-2's byte alphabet)",
                                             printable(token), id));
-    if (t.tokenKind_[size_t(id)] != kNone)
-      check.fail("model.vocab", fmt::format("id {} is given to two tokens, '{}' and '{}'", id,
-                                            printable(byteLevelEncode(t.tokenBytes_[size_t(id)])),
-                                            printable(token)));
+    if (t.tokenFlags_[size_t(id)] != 0)
+      check.fail("model.vocab",
+                 fmt::format("id {} is given to two tokens, '{}' and '{}'", id,
+                             printable(byteLevelEncode(tokenBytes[size_t(id)])), printable(token)));
     if (!idOf.insert(index))
       check.fail("model.vocab", fmt::format("token '{}' appears twice", printable(token)));
-    t.tokenBytes_[size_t(id)] = std::move(*bytes);
-    t.tokenKind_[size_t(id)] = kVocabulary;
+    tokenBytes[size_t(id)] = std::move(*bytes);
+    t.tokenFlags_[size_t(id)] = kInVocabulary;
   }
 
   int32_t byteTokens[256];
@@ -416,34 +412,55 @@ std::unique_ptr<Tokenizer> Tokenizer::fromJson(std::string_view text,
 
   std::unordered_map<std::string, int32_t> wholeTokens;
   if (modelOptions.ignoreMerges)
-    for (size_t id = 0; id < t.tokenBytes_.size(); ++id)
-      if (t.tokenKind_[id] == kVocabulary)
-        wholeTokens.emplace(t.tokenBytes_[id], int32_t(id));
+    for (size_t id = 0; id < tokenBytes.size(); ++id)
+      if (t.tokenFlags_[id] & kInVocabulary)
+        wholeTokens.emplace(tokenBytes[id], int32_t(id));
   t.bpe_ = std::make_unique<BpeModel>(byteTokens, merges, modelOptions.ignoreMerges,
                                       std::move(wholeTokens));
 
-  std::vector<AddedMatcher::Entry> raw, normalized;
   for (const AddedToken &token : t.added_) {
     if (findInvalidUtf8(token.content) != std::string_view::npos)
       check.fail("added_tokens", "content is not valid UTF-8");
     // An id another token already has would decode as this one: garbage
     // text from a file that looks fine. The same content is the same token.
-    if (t.tokenKind_[size_t(token.id)] != kNone &&
-        t.tokenBytes_[size_t(token.id)] != token.content)
+    const uint8_t flags = t.tokenFlags_[size_t(token.id)];
+    if (flags != 0 && tokenBytes[size_t(token.id)] != token.content)
       check.fail("added_tokens",
                  fmt::format("'{}' has id {}, which {} gives to '{}'", printable(token.content),
-                             token.id,
-                             t.tokenKind_[size_t(token.id)] == kVocabulary ? "the vocabulary"
-                                                                            : "another added token",
-                             printable(t.tokenBytes_[size_t(token.id)])));
-    t.tokenBytes_[size_t(token.id)] = token.content;
-    t.tokenKind_[size_t(token.id)] = token.special ? kSpecial : kAdded;
+                             token.id, (flags & kAdded) ? "another added token" : "the vocabulary",
+                             printable(tokenBytes[size_t(token.id)])));
+    tokenBytes[size_t(token.id)] = token.content;
+    // A token listed twice takes its last entry's flags.
+    t.tokenFlags_[size_t(token.id)] =
+        uint8_t((flags & kInVocabulary) | kAdded | (token.special ? kSpecial : 0));
+  }
+  t.packTokenBytes(tokenBytes);
+  t.buildAddedMatchers();
+  return tokenizer;
+}
+
+void Tokenizer::packTokenBytes(const std::vector<std::string> &tokenBytes) {
+  tokenEnds_.resize(tokenBytes.size());
+  uint64_t total = 0;
+  for (size_t id = 0; id < tokenBytes.size(); ++id) {
+    total += tokenBytes[id].size();
+    if (total > UINT32_MAX)
+      throw LoadError(displayName_ + ": model.vocab: expected under 4 GiB of token text");
+    tokenEnds_[id] = uint32_t(total);
+  }
+  tokenText_.reserve(total);
+  for (const std::string &bytes : tokenBytes)
+    tokenText_ += bytes;
+}
+
+void Tokenizer::buildAddedMatchers() {
+  std::vector<AddedMatcher::Entry> raw, normalized;
+  for (const AddedToken &token : added_) {
     AddedMatcher::Entry entry{token.content, token.id, token.lstrip, token.rstrip};
     (token.normalized ? normalized : raw).push_back(std::move(entry));
   }
-  t.rawMatcher_ = std::make_unique<AddedMatcher>(std::move(raw));
-  t.normalizedMatcher_ = std::make_unique<AddedMatcher>(std::move(normalized));
-  return tokenizer;
+  rawMatcher_ = std::make_unique<AddedMatcher>(std::move(raw));
+  normalizedMatcher_ = std::make_unique<AddedMatcher>(std::move(normalized));
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parseAddedTokens) const {
@@ -498,25 +515,26 @@ void Tokenizer::encodePieces(std::string_view text, std::vector<int32_t> &out) c
 }
 
 std::string_view Tokenizer::tokenBytes(int32_t id) const {
-  if (id < 0 || size_t(id) >= tokenBytes_.size())
+  if (id < 0 || size_t(id) >= tokenEnds_.size())
     return {};
-  return tokenBytes_[size_t(id)];
+  const size_t begin = id == 0 ? 0 : tokenEnds_[size_t(id) - 1];
+  return std::string_view(tokenText_).substr(begin, tokenEnds_[size_t(id)] - begin);
 }
 
 bool Tokenizer::isToken(int32_t id) const {
-  return id >= 0 && size_t(id) < tokenKind_.size() && tokenKind_[size_t(id)] != kNone;
+  return id >= 0 && size_t(id) < tokenFlags_.size() && tokenFlags_[size_t(id)] != 0;
 }
 
 bool Tokenizer::isSpecial(int32_t id) const {
-  return id >= 0 && size_t(id) < tokenKind_.size() && tokenKind_[size_t(id)] == kSpecial;
+  return id >= 0 && size_t(id) < tokenFlags_.size() && (tokenFlags_[size_t(id)] & kSpecial);
 }
 
 std::optional<int32_t> Tokenizer::findToken(std::string_view content) const {
   for (const AddedToken &token : added_)
     if (token.content == content)
       return token.id;
-  for (size_t id = 0; id < tokenBytes_.size(); ++id)
-    if (tokenKind_[id] == kVocabulary && tokenBytes_[id] == content)
+  for (size_t id = 0; id < tokenEnds_.size(); ++id)
+    if ((tokenFlags_[id] & kInVocabulary) && tokenBytes(int32_t(id)) == content)
       return int32_t(id);
   return std::nullopt;
 }

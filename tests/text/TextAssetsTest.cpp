@@ -25,19 +25,34 @@ TEST(TextAssets, ArtifactSectionsRoundTrip) {
   const std::vector<runtime::ArtifactSection> sections =
       collectTextSections(sourcePath("models/qwen3-tokenizer"), 151936);
   ASSERT_EQ(sections.size(), 3u); // no chat_template.jinja in that folder
-  EXPECT_EQ(sections[0].name, "tokenizer.json");
+  EXPECT_EQ(sections[0].name, "tokenizer.compiled");
   EXPECT_EQ(sections[1].name, "tokenizer_config.json");
   EXPECT_EQ(sections[2].name, "generation_config.json");
   const std::vector<uint8_t> image =
       runtime::serializeArtifact("mem.q3", nlohmann::json::object(), sections);
-  std::unique_ptr<runtime::Artifact> artifact =
-      runtime::Artifact::parse("mem.q3", image.data(), image.size());
-  const TextAssets back = readTextAssetsFromArtifact(*artifact);
-  ASSERT_TRUE(back.tokenizer && back.tokenizerConfig && back.generationConfig);
+  const TextAssets back =
+      readTextAssetsFromArtifact(runtime::Artifact::parse("mem.q3", image.data(), image.size()));
+  ASSERT_TRUE(back.compiledTokenizer && back.tokenizerConfig && back.generationConfig);
   EXPECT_FALSE(back.chatTemplate);
-  EXPECT_EQ(back.tokenizer->bytes, qwen3Assets().tokenizer->bytes);
-  EXPECT_EQ(back.tokenizer->name, "mem.q3: section 'tokenizer.json'");
+  EXPECT_FALSE(back.tokenizer); // the compiled one replaces tokenizer.json
+  EXPECT_EQ(back.compiledTokenizer->name, "mem.q3: section 'tokenizer.compiled'");
+  const std::unique_ptr<Tokenizer> tokenizer = tokenizerOf(back);
+  const std::string text = "<|im_start|>user\nWhy is the sky blue? 日本語 👍🏽<|im_end|>\n";
+  EXPECT_EQ(tokenizer->encode(text), testing::qwen3Tokenizer().encode(text));
+  EXPECT_EQ(tokenizer->vocabSize(), testing::qwen3Tokenizer().vocabSize());
   EXPECT_TRUE(isQwen3ChatTemplate(*chatTemplateSource(back)));
+}
+
+TEST(TextAssets, ArtifactsOfBeforeTheCompiledTokenizerStillLoad) {
+  // Until 2026-12-03 q3c embedded tokenizer.json itself.
+  const std::vector<uint8_t> image =
+      runtime::serializeArtifact("old.q3", nlohmann::json::object(), textSections(qwen3Assets()));
+  const TextAssets back =
+      readTextAssetsFromArtifact(runtime::Artifact::parse("old.q3", image.data(), image.size()));
+  ASSERT_TRUE(back.tokenizer);
+  EXPECT_FALSE(back.compiledTokenizer);
+  const std::string text = "Hello, 世界 <think>";
+  EXPECT_EQ(tokenizerOf(back)->encode(text), testing::qwen3Tokenizer().encode(text));
 }
 
 TEST(TextAssets, CompileRefusesATokenizerLargerThanTheModel) {

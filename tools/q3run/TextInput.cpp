@@ -61,9 +61,7 @@ std::string readTextArgument(const ArgParser &parser, const std::string &text,
 }
 
 std::unique_ptr<text::Tokenizer> loadTokenizer(const text::TextAssets &assets) {
-  if (!assets.tokenizer)
-    throw runtime::LoadError(runtime::printable(assets.source) + ": no tokenizer.json");
-  return text::Tokenizer::fromJson(assets.tokenizer->bytes, assets.tokenizer->name);
+  return text::tokenizerOf(assets);
 }
 
 std::unique_ptr<text::Tokenizer> loadTokenizer(const std::string &path) {
