@@ -38,7 +38,7 @@ public:
   static std::unique_ptr<Tokenizer> fromJson(std::string_view json, const std::string &displayName);
   /// Reads the compiled form compile() writes (docs/text.md, "The compiled
   /// tokenizer"): ids, bytes and merges as arrays, checked but not parsed,
-  /// so a 150k-token tokenizer loads in milliseconds instead of the ~0.25 s
+  /// so a 150k-token tokenizer loads in milliseconds instead of the ~0.3 s
   /// of its JSON. Throws runtime::LoadError naming `displayName` and what is
   /// wrong.
   static std::unique_ptr<Tokenizer> fromCompiled(std::string_view bytes,
