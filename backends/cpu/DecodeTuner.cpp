@@ -25,19 +25,56 @@
 namespace q3::cpu {
 namespace {
 
-/// Weight bytes one measurement streams: several copies of the product, so
-/// they come from memory, not from a last-level cache (32 MiB here).
+/// Weight bytes one measurement streams: several layers' products, so they
+/// come from memory, not from a last-level cache (32 MiB here).
 constexpr int64_t kStreamBytes = int64_t(160) << 20;
 
 int roundsFor(TuneLevel level) { return level == TuneLevel::Full ? 31 : 15; }
 
+/// Where the measured products' weights lie: `layers` copies of each
+/// product's, one after the other like a checkpoint's tensors, each start
+/// moved on by a few KiB (a checkpoint's small norm tensors do that).
+/// Copies a whole power of two apart made runs read side by side meet in
+/// the same DRAM banks: four streams measured 40% under one, where the model
+/// decoded 10% faster with four (AMD EPYC family 26, 2026-12-03).
+struct LayerWeights {
+  runtime::HostBuffer memory;
+  std::vector<std::vector<uint8_t *>> at; // [layer][product]
+};
+
+LayerWeights layerWeights(const std::vector<std::vector<uint8_t>> &packed, int64_t layers) {
+  constexpr int64_t kStagger = 2048;
+  int64_t layerBytes = 0;
+  for (const std::vector<uint8_t> &weight : packed)
+    layerBytes += int64_t(weight.size()) + kStagger;
+  LayerWeights w;
+  // On huge pages, as the model's weights are (copied at load or mapped from
+  // huge page-cache folios): on small pages the same loops streamed at half
+  // the rate (33 against 65-72 GB/s on an AMD EPYC family 26), so the
+  // settings were chosen for a memory path decode never takes.
+  w.memory = runtime::HostBuffer(size_t(layers * layerBytes), runtime::HostBuffer::Pages::Huge);
+  uint8_t *cursor = w.memory.data();
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    w.at.emplace_back();
+    for (const std::vector<uint8_t> &weight : packed) {
+      cursor += kStagger;
+      std::memcpy(cursor, weight.data(), weight.size());
+      w.at.back().push_back(cursor);
+      cursor += weight.size();
+    }
+  }
+  return w;
+}
+
 /// The median GB/s of each candidate over interleaved rounds (the order
 /// rotates each round, so none always runs first after another's streams),
-/// and its ratios to `baseline`'s in the same rounds.
-std::vector<DecodeRate> measureRates(const FusedLinearKernel &product, const CpuTarget &target,
+/// and its ratios to `baseline`'s in the same rounds. A measurement streams
+/// `products` in turn, layer after layer, as a decode step does.
+std::vector<DecodeRate> measureRates(const std::vector<FusedLinearKernel> &products,
+                                     const CpuTarget &target,
                                      const std::vector<DecodeSetting> &candidates,
                                      const DecodeSetting &baseline, int rounds, int threads) {
-  // One compiled kernel per prefetch distance and stream count.
+  // One compiled kernel per product, prefetch distance and stream count.
   using KernelKey = std::pair<int64_t, int64_t>;
   auto keyOf = [](const DecodeSetting &s) { return KernelKey{s.prefetchBytes, s.streams}; };
   std::vector<FusedLinearKernel> kernels;
@@ -45,49 +82,50 @@ std::vector<DecodeRate> measureRates(const FusedLinearKernel &product, const Cpu
   for (const DecodeSetting &c : candidates)
     if (std::find(keys.begin(), keys.end(), keyOf(c)) == keys.end()) {
       keys.push_back(keyOf(c));
-      kernels.push_back(product);
-      kernels.back().prefetchBytes = c.prefetchBytes;
-      kernels.back().decodeStreams = c.streams;
+      for (const FusedLinearKernel &product : products) {
+        kernels.push_back(product);
+        kernels.back().prefetchBytes = c.prefetchBytes;
+        kernels.back().decodeStreams = c.streams;
+      }
     }
   std::vector<LoadedTuningKernel> compiled = loadTuningKernels(kernels, target);
-  std::map<KernelKey, LoadedTuningKernel> loaded;
-  for (size_t i = 0; i < keys.size(); ++i)
-    loaded.emplace(keys[i], std::move(compiled[i]));
+  std::map<KernelKey, std::vector<LoadedTuningKernel>> loaded;
+  for (size_t i = 0; i < compiled.size(); ++i)
+    loaded[keys[i / products.size()]].push_back(std::move(compiled[i]));
   std::mt19937 rng(11);
-  std::vector<float> x(static_cast<size_t>(product.inFeatures), 0.5f), y(product.outFeatures);
-  const std::vector<uint8_t> packed = randomWeights(product, rng);
-  const int64_t weightBytes = int64_t(packed.size());
-  const int64_t copies = std::max<int64_t>(2, (kStreamBytes + weightBytes - 1) / weightBytes);
-  // On huge pages, as the model's weights are (copied at load or mapped from
-  // huge page-cache folios): on small pages the same loops streamed at half
-  // the rate (33 against 65-72 GB/s on an AMD EPYC family 26), so the
-  // settings were chosen for a memory path decode never takes.
-  runtime::HostBuffer weights(size_t(copies * weightBytes), runtime::HostBuffer::Pages::Huge);
-  for (int64_t c = 0; c < copies; ++c)
-    std::memcpy(weights.data() + c * weightBytes, packed.data(), size_t(weightBytes));
-  const std::vector<uint8_t> gain = randomHalves(*product.prologueGain, product.inFeatures, rng);
-  std::vector<void *> buffers = {x.data(), weights.data(), const_cast<uint8_t *>(gain.data()),
-                                 y.data()};
-  const std::vector<int64_t> bytes = {int64_t(x.size() * 4), weightBytes, int64_t(gain.size()),
-                                      int64_t(y.size() * 4)};
+  int64_t widest = 0, longest = 0, layerBytes = 0;
+  std::vector<std::vector<uint8_t>> packed, gains;
+  for (const FusedLinearKernel &product : products) {
+    widest = std::max(widest, product.inFeatures);
+    longest = std::max(longest, product.outFeatures);
+    packed.push_back(randomWeights(product, rng));
+    gains.push_back(randomHalves(*product.prologueGain, product.inFeatures, rng));
+    layerBytes += int64_t(packed.back().size());
+  }
+  const int64_t layers = std::max<int64_t>(2, (kStreamBytes + layerBytes - 1) / layerBytes);
+  const LayerWeights weights = layerWeights(packed, layers);
+  std::vector<float> x(static_cast<size_t>(widest), 0.5f), y(static_cast<size_t>(longest));
   const int64_t scalars[runtime::kFixedKernelScalars] = {1, 1, 1};
 
   runtime::ThreadPool pool(threads);
   auto streamAll = [&](const DecodeSetting &setting) {
-    const runtime::KernelEntry entry = loaded.at(keyOf(setting)).entry;
+    const std::vector<LoadedTuningKernel> &entries = loaded.at(keyOf(setting));
     const auto start = std::chrono::steady_clock::now();
-    for (int64_t c = 0; c < copies; ++c) {
-      buffers[1] = weights.data() + c * weightBytes;
-      pool.parallelFor(
-          product.workgroups(),
-          [&](int64_t begin, int64_t end) {
-            entry(buffers.data(), bytes.data(), scalars, begin, end);
-          },
-          int(setting.chunks));
-    }
+    for (int64_t layer = 0; layer < layers; ++layer)
+      for (size_t p = 0; p < products.size(); ++p) {
+        const FusedLinearKernel &product = products[p];
+        void *buffers[] = {x.data(), weights.at[size_t(layer)][p], gains[p].data(), y.data()};
+        const int64_t bytes[] = {product.inFeatures * 4, int64_t(packed[p].size()),
+                                 int64_t(gains[p].size()), product.outFeatures * 4};
+        const runtime::KernelEntry entry = entries[p].entry;
+        pool.parallelFor(
+            product.workgroups(),
+            [&](int64_t begin, int64_t end) { entry(buffers, bytes, scalars, begin, end); },
+            int(setting.chunks));
+      }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return double(copies * weightBytes) / seconds / 1e9;
+    return double(layers * layerBytes) / seconds / 1e9;
   };
   const size_t n = candidates.size();
   std::vector<std::vector<double>> rates(n);
@@ -126,15 +164,19 @@ std::vector<DecodeRate> measureRates(const FusedLinearKernel &product, const Cpu
   return measured;
 }
 
-/// What makes a measurement reusable: the CPU, the shape, the threads, the
-/// level and the kernel source ("huge-pages": entries measured on small
-/// pages, before the weights moved, are not reused).
-std::string cacheKey(const CpuTarget &target, const FusedLinearKernel &kernel, TuneLevel level,
-                     int threads) {
-  return fmt::format("decode huge-pages {} {} {}x{} threads {} {} {:016x}", target.llvmCpu,
-                     llvm::xxHash64(target.features), kernel.inFeatures, kernel.outFeatures,
-                     threads, level == TuneLevel::Full ? "full" : "quick",
-                     llvm::xxHash64(fusedLinearSource(kernel)));
+/// What makes a measurement reusable: the CPU, the shapes, the threads, the
+/// level and the kernels' source ("layers": entries of one product measured
+/// alone, or on small pages before that, are not reused).
+std::string cacheKey(const CpuTarget &target, const std::vector<FusedLinearKernel> &products,
+                     TuneLevel level, int threads) {
+  std::string shapes, sources;
+  for (const FusedLinearKernel &product : products) {
+    shapes += fmt::format(" {}x{}", product.inFeatures, product.outFeatures);
+    sources += fusedLinearSource(product);
+  }
+  return fmt::format("decode layers {} {}{} threads {} {} {:016x}", target.llvmCpu,
+                     llvm::xxHash64(target.features), shapes, threads,
+                     level == TuneLevel::Full ? "full" : "quick", llvm::xxHash64(sources));
 }
 
 std::optional<std::vector<DecodeRate>> cachedRates(const nlohmann::json &entries) {
@@ -171,7 +213,7 @@ bool sameExcept(DecodeSetting a, DecodeSetting b, int64_t DecodeSetting::*field)
 /// 1), else axis.*field (the default); the fastest by rate when the default
 /// was not measured.
 int64_t chooseWithTie(const std::vector<DecodeRate> &measured, int64_t DecodeSetting::*field,
-                      const DecodeSetting &axis) {
+                      const DecodeSetting &axis, double tieFraction = kDecodeTieFraction) {
   const int64_t fallback = axis.*field;
   std::optional<DecodeRate> fastest, clearWinner;
   bool defaultMeasured = false;
@@ -180,7 +222,7 @@ int64_t chooseWithTie(const std::vector<DecodeRate> &measured, int64_t DecodeSet
       continue;
     if (!fastest || r.gbPerSecond > fastest->gbPerSecond)
       fastest = r;
-    const bool clear = r.relative > 1.0 + kDecodeTieFraction && r.relativeLow > 1.0;
+    const bool clear = r.relative > 1.0 + tieFraction && r.relativeLow > 1.0;
     if (clear && (!clearWinner || r.relative > clearWinner->relative))
       clearWinner = r;
     defaultMeasured |= r.setting.*field == fallback;
@@ -238,7 +280,8 @@ int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t ch
 int64_t chooseDecodeStreams(const std::vector<DecodeRate> &measured, int64_t chunks) {
   return chooseWithTie(
       measured, &DecodeSetting::streams,
-      {chunks > 0 ? chunks : kDefaultDecodeChunks, kDefaultPrefetchBytes, kDefaultDecodeStreams});
+      {chunks > 0 ? chunks : kDefaultDecodeChunks, kDefaultPrefetchBytes, kDefaultDecodeStreams},
+      kDecodeStreamsTieFraction);
 }
 
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
@@ -247,12 +290,16 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
   requireTunableShape(hidden, intermediate);
   if (threads < 1)
     throw std::invalid_argument("--tune: the decode measurement needs at least one thread");
-  // The gate and up product's weight, one row, streamed once per call: as a
-  // plain product (lm_head, q/k/v, o and down, 70% of a 0.6B token's
-  // weights, are), so one stream is told apart from two (a SwiGLU product
-  // reads its gate and up rows side by side).
-  const FusedLinearKernel kernel =
-      tuningProduct("tune_decode", hidden, 2 * intermediate, weights, /*swiglu=*/false);
+  // A layer's products as decode streams them, one row each: the gate and
+  // up weight, then the down weight, both as plain products (lm_head, q/k/v,
+  // o and down, 70% of a 0.6B token's weights, are), so one stream is told
+  // apart from two (a SwiGLU product reads its gate and up rows side by
+  // side). A product measured alone, back to back, ranked the stream counts
+  // the other way round from the model (four streams 40% under one, where
+  // the model decoded 10% faster with four).
+  const std::vector<FusedLinearKernel> products = {
+      tuningProduct("tune_decode_up", hidden, 2 * intermediate, weights, /*swiglu=*/false),
+      tuningProduct("tune_decode_down", intermediate, hidden, weights, /*swiglu=*/false)};
   DecodeTuning tuning;
   tuning.threads = threads;
   // The split at which the distances and stream counts are measured, and the
@@ -260,7 +307,7 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
   // default distance, the ratios' baseline.
   tuning.distanceChunks = fixedChunks > 0 ? fixedChunks : kDefaultDecodeChunks;
   tuning.baseStreams = fixedStreams > 0 ? fixedStreams : kDefaultDecodeStreams;
-  std::string key = cacheKey(target, kernel, level, threads);
+  std::string key = cacheKey(target, products, level, threads);
   if (fixedChunks > 0)
     key += fmt::format(" split {}", fixedChunks);
   if (fixedStreams > 0)
@@ -273,7 +320,7 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
   } else {
     tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
       tuning.measured =
-          measureRates(kernel, target, decodeCandidates(level, fixedChunks, fixedStreams),
+          measureRates(products, target, decodeCandidates(level, fixedChunks, fixedStreams),
                        {tuning.distanceChunks, kDefaultPrefetchBytes, tuning.baseStreams},
                        roundsFor(level), threads);
       nlohmann::json entries = nlohmann::json::array();
@@ -322,7 +369,8 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
   record.set("decode_streams_gb_s", b.getDictionaryAttr(streamRates));
   record.setOthersShare("decode_others_share", tuning.provenance);
   record.set("decode_measured_on",
-             b.getStringAttr(fmt::format("one-row product of the gate and up weight, {} threads",
+             b.getStringAttr(fmt::format("one-row products of the gate and up, then the down "
+                                         "weight, layer after layer, {} threads",
                                          tuning.threads)));
   record.commit();
 }

@@ -135,8 +135,9 @@ void printDecodeSplitTuning(const cpu::DecodeSplitTuning &tuning) {
 void printDecodeTuning(const cpu::DecodeTuning &tuning) {
   llvm::outs() << "tuned the decode split, prefetch and streams ("
                << cpu::describeProvenance(tuning.provenance)
-               << "), GB/s of a one-row product of the gate and up weight on " << tuning.threads
-               << " threads\n";
+               << "), GB/s of one-row products of the gate and up, then the down weight, layer "
+                  "after layer, on "
+               << tuning.threads << " threads\n";
   // Each axis at the others' values it was measured at.
   using Axis = int64_t cpu::DecodeSetting::*;
   auto on = [&](Axis axis, const cpu::DecodeSetting &s) { return cpu::onAxis(tuning, s, axis); };
