@@ -25,11 +25,22 @@
 namespace q3::cpu {
 namespace {
 
-/// Weight bytes one measurement streams: several layers' products, so they
-/// come from memory, not from a last-level cache (32 MiB here).
-constexpr int64_t kStreamBytes = int64_t(160) << 20;
+/// Weight bytes one measurement streams: layers' products, far more than a
+/// last-level cache (32 MiB here) and as much as a small model decodes per
+/// token. The working set matters beyond the cache: on the AMD EPYC
+/// family-26 VM (2026-12-03) the same layers streamed 72-77 GB/s over 160
+/// MiB, 62-65 over 256 MiB and 54-56 over 512 MiB or 1.2 GB, the model's
+/// products 51-57 in the same minutes; and only from 512 MiB did the stream
+/// counts rank as in the model (4 > 2 > 1 by 10-20%; over 160 MiB 2 came
+/// out ahead of 4).
+constexpr int64_t kStreamBytes = int64_t(512) << 20;
+/// At most this many layers per measurement: a tiny model's (the tests')
+/// would otherwise take ten thousand dispatches each.
+constexpr int64_t kMaxLayers = 1024;
 
-int roundsFor(TuneLevel level) { return level == TuneLevel::Full ? 31 : 15; }
+/// Rounds per measurement: quick keeps a 0.6B compile's whole tuning under
+/// 10 s now that each round streams 512 MiB per candidate.
+int roundsFor(TuneLevel level) { return level == TuneLevel::Full ? 31 : 11; }
 
 /// Where the measured products' weights lie: `layers` copies of each
 /// product's, one after the other like a checkpoint's tensors, each start
@@ -102,7 +113,8 @@ std::vector<DecodeRate> measureRates(const std::vector<FusedLinearKernel> &produ
     gains.push_back(randomHalves(*product.prologueGain, product.inFeatures, rng));
     layerBytes += int64_t(packed.back().size());
   }
-  const int64_t layers = std::max<int64_t>(2, (kStreamBytes + layerBytes - 1) / layerBytes);
+  const int64_t layers =
+      std::clamp<int64_t>((kStreamBytes + layerBytes - 1) / layerBytes, 2, kMaxLayers);
   const LayerWeights weights = layerWeights(packed, layers);
   std::vector<float> x(static_cast<size_t>(widest), 0.5f), y(static_cast<size_t>(longest));
   const int64_t scalars[runtime::kFixedKernelScalars] = {1, 1, 1};
@@ -165,8 +177,9 @@ std::vector<DecodeRate> measureRates(const std::vector<FusedLinearKernel> &produ
 }
 
 /// What makes a measurement reusable: the CPU, the shapes, the threads, the
-/// level and the kernels' source ("layers": entries of one product measured
-/// alone, or on small pages before that, are not reused).
+/// level, the kernels' source and the bytes streamed ("layers": entries of
+/// one product measured alone, or on small pages before that, are not
+/// reused).
 std::string cacheKey(const CpuTarget &target, const std::vector<FusedLinearKernel> &products,
                      TuneLevel level, int threads) {
   std::string shapes, sources;
@@ -174,8 +187,8 @@ std::string cacheKey(const CpuTarget &target, const std::vector<FusedLinearKerne
     shapes += fmt::format(" {}x{}", product.inFeatures, product.outFeatures);
     sources += fusedLinearSource(product);
   }
-  return fmt::format("decode layers {} {}{} threads {} {} {:016x}", target.llvmCpu,
-                     llvm::xxHash64(target.features), shapes, threads,
+  return fmt::format("decode layers {} MiB {} {}{} threads {} {} {:016x}", kStreamBytes >> 20,
+                     target.llvmCpu, llvm::xxHash64(target.features), shapes, threads,
                      level == TuneLevel::Full ? "full" : "quick", llvm::xxHash64(sources));
 }
 
@@ -213,7 +226,7 @@ bool sameExcept(DecodeSetting a, DecodeSetting b, int64_t DecodeSetting::*field)
 /// 1), else axis.*field (the default); the fastest by rate when the default
 /// was not measured.
 int64_t chooseWithTie(const std::vector<DecodeRate> &measured, int64_t DecodeSetting::*field,
-                      const DecodeSetting &axis, double tieFraction = kDecodeTieFraction) {
+                      const DecodeSetting &axis) {
   const int64_t fallback = axis.*field;
   std::optional<DecodeRate> fastest, clearWinner;
   bool defaultMeasured = false;
@@ -222,7 +235,7 @@ int64_t chooseWithTie(const std::vector<DecodeRate> &measured, int64_t DecodeSet
       continue;
     if (!fastest || r.gbPerSecond > fastest->gbPerSecond)
       fastest = r;
-    const bool clear = r.relative > 1.0 + tieFraction && r.relativeLow > 1.0;
+    const bool clear = r.relative > 1.0 + kDecodeTieFraction && r.relativeLow > 1.0;
     if (clear && (!clearWinner || r.relative > clearWinner->relative))
       clearWinner = r;
     defaultMeasured |= r.setting.*field == fallback;
@@ -280,8 +293,7 @@ int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t ch
 int64_t chooseDecodeStreams(const std::vector<DecodeRate> &measured, int64_t chunks) {
   return chooseWithTie(
       measured, &DecodeSetting::streams,
-      {chunks > 0 ? chunks : kDefaultDecodeChunks, kDefaultPrefetchBytes, kDefaultDecodeStreams},
-      kDecodeStreamsTieFraction);
+      {chunks > 0 ? chunks : kDefaultDecodeChunks, kDefaultPrefetchBytes, kDefaultDecodeStreams});
 }
 
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
@@ -294,9 +306,9 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
   // up weight, then the down weight, both as plain products (lm_head, q/k/v,
   // o and down, 70% of a 0.6B token's weights, are), so one stream is told
   // apart from two (a SwiGLU product reads its gate and up rows side by
-  // side). A product measured alone, back to back, ranked the stream counts
-  // the other way round from the model (four streams 40% under one, where
-  // the model decoded 10% faster with four).
+  // side). One product measured alone over 160 MiB ranked the stream counts
+  // the other way round from the model (four streams 20-40% under one, where
+  // the model decoded 8-20% faster with four).
   const std::vector<FusedLinearKernel> products = {
       tuningProduct("tune_decode_up", hidden, 2 * intermediate, weights, /*swiglu=*/false),
       tuningProduct("tune_decode_down", intermediate, hidden, weights, /*swiglu=*/false)};

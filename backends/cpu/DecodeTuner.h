@@ -10,11 +10,10 @@
 // read 10% faster than one on one AMD EPYC family 26 host and 10% slower on
 // another. The tuner runs a layer's products as decode does (the gate and up
 // weight, then the down weight, one row each) with all the threads the
-// compiled model will have, over enough layers to exceed the last-level
-// cache, for each candidate split, prefetch distance and stream count in
-// interleaved rounds (a shared machine's bandwidth drifts over seconds), and
-// keeps each default unless another is faster by more than the rounds' noise
-// (and, for the stream count, the measurement's known bias) allows.
+// compiled model will have, over 512 MiB of layers (the rates and their
+// ranking change well past the last-level cache), for each candidate split, prefetch distance and
+// stream count in interleaved rounds (a shared machine's bandwidth drifts over seconds), and keeps
+// each default unless another is faster by more than the rounds' noise allows.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -107,18 +106,11 @@ int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t ch
                              int64_t streams = 0);
 
 /// The stream count chosen from `measured` (among the settings at split
-/// `chunks`, 0: the default, and the default distance), by the same rule
-/// with the bar at `kDecodeStreamsTieFraction`.
+/// `chunks`, 0: the default, and the default distance), by the same rule.
 int64_t chooseDecodeStreams(const std::vector<DecodeRate> &measured, int64_t chunks = 0);
 
 /// A faster setting must beat the default by this fraction to replace it.
 inline constexpr double kDecodeTieFraction = 0.03;
-/// The bar for the stream count. The measured layers favour fewer streams
-/// than the model does: on the AMD EPYC family-26 VM (2026-12-03) they put
-/// two streams 1-6% above four, while the model decoded 8-15% faster with
-/// four than with two in every one of ten alternated runs, so a count only
-/// replaces the default when it wins by more than that bias.
-inline constexpr double kDecodeStreamsTieFraction = 0.15;
 
 /// Adds `tuning` to the module's q3.tuning (decode_chunks, which
 /// cpu-set-chunking reads, decode_prefetch_bytes, which cpu-set-prefetch

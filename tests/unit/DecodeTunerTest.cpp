@@ -114,8 +114,7 @@ TEST(DecodeTuner, AGivenSplitMeasuresOnlyTheDistancesAtIt) {
 
 // The stream count (decode_streams) is measured at the default split and
 // distance: 1, 2 and 4, with the default among them; a given count is not
-// measured, every candidate has it. It is chosen by the same rule with a
-// higher bar (kDecodeStreamsTieFraction).
+// measured, every candidate has it. It is chosen by the same rule.
 TEST(DecodeTuner, MeasuresTheStreamsAtTheOthersDefaults) {
   constexpr int64_t kStreams = cpu::kDefaultDecodeStreams;
   for (cpu::TuneLevel level : {cpu::TuneLevel::Quick, cpu::TuneLevel::Full}) {
@@ -131,14 +130,9 @@ TEST(DecodeTuner, MeasuresTheStreamsAtTheOthersDefaults) {
       EXPECT_EQ(c.streams, 2);
   }
   const DecodeRate base{{kChunks, kAhead, kStreams}, 40.0, 1.0, 1.0};
-  const double bar = 1.0 + cpu::kDecodeStreamsTieFraction;
-  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{kChunks, kAhead, 1}, 50.0, bar + 0.05, 1.1}}), 1);
+  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{kChunks, kAhead, 1}, 46.0, 1.15, 1.1}}), 1);
   EXPECT_EQ(cpu::chooseDecodeStreams({base, {{kChunks, kAhead, 1}, 41.0, 1.02, 1.01}}), kStreams);
-  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{kChunks, kAhead, 2}, 45.0, bar - 0.01, 1.08}}),
-            kStreams)
-      << "a win the layers' bias could make";
-  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{kChunks, kAhead, 2}, 50.0, bar + 0.05, 0.99}}),
-            kStreams)
+  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{kChunks, kAhead, 2}, 46.0, 1.15, 0.99}}), kStreams)
       << "lost a quarter of its rounds";
   // A fast count measured at another split says nothing here, and a fast
   // split measured at another count says nothing about the split.
