@@ -44,10 +44,10 @@ int roundsFor(TuneLevel level) { return level == TuneLevel::Full ? 31 : 11; }
 
 /// Where the measured products' weights lie: `layers` copies of each
 /// product's, one after the other like a checkpoint's tensors, each start
-/// moved on by a few KiB (a checkpoint's small norm tensors do that).
-/// Copies a whole power of two apart made runs read side by side meet in
-/// the same DRAM banks: four streams measured 40% under one, where the model
-/// decoded 10% faster with four (AMD EPYC family 26, 2026-12-03).
+/// moved on by a few KiB (a checkpoint's small norm tensors do that). Over
+/// 160 MiB of copies a whole power of two apart, four streams measured 40%
+/// under one; staggered, within 5% (AMD EPYC family 26, 2026-12-03; runs
+/// meeting in the same DRAM banks would do it, not verified).
 struct LayerWeights {
   runtime::HostBuffer memory;
   std::vector<std::vector<uint8_t *>> at; // [layer][product]
