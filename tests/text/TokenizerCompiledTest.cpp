@@ -87,6 +87,17 @@ TEST(CompiledTokenizer, KeepsAddedTokenOptionsAndIgnoreMerges) {
   }
 }
 
+TEST(CompiledTokenizer, KeepsAnAddedTokenListedMoreTimesThanThereAreIds) {
+  // tokenizer.json may repeat an entry; the compiled form keeps the list.
+  nlohmann::ordered_json added = nlohmann::ordered_json::array();
+  for (int i = 0; i < 300; ++i)
+    added.push_back(addedToken(256, "<|x|>", i % 2 == 0));
+  std::unique_ptr<Tokenizer> fromJson =
+      Tokenizer::fromJson(miniTokenizerJson({}, added).dump(), "mini.json");
+  ASSERT_EQ(fromJson->vocabSize(), 257);
+  expectSameTokenizer(*fromJson, *roundTrip(*fromJson), {"a<|x|>b"});
+}
+
 /// A small compiled tokenizer and the offsets of its parts, to damage.
 struct Compiled {
   std::string bytes;
@@ -129,7 +140,8 @@ TEST(CompiledTokenizer, RefusesDamageNamingWhatIsWrong) {
   EXPECT_PRED2(has, damaged([](Compiled &c) { c.bytes[0] = 'X'; }), "expected magic");
   EXPECT_PRED2(has, damaged([](Compiled &c) { c.putU32(8, 8); }), "flags");
   EXPECT_PRED2(has, damaged([](Compiled &c) { c.putU32(12, 0); }), "token count");
-  EXPECT_PRED2(has, damaged([](Compiled &c) { c.putU32(16, 1u << 30); }), "counts");
+  EXPECT_PRED2(has, damaged([](Compiled &c) { c.putU32(16, 1u << 30); }), "1073741824 merges");
+  EXPECT_PRED2(has, damaged([](Compiled &c) { c.putU32(28, 1); }), "token text: expected under");
   // Byte 'a' points at the token of 'b'.
   EXPECT_PRED2(has, damaged([](Compiled &c) { c.putU32(32 + 4 * 'a', 'b'); }),
                "the token of byte 0x61: token 98 is 'b', not that byte");
