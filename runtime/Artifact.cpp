@@ -3,6 +3,7 @@
 #include "runtime/AtomicFile.h"
 #include "runtime/Checksum.h"
 #include "runtime/HostBuffer.h"
+#include "runtime/LittleEndian.h"
 
 #include <fmt/format.h>
 #include <xxhash.h>
@@ -43,30 +44,6 @@ constexpr size_t kEntryName = 24;
 
 LoadError fileError(const std::string &file, const std::string &what) {
   return LoadError(fmt::format("{}: {}", printable(file), what));
-}
-
-uint32_t readU32(const uint8_t *bytes) {
-  uint32_t value = 0;
-  for (int i = 3; i >= 0; --i)
-    value = (value << 8) | bytes[i];
-  return value;
-}
-
-uint64_t readU64(const uint8_t *bytes) {
-  uint64_t value = 0;
-  for (int i = 7; i >= 0; --i)
-    value = (value << 8) | bytes[i];
-  return value;
-}
-
-void putU32(uint8_t *bytes, uint32_t value) {
-  for (int i = 0; i < 4; ++i)
-    bytes[i] = uint8_t(value >> (8 * i));
-}
-
-void putU64(uint8_t *bytes, uint64_t value) {
-  for (int i = 0; i < 8; ++i)
-    bytes[i] = uint8_t(value >> (8 * i));
 }
 
 uint64_t alignUp(uint64_t value, uint64_t alignment = kArtifactAlignment) {
@@ -160,7 +137,7 @@ std::string label(const Entry &entry) {
 uint64_t checksummedEnd(const uint8_t *data, size_t readable, uint64_t fileSize) {
   if (readable < kArtifactHeaderSize)
     return fileSize;
-  const uint64_t count = readU64(data + kSectionCountOffset);
+  const uint64_t count = loadLittleEndianU64(data + kSectionCountOffset);
   if (count > kArtifactMaxSections ||
       kArtifactHeaderSize + count * kArtifactSectionEntrySize > readable)
     return fileSize;
@@ -168,8 +145,8 @@ uint64_t checksummedEnd(const uint8_t *data, size_t readable, uint64_t fileSize)
   uint64_t end = fileSize;
   for (uint64_t i = 0; i < count; ++i) {
     const uint8_t *entry = data + kArtifactHeaderSize + i * kArtifactSectionEntrySize;
-    if (readU32(entry + kEntryKind) == uint32_t(SectionKind::Mapped))
-      end = std::min(end, std::max(readU64(entry + kEntryOffset), tableEnd));
+    if (loadLittleEndianU32(entry + kEntryKind) == uint32_t(SectionKind::Mapped))
+      end = std::min(end, std::max(loadLittleEndianU64(entry + kEntryOffset), tableEnd));
   }
   return end;
 }
@@ -186,20 +163,20 @@ uint64_t checkHeader(const std::string &file, const uint8_t *data, size_t size) 
         file, fmt::format("not a q3c artifact: expected magic \"{}\", found \"{}\"",
                           printable(std::string_view(kArtifactMagic, sizeof kArtifactMagic)),
                           printable(std::string_view(reinterpret_cast<const char *>(data), 8))));
-  uint32_t version = readU32(data + kVersionOffset);
+  uint32_t version = loadLittleEndianU32(data + kVersionOffset);
   if (version < kArtifactOldestVersion || version > kArtifactFormatVersion)
     throw fileError(file, fmt::format("artifact format version {}, this q3run reads versions {} "
                                       "to {}: recompile the model with a matching q3c",
                                       version, kArtifactOldestVersion, kArtifactFormatVersion));
-  uint32_t headerSize = readU32(data + kHeaderSizeOffset);
+  uint32_t headerSize = loadLittleEndianU32(data + kHeaderSizeOffset);
   if (headerSize != kArtifactHeaderSize)
     throw fileError(
         file, fmt::format("header_size: expected {}, found {}", kArtifactHeaderSize, headerSize));
-  uint64_t fileSize = readU64(data + kFileSizeOffset);
+  uint64_t fileSize = loadLittleEndianU64(data + kFileSizeOffset);
   if (fileSize != size)
     throw fileError(file, fmt::format("truncated or extended: header says {} bytes, file has {}",
                                       fileSize, size));
-  uint64_t stored = readU64(data + kArtifactChecksumOffset);
+  uint64_t stored = loadLittleEndianU64(data + kArtifactChecksumOffset);
   uint64_t computed = artifactChecksum(data, size_t(checksummedEnd(data, size, size)));
   if (stored != computed)
     throw fileError(file, fmt::format("checksum mismatch: the file is corrupt: expected "
@@ -210,11 +187,11 @@ uint64_t checkHeader(const std::string &file, const uint8_t *data, size_t size) 
       throw fileError(file, fmt::format("reserved header bytes {}..{}: expected zero, found "
                                         "{:#04x} at byte {}",
                                         kReservedOffset, kArtifactHeaderSize - 1, data[i], i));
-  uint64_t count = readU64(data + kSectionCountOffset);
+  uint64_t count = loadLittleEndianU64(data + kSectionCountOffset);
   if (count > kArtifactMaxSections)
     throw fileError(file, fmt::format("section_count: expected at most {}, found {}",
                                       kArtifactMaxSections, count));
-  uint64_t tableOffset = readU64(data + kTableOffsetOffset);
+  uint64_t tableOffset = loadLittleEndianU64(data + kTableOffsetOffset);
   if (tableOffset != kArtifactHeaderSize)
     throw fileError(file, fmt::format("section_table_offset: expected {}, found {}",
                                       kArtifactHeaderSize, tableOffset));
@@ -250,8 +227,9 @@ std::string readName(const std::string &file, size_t index, const uint8_t *field
 
 Entry readEntry(const std::string &file, size_t index, const uint8_t *bytes, uint64_t tableEnd,
                 uint64_t fileSize, uint32_t version) {
-  Entry entry{index, readName(file, index, bytes + kEntryName), readU32(bytes + kEntryKind),
-              readU64(bytes + kEntryOffset), readU64(bytes + kEntrySize)};
+  Entry entry{index, readName(file, index, bytes + kEntryName),
+              loadLittleEndianU32(bytes + kEntryKind), loadLittleEndianU64(bytes + kEntryOffset),
+              loadLittleEndianU64(bytes + kEntrySize)};
   auto reject = [&](const std::string &what) {
     return fileError(file, fmt::format("{}: {}", label(entry), what));
   };
@@ -272,7 +250,7 @@ Entry readEntry(const std::string &file, size_t index, const uint8_t *bytes, uin
   if (namedManifest && !isManifest)
     throw reject(fmt::format("kind: expected 1 (manifest) for the section named \"{}\", found {}",
                              kManifestSectionName, describeKind(entry.kind)));
-  uint32_t flags = readU32(bytes + kEntryFlags);
+  uint32_t flags = loadLittleEndianU32(bytes + kEntryFlags);
   if (flags != 0)
     throw reject(fmt::format("flags: expected 0, found {:#x}", flags));
   if (entry.offset < tableEnd)
@@ -368,7 +346,7 @@ void checkMappedHashes(const std::string &file, const uint8_t *data,
     const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
     const std::vector<uint64_t> hashes = chunkHashes(data + entry.offset, entry.size, cpus);
     for (size_t i = 0; i < hashes.size(); ++i) {
-      const uint64_t stored = readU64(data + hashEntry->offset + 8 * i);
+      const uint64_t stored = loadLittleEndianU64(data + hashEntry->offset + 8 * i);
       if (stored != hashes[i])
         throw fileError(
             file, fmt::format("{}: bytes {}..{}: checksum mismatch: the file is corrupt: expected "
@@ -461,7 +439,7 @@ std::vector<uint8_t> encodeHashes(const uint8_t *data, size_t size) {
       chunkHashes(data, size, std::max(1u, std::thread::hardware_concurrency()));
   std::vector<uint8_t> bytes(hashes.size() * 8);
   for (size_t i = 0; i < hashes.size(); ++i)
-    putU64(bytes.data() + 8 * i, hashes[i]);
+    storeLittleEndianU64(bytes.data() + 8 * i, hashes[i]);
   return bytes;
 }
 
@@ -577,17 +555,18 @@ Plan planArtifact(const std::string &path, const Json &manifest,
   plan.head.assign(tableEnd, 0);
   uint8_t *header = plan.head.data();
   std::memcpy(header, kArtifactMagic, sizeof kArtifactMagic);
-  putU32(header + kVersionOffset, mapped.empty() ? kArtifactOldestVersion : kArtifactFormatVersion);
-  putU32(header + kHeaderSizeOffset, uint32_t(kArtifactHeaderSize));
-  putU64(header + kFileSizeOffset, plan.fileSize);
-  putU64(header + kSectionCountOffset, plan.sections.size());
-  putU64(header + kTableOffsetOffset, kArtifactHeaderSize);
+  storeLittleEndianU32(header + kVersionOffset,
+                       mapped.empty() ? kArtifactOldestVersion : kArtifactFormatVersion);
+  storeLittleEndianU32(header + kHeaderSizeOffset, uint32_t(kArtifactHeaderSize));
+  storeLittleEndianU64(header + kFileSizeOffset, plan.fileSize);
+  storeLittleEndianU64(header + kSectionCountOffset, plan.sections.size());
+  storeLittleEndianU64(header + kTableOffsetOffset, kArtifactHeaderSize);
   for (size_t i = 0; i < plan.sections.size(); ++i) {
     const PlannedSection &section = plan.sections[i];
     uint8_t *entry = header + kArtifactHeaderSize + i * kArtifactSectionEntrySize;
-    putU32(entry + kEntryKind, uint32_t(section.kind));
-    putU64(entry + kEntryOffset, section.offset);
-    putU64(entry + kEntrySize, section.size);
+    storeLittleEndianU32(entry + kEntryKind, uint32_t(section.kind));
+    storeLittleEndianU64(entry + kEntryOffset, section.offset);
+    storeLittleEndianU64(entry + kEntrySize, section.size);
     std::memcpy(entry + kEntryName, section.name.data(), section.name.size());
   }
   return plan;
@@ -640,7 +619,7 @@ void sealChecksum(Plan &plan) {
       hash = fnv1a64(bytes, size_t(std::min<uint64_t>(size, plan.checksumEnd - position)), hash);
     position += size;
   });
-  putU64(plan.head.data() + kArtifactChecksumOffset, hash);
+  storeLittleEndianU64(plan.head.data() + kArtifactChecksumOffset, hash);
 }
 
 } // namespace
@@ -688,7 +667,7 @@ void writeArtifact(const std::string &path, const Json &manifest,
 std::unique_ptr<Artifact> Artifact::parse(const std::string &displayName, const uint8_t *data,
                                           size_t size) {
   uint64_t count = checkHeader(displayName, data, size);
-  const uint32_t version = readU32(data + kVersionOffset);
+  const uint32_t version = loadLittleEndianU32(data + kVersionOffset);
   uint64_t tableEnd = kArtifactHeaderSize + count * kArtifactSectionEntrySize;
   std::vector<Entry> entries;
   for (size_t i = 0; i < count; ++i)

@@ -1,5 +1,6 @@
 #include "runtime/SafeTensorsParser.h"
 
+#include "runtime/LittleEndian.h"
 #include "runtime/LoadError.h"
 #include "runtime/SafeTensors.h"
 
@@ -28,18 +29,11 @@ LoadError tensorError(const std::string &file, const std::string &tensor, const 
   return LoadError(fmt::format("{}: tensor '{}': {}", printable(file), printable(tensor), what));
 }
 
-uint64_t readLittleEndianU64(const uint8_t *bytes) {
-  uint64_t value = 0;
-  for (int i = 7; i >= 0; --i)
-    value = (value << 8) | bytes[i];
-  return value;
-}
-
 size_t readHeaderLength(const std::string &file, const uint8_t *data, size_t size) {
   if (size < kHeaderLengthBytes)
     throw fileError(file,
                     fmt::format("file is {} bytes, shorter than the 8-byte header length", size));
-  uint64_t length = readLittleEndianU64(data);
+  uint64_t length = loadLittleEndianU64(data);
   if (length == 0)
     throw fileError(file, "header length is 0, expected a JSON header");
   if (length > kMaxSafeTensorsHeaderBytes)

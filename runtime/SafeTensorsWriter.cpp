@@ -1,6 +1,7 @@
 #include "runtime/SafeTensorsWriter.h"
 
 #include "runtime/AtomicFile.h"
+#include "runtime/LittleEndian.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -89,8 +90,7 @@ void writeSafeTensors(const std::string &path, const std::vector<TensorToWrite> 
   std::string header = buildHeader(path, sorted, metadata);
 
   uint8_t length[8];
-  for (int i = 0; i < 8; ++i)
-    length[i] = uint8_t(uint64_t(header.size()) >> (8 * i));
+  storeLittleEndianU64(length, uint64_t(header.size()));
   AtomicFile out(path);
   out.write(length, sizeof length);
   out.write(header.data(), header.size());

@@ -6,6 +6,7 @@
 // instead of tokenizing wrong.
 #include "runtime/text/Tokenizer.h"
 
+#include "runtime/LittleEndian.h"
 #include "runtime/LoadError.h"
 #include "runtime/text/TokenKind.h"
 #include "runtime/text/Utf8.h"
@@ -26,13 +27,15 @@ constexpr uint32_t kAddedSpecial = 1, kAddedNormalized = 2, kAddedLstrip = 4, kA
 constexpr uint64_t kMaxBlobBytes = uint64_t(1) << 32; // token ends are u32
 
 void appendU32(std::string &out, uint32_t value) {
-  for (int i = 0; i < 4; ++i)
-    out.push_back(char(uint8_t(value >> (8 * i))));
+  uint8_t bytes[4];
+  runtime::storeLittleEndianU32(bytes, value);
+  out.append(reinterpret_cast<const char *>(bytes), sizeof bytes);
 }
 
 void appendU64(std::string &out, uint64_t value) {
-  for (int i = 0; i < 8; ++i)
-    out.push_back(char(uint8_t(value >> (8 * i))));
+  uint8_t bytes[8];
+  runtime::storeLittleEndianU64(bytes, value);
+  out.append(reinterpret_cast<const char *>(bytes), sizeof bytes);
 }
 
 /// Little-endian reads at checked offsets of the section.
@@ -45,13 +48,8 @@ public:
     throw runtime::LoadError(
         fmt::format("{}: compiled tokenizer: {}", runtime::printable(name_), what));
   }
-  uint32_t u32(size_t offset) const {
-    uint32_t value = 0;
-    for (int i = 3; i >= 0; --i)
-      value = (value << 8) | uint8_t(bytes_[offset + size_t(i)]);
-    return value;
-  }
-  uint64_t u64(size_t offset) const { return uint64_t(u32(offset + 4)) << 32 | u32(offset); }
+  uint32_t u32(size_t offset) const { return runtime::loadLittleEndianU32(at(offset)); }
+  uint64_t u64(size_t offset) const { return runtime::loadLittleEndianU64(at(offset)); }
   int32_t i32(size_t offset) const { return int32_t(u32(offset)); }
   uint8_t u8(size_t offset) const { return uint8_t(bytes_[offset]); }
   std::string_view view(size_t offset, size_t length) const {
@@ -59,6 +57,10 @@ public:
   }
 
 private:
+  const uint8_t *at(size_t offset) const {
+    return reinterpret_cast<const uint8_t *>(bytes_.data()) + offset;
+  }
+
   std::string_view bytes_;
   const std::string &name_;
 };

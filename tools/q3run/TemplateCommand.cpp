@@ -63,7 +63,7 @@ int templateCommand(const std::vector<std::string> &args) {
     warnAboutChatTemplate(session);
     if (ids) {
       std::string line = "ids:";
-      for (int32_t id : loadTokenizer(session.assets)->encode(text))
+      for (int32_t id : text::tokenizerOf(session.assets)->encode(text))
         line += " " + std::to_string(id);
       std::puts(line.c_str());
       return 0;

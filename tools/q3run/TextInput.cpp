@@ -60,12 +60,8 @@ std::string readTextArgument(const ArgParser &parser, const std::string &text,
   return contents;
 }
 
-std::unique_ptr<text::Tokenizer> loadTokenizer(const text::TextAssets &assets) {
-  return text::tokenizerOf(assets);
-}
-
 std::unique_ptr<text::Tokenizer> loadTokenizer(const std::string &path) {
-  return loadTokenizer(text::readTextAssets(path));
+  return text::tokenizerOf(text::readTextAssets(path));
 }
 
 std::string jsonString(const std::string &text) {

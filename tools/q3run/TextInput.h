@@ -27,7 +27,6 @@ void checkUtf8(const std::string &text, const std::string &what);
 
 /// The tokenizer of `path`: a tokenizer.json, a model folder, or an artifact.
 std::unique_ptr<text::Tokenizer> loadTokenizer(const std::string &path);
-std::unique_ptr<text::Tokenizer> loadTokenizer(const text::TextAssets &assets);
 
 /// `text` as a JSON string literal (escapes, UTF-8 kept).
 std::string jsonString(const std::string &text);

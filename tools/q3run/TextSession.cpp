@@ -138,7 +138,7 @@ nlohmann::ordered_json readJsonArgument(const std::string &path, const std::stri
 TextSession openTextSide(const TextOptions &o) {
   TextSession s;
   s.assets = text::readTextAssets(o.tokenizer.empty() ? o.common.artifact : o.tokenizer);
-  s.tokenizer = loadTokenizer(s.assets);
+  s.tokenizer = text::tokenizerOf(s.assets);
   if (s.assets.generationConfig)
     s.generationConfig =
         text::parseGenerationConfig(s.assets.generationConfig->bytes, s.assets.generationConfig->name);
