@@ -186,8 +186,20 @@ Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
       return parser.parseInteger(fields.prefillChunks);
     if (key == "decode_chunks")
       return parser.parseInteger(fields.decodeChunks);
-    if (key == "prefetch_bytes")
-      return parser.parseInteger(fields.prefetchBytes);
+    if (key == "prefetch_bytes") {
+      if (succeeded(parser.parseOptionalKeyword("none"))) {
+        fields.prefetchBytes = LoweringConfigAttr::kNoPrefetch;
+        return success();
+      }
+      const SMLoc at = parser.getCurrentLocation();
+      if (parser.parseInteger(fields.prefetchBytes))
+        return failure();
+      if (fields.prefetchBytes < 0) // `none` has one spelling
+        return parser.emitError(at) << "#q3.lowering: prefetch_bytes must be none or a byte "
+                                       "count, got "
+                                    << fields.prefetchBytes;
+      return success();
+    }
     if (key == "decode_streams")
       return parser.parseInteger(fields.decodeStreams);
     if (key == "workspace_bytes")
@@ -230,7 +242,9 @@ void LoweringConfigAttr::print(AsmPrinter &printer) const {
     fields.push_back("prefill_chunks = " + std::to_string(getPrefillChunks()));
   if (getDecodeChunks())
     fields.push_back("decode_chunks = " + std::to_string(getDecodeChunks()));
-  if (getPrefetchBytes())
+  if (getPrefetchBytes() == kNoPrefetch)
+    fields.push_back("prefetch_bytes = none");
+  else if (getPrefetchBytes())
     fields.push_back("prefetch_bytes = " + std::to_string(getPrefetchBytes()));
   if (getDecodeStreams())
     fields.push_back("decode_streams = " + std::to_string(getDecodeStreams()));
@@ -265,9 +279,10 @@ LogicalResult LoweringConfigAttr::verify(function_ref<InFlightDiagnostic()> emit
     if (chunks < 0 || chunks > kMaxChunksPerThread)
       return emitError() << "#q3.lowering: chunks per thread must be 1 to " << kMaxChunksPerThread
                          << ", got " << chunks;
-  if (prefetchBytes != 0 && (prefetchBytes < LoweringConfigAttr::kMinPrefetchBytes ||
-                             prefetchBytes > LoweringConfigAttr::kMaxPrefetchBytes))
-    return emitError() << "#q3.lowering: prefetch_bytes must be "
+  if (prefetchBytes != 0 && prefetchBytes != LoweringConfigAttr::kNoPrefetch &&
+      (prefetchBytes < LoweringConfigAttr::kMinPrefetchBytes ||
+       prefetchBytes > LoweringConfigAttr::kMaxPrefetchBytes))
+    return emitError() << "#q3.lowering: prefetch_bytes must be none or "
                        << LoweringConfigAttr::kMinPrefetchBytes << " to "
                        << LoweringConfigAttr::kMaxPrefetchBytes << ", got " << prefetchBytes;
   if (decodeStreams != 0 &&

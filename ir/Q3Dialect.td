@@ -121,7 +121,8 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
       decode reads the rows in place).
     - `prefetch_bytes`: how far ahead of its loads a one-row (decode) loop
       prefetches the memory it streams, in bytes: a product's weights,
-      attention's keys and values.
+      attention's keys and values; `none`: the loop issues no prefetch and
+      leaves the streams to the hardware prefetchers.
     - `decode_streams`: how many runs of that memory a one-row loop reads
       side by side (1, 2 or 4): a product's weight rows (SwiGLU: at least its
       gate and up rows), attention's key and value positions. Each run is a
@@ -167,8 +168,10 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     LoweringConfigAttr withWorkgroupSize(::llvm::ArrayRef<int64_t> size) const;
     LoweringConfigAttr withWorkspaceBytes(int64_t bytes) const;
     bool hasGrid() const { return !getGridKind().empty(); }
-    /// prefetch_bytes, when set: at least a cache line, at most 1 MiB.
+    /// prefetch_bytes, when set: at least a cache line, at most 1 MiB, or
+    /// kNoPrefetch (printed `none`).
     static constexpr int64_t kMinPrefetchBytes = 64;
+    static constexpr int64_t kNoPrefetch = -1;
     static constexpr int64_t kMaxPrefetchBytes = int64_t(1) << 20;
     /// decode_streams, when set: one of these.
     static constexpr int64_t kDecodeStreamCounts[] = {1, 2, 4};

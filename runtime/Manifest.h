@@ -117,6 +117,10 @@ inline std::vector<std::string> matmulRequiredFeatures(const std::string &matmul
   return {};
 }
 
+/// Kernel::prefetchBytes of a kernel whose decode loops issue no prefetch
+/// (q3.lowering's prefetch_bytes = none).
+inline constexpr int64_t kNoPrefetch = -1;
+
 struct Kernel {
   std::string name; // the entry is q3_kernel_<name> (runtime/KernelABI.h)
   GridKind gridKind = GridKind::Fixed;
@@ -125,7 +129,9 @@ struct Kernel {
   std::vector<int64_t> tile; // register tile of the prefill product
   WeightPacking weightPacking = WeightPacking::None;
   int64_t prefillChunks = 1, decodeChunks = 1; // per thread, 1..64
-  int64_t prefetchBytes = 0; // decode loops prefetch this far ahead (0: not a streaming kernel)
+  /// Decode loops prefetch this far ahead (0: not a streaming kernel;
+  /// kNoPrefetch, "none" in the JSON: they issue no prefetch).
+  int64_t prefetchBytes = 0;
   int64_t decodeStreams = 0; // runs decode loops read side by side (0: not a streaming kernel)
   /// Scratch the kernel takes after its results (runtime/KernelABI.h): the
   /// runtime allocates it zeroed once; the kernel leaves it as it found it.
@@ -504,7 +510,9 @@ inline nlohmann::json toJson(const Kernel &k) {
     j["tile"] = k.tile;
   if (k.weightPacking != WeightPacking::None)
     j["weight_packing"] = detail::spell(detail::kWeightPackings, k.weightPacking);
-  if (k.prefetchBytes != 0)
+  if (k.prefetchBytes == kNoPrefetch)
+    j["prefetch_bytes"] = "none";
+  else if (k.prefetchBytes != 0)
     j["prefetch_bytes"] = k.prefetchBytes;
   if (k.decodeStreams != 0)
     j["decode_streams"] = k.decodeStreams;
@@ -637,7 +645,15 @@ inline Kernel kernelFromJson(const detail::Reader &r) {
   k.weightPacking = r.oneOfOr("weight_packing", kWeightPackings, WeightPacking::None);
   k.prefillChunks = r.integerOr("prefill_chunks", 1, 1, kMaxChunksPerThread);
   k.decodeChunks = r.integerOr("decode_chunks", 1, 1, kMaxChunksPerThread);
-  k.prefetchBytes = r.integerOr("prefetch_bytes", 0, 64, kMaxPrefetchBytes);
+  if (r.has("prefetch_bytes") && r.field("prefetch_bytes").is_string()) {
+    if (r.field("prefetch_bytes") != "none")
+      r.fail("prefetch_bytes",
+             "\"none\" or an integer from 64 to " + std::to_string(kMaxPrefetchBytes),
+             r.field("prefetch_bytes"));
+    k.prefetchBytes = kNoPrefetch;
+  } else {
+    k.prefetchBytes = r.integerOr("prefetch_bytes", 0, 64, kMaxPrefetchBytes);
+  }
   k.decodeStreams = r.integerOr("decode_streams", 0, 1, kMaxDecodeStreams);
   k.workspaceBytes = r.integerOr("workspace_bytes", 0, 0, kMaxWorkspaceBytes);
   r.each("operands", [&](const Reader &slot) { k.operands.push_back(readSlot(slot)); });

@@ -28,6 +28,9 @@ using namespace q3::ir;
 namespace q3::backends {
 namespace {
 
+static_assert(manifest::kNoPrefetch == LoweringConfigAttr::kNoPrefetch,
+              "the manifest's and the IR's prefetch_bytes = none");
+
 using manifest::Binding;
 using manifest::BindingKind;
 using manifest::Slot;

@@ -76,23 +76,25 @@ static std::vector<Slot> decodeSlots(int heads) {
 /// from `initial(k)`.
 template <typename Initial>
 static std::string scoreLoop(const std::vector<Slot> &slots, const PositionRuns &runs,
-                             const AttentionTypes &types, const std::string &out,
+                             const AttentionTypes &types, bool prefetch, const std::string &out,
                              const std::string &iv, const std::string &from, const std::string &to,
                              Initial initial) {
   const int positions = runs.count, n = int(slots.size()), chains = n * positions;
   std::string offsets = runs.positions(iv), body, reductions, iterArgs, yields;
   auto position = [&](int j) { return runs.position(iv, j); };
   // Each key row is prefetched %ahead positions before it is scored (the
-  // last visible position at most).
+  // last visible position at most), unless prefetch_bytes = none.
   for (int j = 0; j < positions; ++j) {
-    offsets += fmt::format("      %{0}_pf{1}_ = arith.addi {2}, %ahead : index\n"
-                           "      %{0}_pf{1} = arith.minui %{0}_pf{1}_, %lastPosition : index\n",
-                           iv, j, position(j));
     body += "        " +
             vectorWidenedLoad(types.cache, fmt::format("%{}_k{}", iv, j), "%keys",
                               fmt::format("%kv, {}, %i", position(j)), types.kv) +
-            "\n" +
-            fmt::format("        memref.prefetch %keys[%kv, %{0}_pf{1}, %i], read, locality<3>, "
+            "\n";
+    if (!prefetch)
+      continue;
+    offsets += fmt::format("      %{0}_pf{1}_ = arith.addi {2}, %ahead : index\n"
+                           "      %{0}_pf{1} = arith.minui %{0}_pf{1}_, %lastPosition : index\n",
+                           iv, j, position(j));
+    body += fmt::format("        memref.prefetch %keys[%kv, %{0}_pf{1}, %i], read, locality<3>, "
                         "data : {2}\n",
                         iv, j, types.kv);
   }
@@ -170,7 +172,7 @@ std::string slotSoftmax(int k, const std::string &max, const std::string &count)
 /// positions, in order, to the same sums.
 template <typename Initial>
 static std::string valueLoop(const std::vector<Slot> &slots, const std::vector<int64_t> &columns,
-                             const PositionRuns &runs, const AttentionTypes &types,
+                             const PositionRuns &runs, const AttentionTypes &types, bool prefetch,
                              const std::string &out, const std::string &iv, const std::string &from,
                              const std::string &to, Initial initial) {
   std::string body = runs.positions(iv);
@@ -184,18 +186,21 @@ static std::string valueLoop(const std::vector<Slot> &slots, const std::vector<i
   for (int j = 0; j < runs.count; ++j) {
     const std::string position = runs.position(iv, j);
     // Each value row is prefetched %ahead positions before it is added (the
-    // last visible position at most).
-    body += fmt::format("      %{0}_pf{1}_ = arith.addi {2}, %ahead : index\n"
-                        "      %{0}_pf{1} = arith.minui %{0}_pf{1}_, %lastPosition : index\n",
-                        iv, j, position);
-    for (int64_t c : columns)
+    // last visible position at most), unless prefetch_bytes = none.
+    if (prefetch)
+      body += fmt::format("      %{0}_pf{1}_ = arith.addi {2}, %ahead : index\n"
+                          "      %{0}_pf{1} = arith.minui %{0}_pf{1}_, %lastPosition : index\n",
+                          iv, j, position);
+    for (int64_t c : columns) {
       body += "      " +
               vectorWidenedLoad(types.cache, fmt::format("%{}_v{}_{}", iv, c, j), "%values",
                                 fmt::format("%kv, {}, %{}_off{}", position, iv, c), types.kv) +
-              "\n" +
-              fmt::format("      memref.prefetch %values[%kv, %{0}_pf{1}, %{0}_off{2}], read, "
-                          "locality<3>, data : {3}\n",
-                          iv, j, c, types.kv);
+              "\n";
+      if (prefetch)
+        body += fmt::format("      memref.prefetch %values[%kv, %{0}_pf{1}, %{0}_off{2}], read, "
+                            "locality<3>, data : {3}\n",
+                            iv, j, c, types.kv);
+    }
     for (const Slot &slot : slots) {
       body += fmt::format("      %{0}_p{1}_{2} = memref.load %scores{1}[{3}] : memref<?xf32>\n"
                           "      %{0}_pv{1}_{2} = vector.broadcast %{0}_p{1}_{2} : f32 to "
@@ -235,8 +240,11 @@ static int64_t resultIndex(const std::vector<Slot> &slots, const std::vector<int
   return -1;
 }
 
-/// The positions decode prefetches ahead: kernel.prefetchBytes of rows.
+/// The positions decode prefetches ahead: kernel.prefetchBytes of rows (1
+/// when it does not prefetch: the constant is then unused).
 static int64_t aheadPositions(const AttentionKernel &kernel) {
+  if (!kernel.prefetches())
+    return 1;
   const int64_t rowBytes = kernel.headDim * (kernel.cache == WeightStorage::F32 ? 4 : 2);
   return std::max<int64_t>(1, (kernel.prefetchBytes + rowBytes - 1) / rowBytes);
 }
@@ -296,10 +304,10 @@ std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &
                       "    %tailStart = arith.addi %blockStart, %runSpan : index\n",
                       scoreRuns.count);
   const std::string runsTo = streams > 1 ? "%runsEnd" : "%tailStart";
-  body += scoreLoop(slots, scoreRuns, types, "runMax", "s", "%blockStart", runsTo,
-                    [](int k) { return fmt::format("%m{}", k); });
-  body += scoreLoop(slots, single, types, "oneMax", "s1", "%tailStart", "%blockEnd",
-                    [](int k) { return fmt::format("%runMax#{}", k); });
+  body += scoreLoop(slots, scoreRuns, types, kernel.prefetches(), "runMax", "s", "%blockStart",
+                    runsTo, [](int k) { return fmt::format("%m{}", k); });
+  body += scoreLoop(slots, single, types, kernel.prefetches(), "oneMax", "s1", "%tailStart",
+                    "%blockEnd", [](int k) { return fmt::format("%runMax#{}", k); });
   // Probabilities of the block, 16 at a time (lanes past its end 0), and
   // the rescaled sums.
   for (const Slot &slot : slots)
@@ -333,18 +341,19 @@ std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &
         body += fmt::format("    %kept{0}_{1} = arith.mulf {2}, %alphaV{0} : vector<16xf32>\n",
                             slot.k, c, sumName(slot.k, c));
     if (streams == 1) {
-      body += valueLoop(slots, groups[g], single, types, fmt::format("sums{}", g),
-                        fmt::format("v{}", g), "%blockStart", "%blockEnd",
+      body += valueLoop(slots, groups[g], single, types, kernel.prefetches(),
+                        fmt::format("sums{}", g), fmt::format("v{}", g), "%blockStart", "%blockEnd",
                         [](int k, int64_t c) { return fmt::format("%kept{}_{}", k, c); });
       continue;
     }
-    body += valueLoop(slots, groups[g], valueRuns, types, fmt::format("runSums{}", g),
-                      fmt::format("w{}", g), "%blockStart", "%runsEnd",
+    body += valueLoop(slots, groups[g], valueRuns, types, kernel.prefetches(),
+                      fmt::format("runSums{}", g), fmt::format("w{}", g), "%blockStart", "%runsEnd",
                       [](int k, int64_t c) { return fmt::format("%kept{}_{}", k, c); });
-    body += valueLoop(slots, groups[g], single, types, fmt::format("sums{}", g),
-                      fmt::format("v{}", g), "%tailStart", "%blockEnd", [&](int k, int64_t c) {
-                        return fmt::format("%runSums{}#{}", g, resultIndex(slots, groups[g], k, c));
-                      });
+    body +=
+        valueLoop(slots, groups[g], single, types, kernel.prefetches(), fmt::format("sums{}", g),
+                  fmt::format("v{}", g), "%tailStart", "%blockEnd", [&](int k, int64_t c) {
+                    return fmt::format("%runSums{}#{}", g, resultIndex(slots, groups[g], k, c));
+                  });
   }
   // The output: the value sums over the sums of the probabilities; or, for
   // a split of the positions, the maxima, sums and value sums as they are.

@@ -191,10 +191,10 @@ namespace {
 /// products in separate accumulators (no FMA waits for another of its
 /// iteration), and a prefetch kernel.prefetchBytes ahead of each, in the
 /// flat weight (a run of blocks is contiguous, so it continues into the
-/// block that run reads next).
+/// block that run reads next), unless prefetch_bytes = none.
 std::string decodeBlocksFunction(const FusedLinearKernel &kernel, const Layout &l, int streams) {
   const int64_t blockElems = l.pairs * 32;
-  const int64_t aheadElems = kernel.prefetchBytes / 2;
+  const int64_t aheadElems = kernel.prefetches() ? kernel.prefetchBytes / 2 : 0;
   std::string arguments, iterArgs, yields, types, bases, body, sums, results, resultTypes;
   for (int s = 0; s < streams; ++s) {
     const std::string sep = s == 0 ? "" : ", ";
@@ -205,10 +205,12 @@ std::string decodeBlocksFunction(const FusedLinearKernel &kernel, const Layout &
     bases += fmt::format("  %base{0}_ = arith.muli %b{0}, %blockElems : index\n"
                          "  %base{0} = arith.addi %base{0}_, %ahead : index\n",
                          s);
-    body += fmt::format(R"mlir(    %pfAt{0}_ = arith.addi %base{0}, %pfPair : index
-    %pfAt{0} = arith.minui %pfAt{0}_, %lastElem : index
-    memref.prefetch %wflat[%pfAt{0}], read, locality<2>, data : {1}
-    %wv{0} = vector.load %w[%b{0}, %kp, %c0] : {2}, vector<32xi16>
+    if (kernel.prefetches())
+      body += fmt::format("    %pfAt{0}_ = arith.addi %base{0}, %pfPair : index\n"
+                          "    %pfAt{0} = arith.minui %pfAt{0}_, %lastElem : index\n"
+                          "    memref.prefetch %wflat[%pfAt{0}], read, locality<2>, data : {1}\n",
+                          s, l.flatType);
+    body += fmt::format(R"mlir(    %wv{0} = vector.load %w[%b{0}, %kp, %c0] : {2}, vector<32xi16>
     %wi{0} = vector.bitcast %wv{0} : vector<32xi16> to vector<16xi32>
 {3}    %qe{0} = vector.fma %we{0}, %xe, %ae{0} : vector<16xf32>
     %qo{0} = vector.fma %wo{0}, %xo, %ao{0} : vector<16xf32>

@@ -5,15 +5,15 @@
 // pieces per thread (each piece starts a new stream the prefetch has not
 // reached; too few leave a thread idle at the end) moved decode by 10% on
 // one AMD family; how far ahead its loops prefetch depends on the memory's
-// latency and bandwidth; how many runs of it a core reads side by side
-// (decode_streams) on how many streams its prefetchers follow well: four
-// read 10% faster than one on one AMD EPYC family 26 host and 10% slower on
-// another. The tuner runs a layer's products as decode does (the gate and up
-// weight, then the down weight, one row each) with all the threads the
-// compiled model will have, over 512 MiB of layers (the rates and their
-// ranking change well past the last-level cache), for each candidate split, prefetch distance and
-// stream count in interleaved rounds (a shared machine's bandwidth drifts over seconds), and keeps
-// each default unless another is faster by more than the rounds' noise allows.
+// latency and bandwidth (and whether to prefetch at all: on one AMD EPYC
+// family 26 VM the products decoded 15% faster with no prefetch); how many runs of it a core reads
+// side by side (decode_streams) on how many streams its prefetchers follow well: four read 10%
+// faster than one on one AMD EPYC family 26 host and 10% slower on another. The tuner runs a
+// layer's products as decode does (the gate and up weight, then the down weight, one row each) with
+// all the threads the compiled model will have, over 512 MiB of layers (the rates and their ranking
+// change well past the last-level cache), for each candidate split, prefetch distance and stream
+// count in interleaved rounds (a shared machine's bandwidth drifts over seconds), and keeps each
+// default unless another is faster by more than the rounds' noise allows.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -35,7 +35,7 @@ namespace q3::cpu {
 /// rows read side by side.
 struct DecodeSetting {
   int64_t chunks = 0;        // pieces per thread
-  int64_t prefetchBytes = 0; // how far ahead the loop prefetches its weights
+  int64_t prefetchBytes = 0; // how far ahead the loop prefetches its weights (kNoPrefetch: not)
   int64_t streams = kDefaultDecodeStreams; // runs read side by side (decode_streams)
 };
 

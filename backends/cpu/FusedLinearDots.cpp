@@ -12,19 +12,23 @@ namespace q3::cpu::detail {
 /// product: four independent 16-lane accumulators over 64-wide steps (so FMA
 /// latency does not bound a decode step), summed pairwise, then 16-wide
 /// steps, then a scalar tail; each weight row's stream prefetched
-/// kernel.prefetchBytes ahead, one hint per cache line of a 64-wide step.
+/// kernel.prefetchBytes ahead, one hint per cache line of a 64-wide step
+/// (no hints with prefetch_bytes = none).
 static std::string dotRowsFunction(const FusedLinearKernel &kernel, const std::string &xType,
                                    const std::string &weightType, int streams,
                                    const std::string &function) {
   const int64_t k = kernel.inFeatures, wideEnd = k - k % (4 * kLanes), vectorEnd = k - k % kLanes;
   const int64_t elementBytes = kernel.weight == WeightStorage::F32 ? 4 : 2;
   const int64_t rowBytes = k * elementBytes;
-  const int64_t rowsAhead = (kernel.prefetchBytes + rowBytes - 1) / rowBytes;
+  const int64_t rowsAhead =
+      kernel.prefetches() ? (kernel.prefetchBytes + rowBytes - 1) / rowBytes : 0;
   const int64_t elementsPerLine = 64 / elementBytes;
   // Names: stream s, lane l: accumulator %a<s>_<l>, its next value %r<s>_<l>.
   std::string arguments, wideArgs, wideYield, wideTypes, wideBody, results, resultTypes, tails;
   for (int s = 0; s < streams; ++s) {
     arguments += fmt::format("%w{0}: {1}, %n{0}: index, ", s, weightType);
+    if (!kernel.prefetches())
+      continue;
     wideBody += fmt::format("    %pfLast{0}_ = memref.dim %w{0}, %c0 : {1}\n"
                             "    %pfLast{0} = arith.subi %pfLast{0}_, %c1 : index\n"
                             "    %pfRow{0}_ = arith.addi %n{0}, %pfAhead : index\n"

@@ -47,9 +47,13 @@ void expectGrid(func::FuncOp kernel, LoweringConfigAttr lowering, StringRef kind
                        kind.str() + " " + std::to_string(count) + "'");
 }
 
-/// The decode loops' prefetch distance: set by cpu-set-prefetch.
+static_assert(kNoPrefetch == LoweringConfigAttr::kNoPrefetch,
+              "the kernels' and the IR's spelling of prefetch_bytes = none");
+
+/// The decode loops' prefetch distance (or LoweringConfigAttr::kNoPrefetch):
+/// set by cpu-set-prefetch.
 int64_t prefetchBytesOf(func::FuncOp kernel, LoweringConfigAttr lowering) {
-  if (lowering.getPrefetchBytes() <= 0)
+  if (lowering.getPrefetchBytes() == 0)
     refuse(kernel, "has no prefetch_bytes in its q3.lowering: run the CPU target passes");
   return lowering.getPrefetchBytes();
 }

@@ -29,8 +29,13 @@ enum class PrefillMatmul { F32, Avx512Bf16, Amx };
 /// and 22.7-25 GB/s with 8 KiB ahead; on AMD family 26 decode attention after
 /// 2048 tokens took 13.1-14.4 ms per token without a prefetch and 11.0-12.2
 /// with 2 to 32 KiB ahead (the KV cache is on 4 KiB pages, where the hardware
-/// prefetchers stop).
+/// prefetchers stop). On an AMD EPYC family 26 VM whose weights sat on huge
+/// pages the products decoded 15% faster with no prefetch at all, so the
+/// tuner measures that too.
 inline constexpr int64_t kDefaultPrefetchBytes = 8192;
+/// prefetch_bytes = none: the loop issues no prefetch (the value of
+/// ir::LoweringConfigAttr::kNoPrefetch, which this header cannot include).
+inline constexpr int64_t kNoPrefetch = -1;
 /// Runs of memory a one-row (decode) loop reads side by side when nothing
 /// was measured (q3.lowering's decode_streams, cpu-set-decode-streams; the
 /// decode tuner's default candidate).
@@ -78,8 +83,10 @@ struct FusedLinearKernel {
   /// Rows of the column-block prefill register tile (each weight load serves
   /// this many rows x 2 blocks of 16 outputs; the q3.lowering tile).
   int64_t prefillTileRows = 6;
-  /// Decode prefetches the weight this many bytes ahead of its loads.
+  /// Decode prefetches the weight this many bytes ahead of its loads
+  /// (kNoPrefetch: not at all).
   int64_t prefetchBytes = kDefaultPrefetchBytes;
+  bool prefetches() const { return prefetchBytes != kNoPrefetch; }
   /// Decode reads this many weight rows side by side (q3.lowering's
   /// decode_streams: 1, 2 or 4); SwiGLU reads a gate and an up row for each
   /// output, so at least two.
@@ -152,8 +159,10 @@ struct AttentionKernel {
   std::vector<int64_t> kvHeadMap; // query head -> KV head
   double scale = 1.0;
   WeightStorage cache = WeightStorage::F32; // of the keys and values (F32, BF16 or F16)
-  /// Decode prefetches the keys and values this many bytes ahead of its loads.
+  /// Decode prefetches the keys and values this many bytes ahead of its
+  /// loads (kNoPrefetch: not at all).
   int64_t prefetchBytes = kDefaultPrefetchBytes;
+  bool prefetches() const { return prefetchBytes != kNoPrefetch; }
   /// Decode reads each block's keys, then its values, as this many runs side
   /// by side (q3.lowering's decode_streams); 1: one run, keys in pairs of
   /// positions. Needs vectorized().

@@ -79,6 +79,14 @@ void PrintTo(const LinearCase &c, std::ostream *os) { *os << c.label; }
 
 std::string caseName(const ::testing::TestParamInfo<LinearCase> &info) { return info.param.label; }
 
+/// The text of `func.func ... @<name>(` in `source`, up to the next function.
+std::string functionText(const std::string &source, const std::string &name) {
+  const size_t begin = source.find("@" + name + "(");
+  if (begin == std::string::npos)
+    return "";
+  return source.substr(begin, source.find("func.func", begin) - begin);
+}
+
 runtime::DType runtimeType(WeightStorage storage) {
   switch (storage) {
   case WeightStorage::F32:
@@ -225,10 +233,13 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu, bool sameRou
     if (std::memcmp(twoCalls.data(), actual.data(), actual.size() * 4) != 0)
       ADD_FAILURE() << c.label << ": decode depends on how the workgroups are split";
     // Nor may it depend on how many rows decode reads side by side
-    // (q3.lowering's decode_streams): each row's sum keeps its order.
-    for (int64_t streams : {1, 2}) {
+    // (q3.lowering's decode_streams; each row's sum keeps its order) or on
+    // whether it prefetches (0 below: prefetch_bytes = none).
+    for (int64_t streams : {1, 2, 0}) {
       FusedLinearKernel other = kernel;
-      other.decodeStreams = streams;
+      other.decodeStreams = streams == 0 ? kernel.decodeStreams : streams;
+      if (streams == 0)
+        other.prefetchBytes = cpu::kNoPrefetch;
       std::vector<uint8_t> otherLibrary = cpu::linkSharedObject(
           cpu::compileKernelsToObject(cpu::fusedLinearSource(other), cpu::resolveCpuTarget(cpu)));
       auto otherLoaded = runtime::SharedLibrary::loadFromMemory("kernels", otherLibrary.data(),
@@ -239,8 +250,10 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu, bool sameRou
       otherEntry(buffers.data(), bytes.data(), scalars, 0, split);
       otherEntry(buffers.data(), bytes.data(), scalars, split, kernel.workgroups());
       if (std::memcmp(twoCalls.data(), actual.data(), actual.size() * 4) != 0)
-        ADD_FAILURE() << c.label << ": decode with " << streams
-                      << " streams differs from decode with " << kernel.decodeStreams;
+        ADD_FAILURE() << c.label << ": decode with "
+                      << (streams == 0 ? std::string("no prefetch")
+                                       : std::to_string(streams) + " streams")
+                      << " differs from decode with " << kernel.decodeStreams << " streams";
     }
   }
 
@@ -676,12 +689,14 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
 /// `rowSets` blocks of rows per workgroup. With `splits` > 1 decode splits
 /// the positions in runs of at least `splitPositions`, and `threads` > 0
 /// runs the workgroups on that many threads, one per chunk, `repeats` times.
+/// Decode prefetches `prefetchBytes` ahead (cpu::kNoPrefetch: not at all).
 void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {0, 0, 0, 1, 1, 1},
                     int64_t rows = 3, WeightStorage cache = WeightStorage::F32,
                     bool bf16Prefill = false,
                     int64_t rowSets = cpu::AttentionKernel::kBf16PrefillRowSets, int64_t splits = 1,
                     int64_t splitPositions = 16, int threads = 0, int repeats = 1,
-                    int64_t streams = cpu::kDefaultDecodeStreams) {
+                    int64_t streams = cpu::kDefaultDecodeStreams,
+                    int64_t prefetchBytes = cpu::kDefaultPrefetchBytes) {
   const int64_t qHeads = int64_t(map.size()), capacity = std::max<int64_t>(48, visible + 5);
   const int64_t kvHeads = *std::max_element(map.begin(), map.end()) + 1;
   cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(double(d)), cache};
@@ -690,6 +705,7 @@ void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {
   kernel.decodeSplits = splits;
   kernel.splitPositions = splitPositions;
   kernel.decodeStreams = streams;
+  kernel.prefetchBytes = prefetchBytes;
   // The attention checks run each kernel on many contexts: compile each once.
   static std::map<std::string, LoadedKernel> compiled;
   const std::string source = cpu::attentionSource(kernel);
@@ -798,6 +814,23 @@ TEST(AttentionKernel, DecodesInRunsSideBySide) {
   for (int64_t streams : {1, 2})
     for (WeightStorage cache : {WeightStorage::BF16, WeightStorage::F16})
       checkAttention(64, 700, gqa2, 1, cache, false, 1, 3, 16, 0, 2, streams);
+}
+
+// prefetch_bytes = none: decode's loops issue no prefetch and compute the
+// same, with runs side by side or not, split or not.
+TEST(AttentionKernel, DecodesWithoutSoftwarePrefetch) {
+  const std::vector<int64_t> gqa2 = {0, 0, 1, 1};
+  for (int64_t streams : {1, 4})
+    for (int64_t visible : {1, 17, 515, 1100})
+      checkAttention(128, visible, gqa2, 1, WeightStorage::F32, false, 1, 1, 16, 0, 1, streams,
+                     cpu::kNoPrefetch);
+  checkAttention(64, 700, gqa2, 1, WeightStorage::BF16, false, 1, 3, 16, 0, 2, 2, cpu::kNoPrefetch);
+  cpu::AttentionKernel kernel{"attn", 4, 2, 128, gqa2, 1.0, WeightStorage::F32};
+  EXPECT_NE(functionText(cpu::attentionSource(kernel), "attn_decode").find("memref.prefetch"),
+            std::string::npos);
+  kernel.prefetchBytes = cpu::kNoPrefetch;
+  EXPECT_EQ(functionText(cpu::attentionSource(kernel), "attn_decode").find("memref.prefetch"),
+            std::string::npos);
 }
 
 // Decode splits (q3.lowering's fourth attention tile entry): a head group's

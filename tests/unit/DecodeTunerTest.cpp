@@ -92,6 +92,7 @@ TEST(DecodeTuner, EveryLevelMeasuresBothDefaults) {
     EXPECT_TRUE(has(kChunks, kAhead));
     EXPECT_TRUE(has(2, kAhead) && has(8, kAhead)) << "other splits";
     EXPECT_TRUE(has(kChunks, 4096) && has(kChunks, 16384)) << "other distances";
+    EXPECT_TRUE(has(kChunks, cpu::kNoPrefetch)) << "no software prefetch";
   }
 }
 

@@ -93,6 +93,28 @@ TEST(KernelSelection, DecodeLoopsPrefetchTheLoweringsDistance) {
     EXPECT_TRUE(near[i] != far[i]) << names[i] << " does not depend on prefetch_bytes";
 }
 
+// prefetch_bytes = none: the products' decode loops (and attention's, when
+// asked) issue no prefetch.
+TEST(KernelSelection, DecodeLoopsWithoutAPrefetchDistanceIssueNone) {
+  int kernels = 0;
+  forStreamingKernels(cpu::kNoPrefetch, [&](mlir::ModuleOp module, mlir::func::FuncOp kernel) {
+    EXPECT_EQ(ir::loweringOf(kernel).getPrefetchBytes(), ir::LoweringConfigAttr::kNoPrefetch);
+    const std::string source = cpu::cpuKernelSource(module, kernel);
+    const std::string name = kernel.getSymName().str();
+    for (const std::string &function :
+         {name + "_dot(", name + "_dot_streams(", name + "_decode("}) {
+      const size_t at = source.find("@" + function);
+      if (at == std::string::npos)
+        continue;
+      EXPECT_EQ(source.substr(at, source.find("func.func", at) - at).find("memref.prefetch"),
+                std::string::npos)
+          << function;
+    }
+    ++kernels;
+  });
+  EXPECT_GE(kernels, 3);
+}
+
 // decode_streams is what the generated decode reads side by side: the
 // kernels follow it (the SwiGLU product reads at least its gate and up rows,
 // so one stream and two are the same kernel there).

@@ -54,6 +54,20 @@ TEST(Manifest, StreamingKernelsCarryTheirPrefetchDistance) {
   EXPECT_GE(streaming, 3);
 }
 
+// prefetch_bytes = none is "none" in the JSON and reads back as none.
+TEST(Manifest, ANoPrefetchKernelRoundTrips) {
+  nlohmann::json written = compiledManifestJson("sharded_gqa2_bf16", "f32");
+  for (nlohmann::json &kernel : written["kernels"])
+    if (kernel.contains("prefetch_bytes"))
+      kernel["prefetch_bytes"] = "none";
+  const manifest::Manifest read = manifest::manifestFromJson(written);
+  int none = 0;
+  for (const manifest::Kernel &kernel : read.kernels)
+    none += kernel.prefetchBytes == manifest::kNoPrefetch;
+  EXPECT_GE(none, 3);
+  EXPECT_EQ(manifest::toJson(read), written);
+}
+
 TEST(Manifest, SplitDecodeAttentionCarriesItsWorkspace) {
   // x86-64-v3 is portable: decode attention is split for 16 threads, here
   // 2 head groups x 8 splits, and the manifest carries the IR's workspace.
@@ -138,6 +152,9 @@ TEST(Manifest, EachDamagedFieldIsNamed) {
        [](nlohmann::json &m) { m["kernels"][1]["weight_packing"] = "sometimes"; }},
       {"kernels[1].prefetch_bytes",
        [](nlohmann::json &m) { m["kernels"][1]["prefetch_bytes"] = 8; }},
+      {"kernels[1].prefetch_bytes: expected \"none\" or an integer from 64 to 1048576, found "
+       "\"sometimes\"",
+       [](nlohmann::json &m) { m["kernels"][1]["prefetch_bytes"] = "sometimes"; }},
       {"kernels[1].decode_streams",
        [](nlohmann::json &m) { m["kernels"][1]["decode_streams"] = 9; }},
       {"kernels[1].workspace_bytes",

@@ -169,8 +169,11 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
   for (const cpu::DecodeRate &r : byDistance)
     if (on(&cpu::DecodeSetting::prefetchBytes, r.setting))
       llvm::outs() << fmt::format(
-          "  {:>6} bytes   {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.prefetchBytes, r.gbPerSecond,
-          r.relative, r.relativeLow,
+          "  {:>12}   {:6.1f}  {:.3f} {:.3f}{}\n",
+          r.setting.prefetchBytes == cpu::kNoPrefetch
+              ? std::string("none")
+              : fmt::format("{} bytes", r.setting.prefetchBytes),
+          r.gbPerSecond, r.relative, r.relativeLow,
           r.setting.prefetchBytes == tuning.chosen.prefetchBytes ? "  <- chosen" : "");
   if (measuredOn(&cpu::DecodeSetting::streams) < 2) {
     llvm::outs() << fmt::format("  {} streams, as --decode-streams gave (not measured)\n",

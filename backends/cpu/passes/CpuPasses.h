@@ -50,6 +50,13 @@ mlir::DictionaryAttr tuningOf(mlir::ModuleOp module);
 /// The integer q3.tuning records under `key`, if `q3c compile --tune`
 /// measured it.
 std::optional<int64_t> measuredInteger(mlir::ModuleOp module, llvm::StringRef key);
+
+/// q3.tuning's decode_prefetch_bytes: a byte count, or the string "none"
+/// (LoweringConfigAttr::kNoPrefetch) when the products read fastest without
+/// software prefetch.
+inline constexpr llvm::StringLiteral kMeasuredPrefetchKey = "decode_prefetch_bytes";
+inline constexpr llvm::StringLiteral kNoPrefetchSpelling = "none";
+std::optional<int64_t> measuredPrefetchBytes(mlir::ModuleOp module);
 inline constexpr const char *kTuningAttrName = "q3.tuning";
 
 /// The K of a product kernel whose prefill runs the column-block register

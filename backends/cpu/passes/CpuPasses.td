@@ -224,14 +224,17 @@ def CpuSetPrefetch : Pass<"cpu-set-prefetch", "mlir::ModuleOp"> {
   let description = [{
     Sets `prefetch_bytes` in the `q3.lowering` of each product and attention
     kernel (vector template: head_dim a multiple of 16): how many bytes ahead of its loads a one-row loop prefetches the
-    weights (products) or the keys and values (attention) it streams. By
-    default what `q3c compile --tune` measured, recorded as q3.tuning's
-    `decode_prefetch_bytes`, else 8192.
+    weights (products) or the keys and values (attention) it streams, or
+    `none` (no software prefetch). By default what `q3c compile --tune`
+    measured on products, recorded as q3.tuning's `decode_prefetch_bytes`
+    (a byte count or "none"; attention keeps 8192 when it is none), else
+    8192.
   }];
   let constructor = "q3::cpu::createCpuSetPrefetchPass()";
   let options = [
     Option<"prefetchBytes", "prefetch-bytes", "int64_t", /*default=*/"0",
-           "Bytes ahead (0: q3.tuning's decode_prefetch_bytes, else 8192)">
+           "Bytes ahead, -1: no software prefetch (0: q3.tuning's "
+           "decode_prefetch_bytes, else 8192)">
   ];
 }
 

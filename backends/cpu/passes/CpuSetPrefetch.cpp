@@ -6,12 +6,17 @@
 //
 // A one-row product streams its weights once and decode attention its keys
 // and values once: the loops prefetch what they will read prefetch_bytes
-// later, which the hardware prefetchers alone do not keep up with (and do
-// not do across 4 KiB pages, where the KV cache lives). The distance is the
-// machine's: `q3c compile --tune` measures it with the decode split
-// (backends/cpu/DecodeTuner.h) and records q3.tuning's
-// decode_prefetch_bytes, which this pass takes unless prefetch-bytes is
-// given; without either, kDefaultPrefetchBytes.
+// later, which the hardware prefetchers alone did not keep up with on the
+// machines the default was measured on (and do not do across 4 KiB pages).
+// On others the prefetches cost more than they bring: on an AMD EPYC family
+// 26 VM the products decoded 15% faster with none (`prefetch_bytes = none`,
+// tg64 on 0.6B 48-51 -> 56-57 tok/s, weights read in place from the page
+// cache). The distance is the machine's: `q3c compile --tune` measures it,
+// none included, with the decode split (backends/cpu/DecodeTuner.h) and
+// records q3.tuning's decode_prefetch_bytes, which this pass takes unless
+// prefetch-bytes is given; without either, kDefaultPrefetchBytes. The
+// measurement runs products only, so attention keeps a distance when the
+// products are measured best without one.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/KernelSelection.h"
@@ -42,26 +47,34 @@ namespace {
 struct CpuSetPrefetchPass : impl::CpuSetPrefetchBase<CpuSetPrefetchPass> {
   using CpuSetPrefetchBase::CpuSetPrefetchBase;
 
-  /// The option when given, else what `q3c compile --tune` measured, else
-  /// the default.
-  int64_t distanceOf(ModuleOp module) const {
+  /// The products' and attention's distances: the option's when given
+  /// (both), else what `q3c compile --tune` measured on products (attention
+  /// keeps the default when that is none), else the default.
+  std::pair<int64_t, int64_t> distancesOf(ModuleOp module) const {
     if (prefetchBytes != 0)
-      return prefetchBytes;
-    return measuredInteger(module, "decode_prefetch_bytes").value_or(kDefaultPrefetchBytes);
+      return {prefetchBytes, prefetchBytes};
+    const int64_t products = measuredPrefetchBytes(module).value_or(kDefaultPrefetchBytes);
+    return {products,
+            products == LoweringConfigAttr::kNoPrefetch ? kDefaultPrefetchBytes : products};
   }
 
   void runOnOperation() override {
-    const int64_t distance = distanceOf(getOperation());
-    if (distance < LoweringConfigAttr::kMinPrefetchBytes ||
-        distance > LoweringConfigAttr::kMaxPrefetchBytes) {
-      getOperation().emitError() << "cpu-set-prefetch: prefetch bytes must be "
-                                 << LoweringConfigAttr::kMinPrefetchBytes << " to "
-                                 << LoweringConfigAttr::kMaxPrefetchBytes << ", got " << distance;
-      return signalPassFailure();
-    }
+    const auto [products, attention] = distancesOf(getOperation());
+    for (int64_t distance : {products, attention})
+      if (distance != LoweringConfigAttr::kNoPrefetch &&
+          (distance < LoweringConfigAttr::kMinPrefetchBytes ||
+           distance > LoweringConfigAttr::kMaxPrefetchBytes)) {
+        getOperation().emitError() << "cpu-set-prefetch: prefetch bytes must be -1 (none) or "
+                                   << LoweringConfigAttr::kMinPrefetchBytes << " to "
+                                   << LoweringConfigAttr::kMaxPrefetchBytes << ", got " << distance;
+        return signalPassFailure();
+      }
     for (func::FuncOp kernel : kernelsOf(getOperation()))
-      if (streamsInDecode(kernel))
-        setLowering(kernel, loweringOf(kernel).withPrefetchBytes(distance));
+      if (streamsInDecode(kernel)) {
+        const bool isAttention = isa_and_nonnull<AttentionOp>(kernelComputeOp(kernel));
+        setLowering(kernel,
+                    loweringOf(kernel).withPrefetchBytes(isAttention ? attention : products));
+      }
   }
 };
 

@@ -95,6 +95,14 @@ std::optional<int64_t> measuredInteger(mlir::ModuleOp module, llvm::StringRef ke
   return std::nullopt;
 }
 
+std::optional<int64_t> measuredPrefetchBytes(mlir::ModuleOp module) {
+  if (mlir::DictionaryAttr tuning = tuningOf(module))
+    if (auto none = tuning.getAs<mlir::StringAttr>(kMeasuredPrefetchKey);
+        none && none.getValue() == kNoPrefetchSpelling)
+      return q3::ir::LoweringConfigAttr::kNoPrefetch;
+  return measuredInteger(module, kMeasuredPrefetchKey);
+}
+
 std::optional<int64_t> tiledProductDepth(mlir::func::FuncOp kernel) {
   mlir::Operation *compute = q3::ir::kernelComputeOp(kernel);
   if (!mlir::isa_and_nonnull<q3::ir::FusedLinearOp, q3::ir::LinearOp>(compute))

@@ -224,12 +224,12 @@ func.func private @f(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
 // -----
 
 // A decode loop cannot prefetch less than a cache line ahead.
-// expected-error @+1 {{#q3.lowering: prefetch_bytes must be 64 to 1048576, got 8}}
+// expected-error @+1 {{#q3.lowering: prefetch_bytes must be none or 64 to 1048576, got 8}}
 func.func private @prefetch_too_near() attributes {q3.lowering = #q3.lowering<prefetch_bytes = 8>}
 
 // -----
 
-// expected-error @+1 {{#q3.lowering: prefetch_bytes must be 64 to 1048576, got 2097152}}
+// expected-error @+1 {{#q3.lowering: prefetch_bytes must be none or 64 to 1048576, got 2097152}}
 func.func private @prefetch_too_far() attributes {q3.lowering = #q3.lowering<prefetch_bytes = 2097152>}
 
 // -----
@@ -247,3 +247,9 @@ func.func private @workspace_negative() attributes {q3.lowering = #q3.lowering<w
 
 // expected-error @+1 {{#q3.lowering: workspace_bytes must be 0 to 67108864, got 134217728}}
 func.func private @workspace_too_large() attributes {q3.lowering = #q3.lowering<workspace_bytes = 134217728>}
+
+// -----
+
+// A decode loop without software prefetch is spelled `none`, not a negative distance.
+// expected-error @+1 {{#q3.lowering: prefetch_bytes must be none or a byte count, got -1}}
+func.func private @prefetch_negative() attributes {q3.lowering = #q3.lowering<prefetch_bytes = -1>}

@@ -61,9 +61,9 @@ def lowering_of(text):
         fields["tile"] = [int(x) for x in tile.group(1).split(",")]
     for key in ("prefill_chunks", "decode_chunks", "prefetch_bytes", "decode_streams",
                 "workspace_bytes"):
-        m = re.search(key + r" = (\d+)", text)
+        m = re.search(key + r" = (\d+|none)", text)
         if m:
-            fields[key] = int(m.group(1))
+            fields[key] = m.group(1) if m.group(1) == "none" else int(m.group(1))
     return fields
 
 
