@@ -58,7 +58,22 @@ struct CpuSetPrefetchPass : impl::CpuSetPrefetchBase<CpuSetPrefetchPass> {
             products == LoweringConfigAttr::kNoPrefetch ? kDefaultPrefetchBytes : products};
   }
 
+  /// Whether q3.tuning's decode_prefetch_bytes, when present, is a byte
+  /// count or "none" (else the module was edited by hand: say so).
+  bool measuredIsReadable(ModuleOp module) const {
+    DictionaryAttr tuning = tuningOf(module);
+    Attribute measured = tuning ? tuning.get(kMeasuredPrefetchKey) : Attribute();
+    if (!measured || measured.isa<IntegerAttr>() || measuredPrefetchBytes(module))
+      return true;
+    module.emitError() << "cpu-set-prefetch: q3.tuning's " << kMeasuredPrefetchKey
+                       << " must be a byte count or \"" << kNoPrefetchSpelling << "\", got "
+                       << measured;
+    return false;
+  }
+
   void runOnOperation() override {
+    if (prefetchBytes == 0 && !measuredIsReadable(getOperation()))
+      return signalPassFailure();
     const auto [products, attention] = distancesOf(getOperation());
     for (int64_t distance : {products, attention})
       if (distance != LoweringConfigAttr::kNoPrefetch &&
