@@ -200,10 +200,12 @@ std::optional<std::vector<DecodeRate>> cachedRates(const nlohmann::json &entries
     if (!entry.is_object())
       return std::nullopt;
     for (const char *key : {"chunks", "prefetch_bytes", "streams"})
-      if (!entry.contains(key) || !entry[key].is_number_integer() ||
-          (entry[key].get<int64_t>() < 1 &&
-           !(key == std::string("prefetch_bytes") && entry[key].get<int64_t>() == kNoPrefetch)))
+      if (!entry.contains(key) || !entry[key].is_number_integer())
         return std::nullopt;
+    const int64_t prefetchBytes = entry["prefetch_bytes"].get<int64_t>();
+    if (entry["chunks"].get<int64_t>() < 1 || entry["streams"].get<int64_t>() < 1 ||
+        (prefetchBytes < 1 && prefetchBytes != kNoPrefetch))
+      return std::nullopt;
     for (const char *key : {"gb_s", "relative", "relative_low"})
       if (!entry.contains(key) || !entry[key].is_number() || !(entry[key].get<double>() > 0))
         return std::nullopt;
@@ -372,7 +374,7 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
           b.getNamedAttr(fmt::format("chunks_{}", s.chunks), record.rate(r.gbPerSecond)));
     if (onAxis(tuning, s, &DecodeSetting::prefetchBytes))
       prefetchRates.push_back(b.getNamedAttr(s.prefetchBytes == kNoPrefetch
-                                                 ? std::string("none")
+                                                 ? std::string(kNoPrefetchSpelling)
                                                  : fmt::format("bytes_{}", s.prefetchBytes),
                                              record.rate(r.gbPerSecond)));
     if (onAxis(tuning, s, &DecodeSetting::streams))

@@ -410,14 +410,6 @@ std::unique_ptr<Tokenizer> Tokenizer::fromJson(std::string_view text,
   file.merges.clear();
   file.merges.shrink_to_fit();
 
-  std::unordered_map<std::string, int32_t> wholeTokens;
-  if (modelOptions.ignoreMerges)
-    for (size_t id = 0; id < tokenBytes.size(); ++id)
-      if (t.tokenFlags_[id] & kInVocabulary)
-        wholeTokens.emplace(tokenBytes[id], int32_t(id));
-  t.bpe_ = std::make_unique<BpeModel>(byteTokens, merges, modelOptions.ignoreMerges,
-                                      std::move(wholeTokens));
-
   for (const AddedToken &token : t.added_) {
     if (findInvalidUtf8(token.content) != std::string_view::npos)
       check.fail("added_tokens", "content is not valid UTF-8");
@@ -435,8 +427,20 @@ std::unique_ptr<Tokenizer> Tokenizer::fromJson(std::string_view text,
         uint8_t((flags & kInVocabulary) | kAdded | (token.special ? kSpecial : 0));
   }
   t.packTokenBytes(tokenBytes);
+  t.buildBpe(byteTokens, merges, modelOptions.ignoreMerges);
   t.buildAddedMatchers();
   return tokenizer;
+}
+
+void Tokenizer::buildBpe(const int32_t (&byteTokens)[256], const std::vector<BpeMerge> &merges,
+                         bool ignoreMerges) {
+  // With ignore_merges a piece that is a whole vocabulary token is that token.
+  std::unordered_map<std::string, int32_t> wholeTokens;
+  if (ignoreMerges)
+    for (size_t id = 0; id < tokenEnds_.size(); ++id)
+      if (tokenFlags_[id] & kInVocabulary)
+        wholeTokens.emplace(tokenBytes(int32_t(id)), int32_t(id));
+  bpe_ = std::make_unique<BpeModel>(byteTokens, merges, ignoreMerges, std::move(wholeTokens));
 }
 
 void Tokenizer::packTokenBytes(const std::vector<std::string> &tokenBytes) {

@@ -78,6 +78,8 @@ private:
   Tokenizer(); // defined where AddedMatcher is
   struct AddedMatcher;
   void packTokenBytes(const std::vector<std::string> &tokenBytes);
+  void buildBpe(const int32_t (&byteTokens)[256], const std::vector<BpeMerge> &merges,
+                bool ignoreMerges);
   void buildAddedMatchers();
   void encodeOrdinary(std::string_view text, std::vector<int32_t> &out) const;
   void encodePieces(std::string_view normalized, std::vector<int32_t> &out) const;

@@ -14,7 +14,6 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <unordered_map>
 
 namespace q3::text {
 namespace {
@@ -197,13 +196,7 @@ std::unique_ptr<Tokenizer> Tokenizer::fromCompiled(std::string_view bytes,
       in.fail(fmt::format("{}: tokens {} and {} do not spell token {}", what, merge.left,
                           merge.right, merge.result));
   }
-  std::unordered_map<std::string, int32_t> wholeTokens;
-  if (flags & kIgnoreMergesFlag)
-    for (size_t id = 0; id < tokens; ++id)
-      if (t.tokenFlags_[id] & kInVocabulary)
-        wholeTokens.emplace(t.tokenBytes(int32_t(id)), int32_t(id));
-  t.bpe_ = std::make_unique<BpeModel>(byteTokens, merges, (flags & kIgnoreMergesFlag) != 0,
-                                      std::move(wholeTokens));
+  t.buildBpe(byteTokens, merges, (flags & kIgnoreMergesFlag) != 0);
 
   std::vector<bool> listed(size_t(tokens), false);
   for (size_t i = 0; i < addedCount; ++i) {

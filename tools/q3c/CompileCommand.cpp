@@ -171,7 +171,7 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
       llvm::outs() << fmt::format(
           "  {:>12}   {:6.1f}  {:.3f} {:.3f}{}\n",
           r.setting.prefetchBytes == cpu::kNoPrefetch
-              ? std::string("none")
+              ? std::string(cpu::kNoPrefetchSpelling)
               : fmt::format("{} bytes", r.setting.prefetchBytes),
           r.gbPerSecond, r.relative, r.relativeLow,
           r.setting.prefetchBytes == tuning.chosen.prefetchBytes ? "  <- chosen" : "");
