@@ -187,13 +187,15 @@ std::string cacheKey(const CpuTarget &target, const std::vector<FusedLinearKerne
     shapes += fmt::format(" {}x{}", product.inFeatures, product.outFeatures);
     sources += fusedLinearSource(product);
   }
-  return fmt::format("decode layers {} MiB, prefetch none too, {} {}{} threads {} {} {:016x}",
+  return fmt::format("decode layers {} MiB, prefetch none too, streams at the chosen distance, {} "
+                     "{}{} threads {} {} {:016x}",
                      kStreamBytes >> 20, target.llvmCpu, llvm::xxHash64(target.features), shapes,
                      threads, level == TuneLevel::Full ? "full" : "quick", llvm::xxHash64(sources));
 }
 
-std::optional<std::vector<DecodeRate>> cachedRates(const nlohmann::json &entries) {
-  if (!entries.is_array() || entries.empty())
+std::optional<std::vector<DecodeRate>> cachedRates(const nlohmann::json &entries,
+                                                   bool mayBeEmpty = false) {
+  if (!entries.is_array() || (entries.empty() && !mayBeEmpty))
     return std::nullopt;
   std::vector<DecodeRate> measured;
   for (const nlohmann::json &entry : entries) {
@@ -216,6 +218,37 @@ std::optional<std::vector<DecodeRate>> cachedRates(const nlohmann::json &entries
                         entry["relative_low"].get<double>()});
   }
   return measured;
+}
+
+nlohmann::json ratesJson(const std::vector<DecodeRate> &measured) {
+  nlohmann::json entries = nlohmann::json::array();
+  for (const DecodeRate &r : measured)
+    entries.push_back({{"chunks", r.setting.chunks},
+                       {"prefetch_bytes", r.setting.prefetchBytes},
+                       {"streams", r.setting.streams},
+                       {"gb_s", r.gbPerSecond},
+                       {"relative", r.relative},
+                       {"relative_low", r.relativeLow}});
+  return entries;
+}
+
+/// Both stages from the cache, or nothing when an entry is malformed or the
+/// second stage's settings do not share one split and distance.
+bool readCachedStages(const nlohmann::json &cached, DecodeTuning &tuning) {
+  if (!cached.is_object() || !cached.contains("splits_and_distances") ||
+      !cached.contains("streams"))
+    return false;
+  auto first = cachedRates(cached["splits_and_distances"]);
+  auto second = cachedRates(cached["streams"], /*mayBeEmpty=*/true);
+  if (!first || !second)
+    return false;
+  for (const DecodeRate &r : *second)
+    if (r.setting.chunks != second->front().setting.chunks ||
+        r.setting.prefetchBytes != second->front().setting.prefetchBytes)
+      return false;
+  tuning.measured = std::move(*first);
+  tuning.streamRates = std::move(*second);
+  return true;
 }
 
 /// Whether `a` and `b` agree in every field but `field`.
@@ -253,6 +286,11 @@ int64_t chooseWithTie(const std::vector<DecodeRate> &measured, int64_t DecodeSet
 
 } // namespace
 
+std::string describePrefetch(int64_t prefetchBytes) {
+  return prefetchBytes == kNoPrefetch ? std::string(kNoPrefetchSpelling)
+                                      : fmt::format("{} bytes", prefetchBytes);
+}
+
 bool onAxis(const DecodeTuning &tuning, const DecodeSetting &setting,
             int64_t DecodeSetting::*field) {
   return sameExcept(setting, {tuning.distanceChunks, kDefaultPrefetchBytes, tuning.baseStreams},
@@ -276,10 +314,14 @@ std::vector<DecodeSetting> decodeCandidates(TuneLevel level, int64_t fixedChunks
   for (int64_t bytes : full ? std::vector<int64_t>{kNoPrefetch, 2048, 4096, 16384, 32768}
                             : std::vector<int64_t>{kNoPrefetch, 4096, 16384})
     candidates.push_back({split, bytes, streams});
-  if (fixedStreams == 0)
-    for (int64_t count : {1, 2, 4})
-      if (count != kDefaultDecodeStreams)
-        candidates.push_back({split, kDefaultPrefetchBytes, count});
+  return candidates;
+}
+
+std::vector<DecodeSetting> decodeStreamCandidates(const DecodeSetting &at) {
+  std::vector<DecodeSetting> candidates = {at};
+  for (int64_t count : {1, 2, 4})
+    if (count != at.streams)
+      candidates.push_back({at.chunks, at.prefetchBytes, count});
   return candidates;
 }
 
@@ -296,10 +338,8 @@ int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t ch
                         streams > 0 ? streams : kDefaultDecodeStreams});
 }
 
-int64_t chooseDecodeStreams(const std::vector<DecodeRate> &measured, int64_t chunks) {
-  return chooseWithTie(
-      measured, &DecodeSetting::streams,
-      {chunks > 0 ? chunks : kDefaultDecodeChunks, kDefaultPrefetchBytes, kDefaultDecodeStreams});
+int64_t chooseDecodeStreams(const std::vector<DecodeRate> &measured, const DecodeSetting &at) {
+  return chooseWithTie(measured, &DecodeSetting::streams, at);
 }
 
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
@@ -330,33 +370,36 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
     key += fmt::format(" split {}", fixedChunks);
   if (fixedStreams > 0)
     key += fmt::format(" streams {}", fixedStreams);
+  const DecodeSetting baseline{tuning.distanceChunks, kDefaultPrefetchBytes, tuning.baseStreams};
+  // The first stage's choices, which the second stage measures at.
+  auto chooseSplitAndDistance = [&] {
+    tuning.chosen = {
+        fixedChunks > 0 ? fixedChunks : chooseDecodeChunks(tuning.measured, tuning.baseStreams),
+        chooseDecodePrefetch(tuning.measured, tuning.distanceChunks, tuning.baseStreams),
+        tuning.baseStreams};
+    tuning.streamsMeasuredAt = tuning.chosen;
+  };
   const std::string path = tuningCachePath();
-  if (auto cached = cachedRates(readTuningCache(path, key))) {
-    tuning.measured = *cached;
+  if (readCachedStages(readTuningCache(path, key), tuning)) {
+    chooseSplitAndDistance();
     tuning.provenance.cached = true;
     tuning.provenance.cachePath = path;
   } else {
     tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
       tuning.measured =
           measureRates(products, target, decodeCandidates(level, fixedChunks, fixedStreams),
-                       {tuning.distanceChunks, kDefaultPrefetchBytes, tuning.baseStreams},
-                       roundsFor(level), threads);
-      nlohmann::json entries = nlohmann::json::array();
-      for (const DecodeRate &r : tuning.measured)
-        entries.push_back({{"chunks", r.setting.chunks},
-                           {"prefetch_bytes", r.setting.prefetchBytes},
-                           {"streams", r.setting.streams},
-                           {"gb_s", r.gbPerSecond},
-                           {"relative", r.relative},
-                           {"relative_low", r.relativeLow}});
-      return entries;
+                       baseline, roundsFor(level), threads);
+      chooseSplitAndDistance();
+      if (fixedStreams == 0)
+        tuning.streamRates =
+            measureRates(products, target, decodeStreamCandidates(tuning.streamsMeasuredAt),
+                         tuning.streamsMeasuredAt, roundsFor(level), threads);
+      return nlohmann::json{{"splits_and_distances", ratesJson(tuning.measured)},
+                            {"streams", ratesJson(tuning.streamRates)}};
     });
   }
-  tuning.chosen = {fixedChunks > 0 ? fixedChunks
-                                   : chooseDecodeChunks(tuning.measured, tuning.baseStreams),
-                   chooseDecodePrefetch(tuning.measured, tuning.distanceChunks, tuning.baseStreams),
-                   fixedStreams > 0 ? fixedStreams
-                                    : chooseDecodeStreams(tuning.measured, tuning.distanceChunks)};
+  if (fixedStreams == 0)
+    tuning.chosen.streams = chooseDecodeStreams(tuning.streamRates, tuning.streamsMeasuredAt);
   return tuning;
 }
 
@@ -364,8 +407,8 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
   TuningRecord record(module);
   mlir::Builder &b = record.builder;
   // Each axis at the others' values it was measured at: the splits at the
-  // default distance, the distances and stream counts at the split (the
-  // default, or the one --decode-chunks gave).
+  // default distance, the distances at the split (the default, or the one
+  // --decode-chunks gave), the stream counts at the split and distance chosen.
   llvm::SmallVector<mlir::NamedAttribute> splitRates, prefetchRates, streamRates;
   for (const DecodeRate &r : tuning.measured) {
     const DecodeSetting &s = r.setting;
@@ -377,10 +420,16 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
                                                  ? std::string(kNoPrefetchSpelling)
                                                  : fmt::format("bytes_{}", s.prefetchBytes),
                                              record.rate(r.gbPerSecond)));
-    if (onAxis(tuning, s, &DecodeSetting::streams))
-      streamRates.push_back(
-          b.getNamedAttr(fmt::format("streams_{}", s.streams), record.rate(r.gbPerSecond)));
   }
+  for (const DecodeRate &r : tuning.streamRates)
+    streamRates.push_back(
+        b.getNamedAttr(fmt::format("streams_{}", r.setting.streams), record.rate(r.gbPerSecond)));
+  if (tuning.streamRates.empty()) // --decode-streams: the given count's rate at the defaults
+    for (const DecodeRate &r : tuning.measured)
+      if (onAxis(tuning, r.setting, &DecodeSetting::chunks) &&
+          onAxis(tuning, r.setting, &DecodeSetting::prefetchBytes))
+        streamRates.push_back(b.getNamedAttr(fmt::format("streams_{}", r.setting.streams),
+                                             record.rate(r.gbPerSecond)));
   record.set("decode_chunks", b.getI64IntegerAttr(tuning.chosen.chunks));
   record.set("decode_gb_s", b.getDictionaryAttr(splitRates));
   record.set(kMeasuredPrefetchKey,
@@ -391,10 +440,12 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
   record.set("decode_streams", b.getI64IntegerAttr(tuning.chosen.streams));
   record.set("decode_streams_gb_s", b.getDictionaryAttr(streamRates));
   record.setOthersShare("decode_others_share", tuning.provenance);
-  record.set("decode_measured_on",
-             b.getStringAttr(fmt::format("one-row products of the gate and up, then the down "
-                                         "weight, layer after layer, {} threads",
-                                         tuning.threads)));
+  record.set("decode_measured_on", b.getStringAttr(fmt::format(
+                                       "one-row products of the gate and up, then the down "
+                                       "weight, layer after layer, {} threads; the stream "
+                                       "counts at {} pieces per thread, prefetch {}",
+                                       tuning.threads, tuning.streamsMeasuredAt.chunks,
+                                       describePrefetch(tuning.streamsMeasuredAt.prefetchBytes))));
   record.commit();
 }
 

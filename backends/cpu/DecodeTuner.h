@@ -11,9 +11,11 @@
 // faster than one on one AMD EPYC family 26 host and 10% slower on another. The tuner runs a
 // layer's products as decode does (the gate and up weight, then the down weight, one row each) with
 // all the threads the compiled model will have, over 512 MiB of layers (the rates and their ranking
-// change well past the last-level cache), for each candidate split, prefetch distance and stream
-// count in interleaved rounds (a shared machine's bandwidth drifts over seconds), and keeps each
-// default unless another is faster by more than the rounds' noise allows.
+// change well past the last-level cache), in interleaved rounds (a shared machine's bandwidth
+// drifts over seconds), and keeps each default unless another is faster by more than the rounds'
+// noise allows. It measures in two stages: the splits and the prefetch distances at the default
+// stream count, then the stream counts at the split and distance chosen, since how many runs a
+// core reads well side by side depends on whether its loops prefetch.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -54,31 +56,43 @@ struct DecodeRate {
 
 struct DecodeTuning {
   DecodeSetting chosen;
+  /// The first stage: the splits and the prefetch distances.
   std::vector<DecodeRate> measured;
+  /// The second stage: the stream counts, all at `streamsMeasuredAt`'s split
+  /// and distance (those chosen in the first stage) and relative to its
+  /// count. Empty when --decode-streams gave the count.
+  std::vector<DecodeRate> streamRates;
+  DecodeSetting streamsMeasuredAt;
   /// The split the prefetch distances and stream counts were measured at:
   /// the default, or the one --decode-chunks gave.
   int64_t distanceChunks = 0;
-  /// The stream count the splits and distances were measured at: the
-  /// default, or the one --decode-streams gave.
+  /// The stream count the splits and distances were measured at, the
+  /// second stage's baseline: the default, or the one --decode-streams gave.
   int64_t baseStreams = kDefaultDecodeStreams;
   int threads = 1;
   TuningProvenance provenance;
 };
 
-/// Whether `setting` was measured on the axis of `field` (chunks,
-/// prefetchBytes or streams): every other field at the value that axis was
+/// "none" (no software prefetch) or "N bytes".
+std::string describePrefetch(int64_t prefetchBytes);
+
+/// Whether the first-stage `setting` was measured on the axis of `field`
+/// (chunks or prefetchBytes): every other field at the value that axis was
 /// measured at (the default distance, tuning.distanceChunks,
 /// tuning.baseStreams).
 bool onAxis(const DecodeTuning &tuning, const DecodeSetting &setting,
             int64_t DecodeSetting::*field);
 
-/// The settings `level` measures, each axis at the others' defaults: the
-/// splits, the prefetch distances and the stream counts 1, 2 and 4. With
-/// `fixedChunks` (q3c --decode-chunks) the split is not measured, with
-/// `fixedStreams` (q3c --decode-streams) the stream count is not: every
-/// candidate has them.
+/// The settings `level` measures first, each axis at the others' defaults:
+/// the splits and the prefetch distances. With `fixedChunks` (q3c
+/// --decode-chunks) the split is not measured: every candidate has it.
+/// Every candidate has `fixedStreams` (q3c --decode-streams) or the default
+/// count.
 std::vector<DecodeSetting> decodeCandidates(TuneLevel level, int64_t fixedChunks = 0,
                                             int64_t fixedStreams = 0);
+
+/// The second stage's settings: `at` with 1, 2 and 4 streams.
+std::vector<DecodeSetting> decodeStreamCandidates(const DecodeSetting &at);
 
 /// Measures the candidates on `threads` threads with layers of two plain
 /// products, the gate and up weight (`hidden` x 2 `intermediate`) and the
@@ -105,9 +119,10 @@ int64_t chooseDecodeChunks(const std::vector<DecodeRate> &measured, int64_t stre
 int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t chunks = 0,
                              int64_t streams = 0);
 
-/// The stream count chosen from `measured` (among the settings at split
-/// `chunks`, 0: the default, and the default distance), by the same rule.
-int64_t chooseDecodeStreams(const std::vector<DecodeRate> &measured, int64_t chunks = 0);
+/// The stream count chosen from the second stage's `measured` (among the
+/// settings at `at`'s split and distance; `at.streams` is the default), by
+/// the same rule.
+int64_t chooseDecodeStreams(const std::vector<DecodeRate> &measured, const DecodeSetting &at);
 
 /// A faster setting must beat the default by this fraction to replace it.
 inline constexpr double kDecodeTieFraction = 0.03;

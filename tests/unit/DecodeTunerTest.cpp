@@ -1,8 +1,8 @@
 //===- DecodeTunerTest.cpp - the decode tuner's choice --------------------===//
 //
-// The tuner's measurements are noisy on a shared machine: the default split
-// and prefetch distance stay unless another is faster by more than
-// kDecodeTieFraction.
+// The tuner's measurements are noisy on a shared machine: the default split,
+// prefetch distance and stream count stay unless another is faster by more
+// than kDecodeTieFraction.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/DecodeTuner.h"
@@ -113,33 +113,44 @@ TEST(DecodeTuner, AGivenSplitMeasuresOnlyTheDistancesAtIt) {
   EXPECT_EQ(cpu::chooseDecodePrefetch({base, {{8, 16384}, 43.0, 1.07, 1.02}}), kAhead);
 }
 
-// The stream count (decode_streams) is measured at the default split and
-// distance: 1, 2 and 4, with the default among them; a given count is not
-// measured, every candidate has it. It is chosen by the same rule.
-TEST(DecodeTuner, MeasuresTheStreamsAtTheOthersDefaults) {
+// The stream count (decode_streams) is measured second, at the split and
+// distance the first stage chose: 1, 2 and 4 with that setting's count (the
+// default) first, the ratios' baseline. The first stage measures only at the
+// default count, or at a count --decode-streams gave. It is chosen by the
+// same rule as the others.
+TEST(DecodeTuner, MeasuresTheStreamsAtTheChosenSplitAndDistance) {
   constexpr int64_t kStreams = cpu::kDefaultDecodeStreams;
   for (cpu::TuneLevel level : {cpu::TuneLevel::Quick, cpu::TuneLevel::Full}) {
-    std::vector<int64_t> counts;
     for (const cpu::DecodeSetting &c : cpu::decodeCandidates(level))
-      if (c.chunks == kChunks && c.prefetchBytes == kAhead)
-        counts.push_back(c.streams);
-      else
-        EXPECT_EQ(c.streams, kStreams) << "other axes at the default count";
-    std::sort(counts.begin(), counts.end());
-    EXPECT_EQ(counts, (std::vector<int64_t>{1, 2, 4}));
+      EXPECT_EQ(c.streams, kStreams) << "the first stage at the default count";
     for (const cpu::DecodeSetting &c : cpu::decodeCandidates(level, 0, 2))
       EXPECT_EQ(c.streams, 2);
   }
-  const DecodeRate base{{kChunks, kAhead, kStreams}, 40.0, 1.0, 1.0};
-  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{kChunks, kAhead, 1}, 46.0, 1.15, 1.1}}), 1);
-  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{kChunks, kAhead, 1}, 41.0, 1.02, 1.01}}), kStreams);
-  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{kChunks, kAhead, 2}, 46.0, 1.15, 0.99}}), kStreams)
+  const cpu::DecodeSetting chosen{8, cpu::kNoPrefetch, kStreams};
+  const std::vector<cpu::DecodeSetting> second = cpu::decodeStreamCandidates(chosen);
+  std::vector<int64_t> counts;
+  for (const cpu::DecodeSetting &c : second) {
+    EXPECT_EQ(c.chunks, 8);
+    EXPECT_EQ(c.prefetchBytes, cpu::kNoPrefetch);
+    counts.push_back(c.streams);
+  }
+  EXPECT_EQ(counts, (std::vector<int64_t>{kStreams, 1, 2})) << "the baseline first";
+
+  const DecodeRate base{chosen, 40.0, 1.0, 1.0};
+  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{8, cpu::kNoPrefetch, 1}, 46.0, 1.15, 1.1}}, chosen),
+            1);
+  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{8, cpu::kNoPrefetch, 1}, 41.0, 1.02, 1.01}}, chosen),
+            kStreams);
+  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{8, cpu::kNoPrefetch, 2}, 46.0, 1.15, 0.99}}, chosen),
+            kStreams)
       << "lost a quarter of its rounds";
-  // A fast count measured at another split says nothing here, and a fast
-  // split measured at another count says nothing about the split.
-  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{8, kAhead, 1}, 60.0, 1.5, 1.4}}), kStreams);
-  EXPECT_EQ(cpu::chooseDecodeChunks({base, {{8, kAhead, 1}, 60.0, 1.5, 1.4}}), kChunks);
-  EXPECT_EQ(cpu::chooseDecodePrefetch({base, {{kChunks, 4096, 1}, 60.0, 1.5, 1.4}}), kAhead);
+  // A fast count measured at another distance says nothing here.
+  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{8, kAhead, 1}, 60.0, 1.5, 1.4}}, chosen), kStreams);
+  // A fast split measured at another count says nothing about the split,
+  // nor a distance.
+  const DecodeRate first{{kChunks, kAhead, kStreams}, 40.0, 1.0, 1.0};
+  EXPECT_EQ(cpu::chooseDecodeChunks({first, {{8, kAhead, 1}, 60.0, 1.5, 1.4}}), kChunks);
+  EXPECT_EQ(cpu::chooseDecodePrefetch({first, {{kChunks, 4096, 1}, 60.0, 1.5, 1.4}}), kAhead);
 }
 
 // Decode attention's splits (DecodeSplitTuner.h): the candidates are one,

@@ -169,26 +169,24 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
   for (const cpu::DecodeRate &r : byDistance)
     if (on(&cpu::DecodeSetting::prefetchBytes, r.setting))
       llvm::outs() << fmt::format(
-          "  {:>12}   {:6.1f}  {:.3f} {:.3f}{}\n",
-          r.setting.prefetchBytes == cpu::kNoPrefetch
-              ? std::string(cpu::kNoPrefetchSpelling)
-              : fmt::format("{} bytes", r.setting.prefetchBytes),
+          "  {:>12}   {:6.1f}  {:.3f} {:.3f}{}\n", cpu::describePrefetch(r.setting.prefetchBytes),
           r.gbPerSecond, r.relative, r.relativeLow,
           r.setting.prefetchBytes == tuning.chosen.prefetchBytes ? "  <- chosen" : "");
-  if (measuredOn(&cpu::DecodeSetting::streams) < 2) {
+  if (tuning.streamRates.empty()) {
     llvm::outs() << fmt::format("  {} streams, as --decode-streams gave (not measured)\n",
                                 tuning.chosen.streams);
     return;
   }
-  llvm::outs() << fmt::format("  rows read side by side, {} pieces per thread (GB/s; the ratios "
-                              "to {} in the same rounds):\n",
-                              tuning.distanceChunks, tuning.baseStreams);
-  for (const cpu::DecodeRate &r : tuning.measured)
-    if (on(&cpu::DecodeSetting::streams, r.setting))
-      llvm::outs() << fmt::format("  {:>6} stream{} {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.streams,
-                                  r.setting.streams == 1 ? " " : "s", r.gbPerSecond, r.relative,
-                                  r.relativeLow,
-                                  r.setting.streams == tuning.chosen.streams ? "  <- chosen" : "");
+  llvm::outs() << fmt::format("  rows read side by side, at the chosen {} pieces per thread and "
+                              "prefetch {} (GB/s; the ratios to {} in the same rounds):\n",
+                              tuning.streamsMeasuredAt.chunks,
+                              cpu::describePrefetch(tuning.streamsMeasuredAt.prefetchBytes),
+                              tuning.streamsMeasuredAt.streams);
+  for (const cpu::DecodeRate &r : tuning.streamRates)
+    llvm::outs() << fmt::format("  {:>6} stream{} {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.streams,
+                                r.setting.streams == 1 ? " " : "s", r.gbPerSecond, r.relative,
+                                r.relativeLow,
+                                r.setting.streams == tuning.chosen.streams ? "  <- chosen" : "");
 }
 
 /// The text sections compile embedded, and the folder they came from.
