@@ -77,51 +77,88 @@ LayerWeights layerWeights(const std::vector<std::vector<uint8_t>> &packed, int64
   return w;
 }
 
-/// The median GB/s of each candidate over interleaved rounds (the order
-/// rotates each round, so none always runs first after another's streams),
-/// and its ratios to `baseline`'s in the same rounds. A measurement streams
-/// `products` in turn, layer after layer, as a decode step does.
-std::vector<DecodeRate> measureRates(const std::vector<FusedLinearKernel> &products,
-                                     const CpuTarget &target,
-                                     const std::vector<DecodeSetting> &candidates,
-                                     const DecodeSetting &baseline, int rounds, int threads) {
+/// Decode's products laid out over kStreamBytes of layers, and the threads
+/// that stream them: built once for both stages of a measurement (filling
+/// 512 MiB of huge pages is a good part of its time).
+class ProductLayers {
+public:
+  ProductLayers(const std::vector<FusedLinearKernel> &products, int threads)
+      : products(products), pool(threads) {
+    std::mt19937 rng(11);
+    int64_t widest = 0, longest = 0;
+    for (const FusedLinearKernel &product : products) {
+      widest = std::max(widest, product.inFeatures);
+      longest = std::max(longest, product.outFeatures);
+      packed.push_back(randomWeights(product, rng));
+      gains.push_back(randomHalves(*product.prologueGain, product.inFeatures, rng));
+      layerBytes += int64_t(packed.back().size());
+    }
+    layers = std::clamp<int64_t>((kStreamBytes + layerBytes - 1) / layerBytes, 2, kMaxLayers);
+    weights = layerWeights(packed, layers);
+    x.assign(size_t(widest), 0.5f);
+    y.resize(size_t(longest));
+  }
+
+  /// The median GB/s of each candidate over interleaved rounds (the order
+  /// rotates each round, so none always runs first after another's
+  /// streams), and its ratios to `baseline`'s in the same rounds. A
+  /// measurement streams the products in turn, layer after layer, as a
+  /// decode step does.
+  std::vector<DecodeRate> measure(const CpuTarget &target,
+                                  const std::vector<DecodeSetting> &candidates,
+                                  const DecodeSetting &baseline, int rounds) {
+    compileMissing(target, candidates);
+    std::vector<std::function<double()>> runs;
+    for (const DecodeSetting &candidate : candidates)
+      runs.push_back(
+          [&, candidate] { return streamAll(loaded.at(keyOf(candidate)), int(candidate.chunks)); });
+    const std::vector<std::vector<double>> seconds = timesInterleaved(runs, rounds);
+    const auto isBaseline = [&](const DecodeSetting &s) {
+      return s.chunks == baseline.chunks && s.prefetchBytes == baseline.prefetchBytes &&
+             s.streams == baseline.streams;
+    };
+    const auto baselineAt = std::find_if(candidates.begin(), candidates.end(), isBaseline);
+    std::vector<RoundRatios> ratios(candidates.size());
+    if (baselineAt != candidates.end())
+      ratios = ratiosToBaseline(seconds, size_t(baselineAt - candidates.begin()));
+    std::vector<DecodeRate> measured;
+    for (size_t i = 0; i < candidates.size(); ++i)
+      measured.push_back({candidates[i],
+                          double(layers * layerBytes) / quantile(seconds[i], 0.5) / 1e9,
+                          ratios[i].median, ratios[i].lowerQuartile});
+    return measured;
+  }
+
+private:
   // One compiled kernel per product, prefetch distance and stream count.
   using KernelKey = std::pair<int64_t, int64_t>;
-  auto keyOf = [](const DecodeSetting &s) { return KernelKey{s.prefetchBytes, s.streams}; };
-  std::vector<FusedLinearKernel> kernels;
-  std::vector<KernelKey> keys;
-  for (const DecodeSetting &c : candidates)
-    if (std::find(keys.begin(), keys.end(), keyOf(c)) == keys.end()) {
-      keys.push_back(keyOf(c));
-      for (const FusedLinearKernel &product : products) {
-        kernels.push_back(product);
-        kernels.back().prefetchBytes = c.prefetchBytes;
-        kernels.back().decodeStreams = c.streams;
-      }
-    }
-  std::vector<LoadedTuningKernel> compiled = loadTuningKernels(kernels, target);
-  std::map<KernelKey, std::vector<LoadedTuningKernel>> loaded;
-  for (size_t i = 0; i < compiled.size(); ++i)
-    loaded[keys[i / products.size()]].push_back(std::move(compiled[i]));
-  std::mt19937 rng(11);
-  int64_t widest = 0, longest = 0, layerBytes = 0;
-  std::vector<std::vector<uint8_t>> packed, gains;
-  for (const FusedLinearKernel &product : products) {
-    widest = std::max(widest, product.inFeatures);
-    longest = std::max(longest, product.outFeatures);
-    packed.push_back(randomWeights(product, rng));
-    gains.push_back(randomHalves(*product.prologueGain, product.inFeatures, rng));
-    layerBytes += int64_t(packed.back().size());
-  }
-  const int64_t layers =
-      std::clamp<int64_t>((kStreamBytes + layerBytes - 1) / layerBytes, 2, kMaxLayers);
-  const LayerWeights weights = layerWeights(packed, layers);
-  std::vector<float> x(static_cast<size_t>(widest), 0.5f), y(static_cast<size_t>(longest));
-  const int64_t scalars[runtime::kFixedKernelScalars] = {1, 1, 1};
+  using KernelsBySetting = std::map<KernelKey, std::vector<LoadedTuningKernel>>;
+  static KernelKey keyOf(const DecodeSetting &s) { return {s.prefetchBytes, s.streams}; }
 
-  runtime::ThreadPool pool(threads);
-  auto streamAll = [&](const DecodeSetting &setting) {
-    const std::vector<LoadedTuningKernel> &entries = loaded.at(keyOf(setting));
+  /// Compiles the kernels of the candidates' settings that an earlier stage
+  /// did not (the second stage's baseline is one of the first's settings).
+  void compileMissing(const CpuTarget &target, const std::vector<DecodeSetting> &candidates) {
+    std::vector<FusedLinearKernel> kernels;
+    std::vector<KernelKey> keys;
+    for (const DecodeSetting &c : candidates)
+      if (!loaded.count(keyOf(c)) && std::find(keys.begin(), keys.end(), keyOf(c)) == keys.end()) {
+        keys.push_back(keyOf(c));
+        for (const FusedLinearKernel &product : products) {
+          kernels.push_back(product);
+          kernels.back().prefetchBytes = c.prefetchBytes;
+          kernels.back().decodeStreams = c.streams;
+        }
+      }
+    if (kernels.empty())
+      return;
+    std::vector<LoadedTuningKernel> compiled = loadTuningKernels(kernels, target);
+    for (size_t i = 0; i < compiled.size(); ++i)
+      loaded[keys[i / products.size()]].push_back(std::move(compiled[i]));
+  }
+
+  /// Seconds to stream every layer's products once with `entries`.
+  double streamAll(const std::vector<LoadedTuningKernel> &entries, int chunks) {
+    const int64_t scalars[runtime::kFixedKernelScalars] = {1, 1, 1};
     const auto start = std::chrono::steady_clock::now();
     for (int64_t layer = 0; layer < layers; ++layer)
       for (size_t p = 0; p < products.size(); ++p) {
@@ -133,48 +170,19 @@ std::vector<DecodeRate> measureRates(const std::vector<FusedLinearKernel> &produ
         pool.parallelFor(
             product.workgroups(),
             [&](int64_t begin, int64_t end) { entry(buffers, bytes, scalars, begin, end); },
-            int(setting.chunks));
+            chunks);
       }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return double(layers * layerBytes) / seconds / 1e9;
-  };
-  const size_t n = candidates.size();
-  std::vector<std::vector<double>> rates(n);
-  for (size_t i = 0; i < n; ++i)
-    streamAll(candidates[i]); // warms pages and caches
-  for (int round = 0; round < rounds; ++round)
-    for (size_t j = 0; j < n; ++j) {
-      const size_t i = (j + size_t(round)) % n;
-      rates[i].push_back(streamAll(candidates[i]));
-    }
-  // The value `fraction` of the way up the sorted values.
-  auto quantile = [](std::vector<double> values, double fraction) {
-    const auto at = values.begin() + long(double(values.size() - 1) * fraction + 0.5);
-    std::nth_element(values.begin(), at, values.end());
-    return *at;
-  };
-  auto median = [&](const std::vector<double> &values) { return quantile(values, 0.5); };
-  const auto isDefault = [&](const DecodeSetting &s) {
-    return s.chunks == baseline.chunks && s.prefetchBytes == baseline.prefetchBytes &&
-           s.streams == baseline.streams;
-  };
-  const auto defaultAt = std::find_if(candidates.begin(), candidates.end(), isDefault);
-  std::vector<DecodeRate> measured;
-  for (size_t i = 0; i < n; ++i) {
-    DecodeRate rate{candidates[i], median(rates[i])};
-    if (defaultAt != candidates.end()) {
-      const std::vector<double> &base = rates[size_t(defaultAt - candidates.begin())];
-      std::vector<double> ratios;
-      for (int round = 0; round < rounds; ++round)
-        ratios.push_back(rates[i][size_t(round)] / base[size_t(round)]);
-      rate.relative = median(ratios);
-      rate.relativeLow = quantile(ratios, 0.25);
-    }
-    measured.push_back(rate);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
-  return measured;
-}
+
+  const std::vector<FusedLinearKernel> &products;
+  runtime::ThreadPool pool;
+  std::vector<std::vector<uint8_t>> packed, gains;
+  int64_t layerBytes = 0, layers = 0;
+  LayerWeights weights;
+  std::vector<float> x, y;
+  KernelsBySetting loaded;
+};
 
 /// What makes a measurement reusable: the CPU, the shapes, the threads, the
 /// level, the kernels' source and the bytes streamed ("layers": entries of
@@ -272,7 +280,7 @@ int64_t chooseWithTie(const std::vector<DecodeRate> &measured, int64_t DecodeSet
       continue;
     if (!fastest || r.gbPerSecond > fastest->gbPerSecond)
       fastest = r;
-    const bool clear = r.relative > 1.0 + kDecodeTieFraction && r.relativeLow > 1.0;
+    const bool clear = clearlyFaster({r.relative, r.relativeLow}, kDecodeTieFraction);
     if (clear && (!clearWinner || r.relative > clearWinner->relative))
       clearWinner = r;
     defaultMeasured |= r.setting.*field == fallback;
@@ -386,14 +394,14 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
     tuning.provenance.cachePath = path;
   } else {
     tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
-      tuning.measured =
-          measureRates(products, target, decodeCandidates(level, fixedChunks, fixedStreams),
-                       baseline, roundsFor(level), threads);
+      ProductLayers layers(products, threads);
+      tuning.measured = layers.measure(target, decodeCandidates(level, fixedChunks, fixedStreams),
+                                       baseline, roundsFor(level));
       chooseSplitAndDistance();
       if (fixedStreams == 0)
         tuning.streamRates =
-            measureRates(products, target, decodeStreamCandidates(tuning.streamsMeasuredAt),
-                         tuning.streamsMeasuredAt, roundsFor(level), threads);
+            layers.measure(target, decodeStreamCandidates(tuning.streamsMeasuredAt),
+                           tuning.streamsMeasuredAt, roundsFor(level));
       return nlohmann::json{{"splits_and_distances", ratesJson(tuning.measured)},
                             {"streams", ratesJson(tuning.streamRates)}};
     });

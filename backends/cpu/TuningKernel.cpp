@@ -97,17 +97,50 @@ std::vector<LoadedTuningKernel> loadTuningKernels(const std::vector<FusedLinearK
   return loadTuningSources(sources, names, target);
 }
 
-std::vector<double> bestOfInterleaved(const std::vector<std::function<double()>> &runs,
-                                      int rounds) {
-  std::vector<double> best(runs.size(), std::numeric_limits<double>::infinity());
+std::vector<std::vector<double>> timesInterleaved(const std::vector<std::function<double()>> &runs,
+                                                  int rounds) {
+  std::vector<std::vector<double>> seconds(runs.size());
   for (int round = 0; round <= rounds; ++round) // round 0 warms caches and pages
     for (size_t i = 0; i < runs.size(); ++i) {
       const size_t which = (size_t(round) + i) % runs.size();
-      const double seconds = runs[which]();
+      const double time = runs[which]();
       if (round > 0)
-        best[which] = std::min(best[which], seconds);
+        seconds[which].push_back(time);
     }
+  return seconds;
+}
+
+std::vector<double> bestOfInterleaved(const std::vector<std::function<double()>> &runs,
+                                      int rounds) {
+  std::vector<double> best;
+  for (const std::vector<double> &times : timesInterleaved(runs, rounds))
+    best.push_back(times.empty() ? std::numeric_limits<double>::infinity()
+                                 : *std::min_element(times.begin(), times.end()));
   return best;
+}
+
+double quantile(std::vector<double> values, double fraction) {
+  if (values.empty())
+    throw std::invalid_argument("quantile of no values");
+  const auto at = values.begin() + long(double(values.size() - 1) * fraction + 0.5);
+  std::nth_element(values.begin(), at, values.end());
+  return *at;
+}
+
+std::vector<RoundRatios> ratiosToBaseline(const std::vector<std::vector<double>> &seconds,
+                                          size_t baseline) {
+  std::vector<RoundRatios> summaries;
+  for (const std::vector<double> &times : seconds) {
+    std::vector<double> ratios;
+    for (size_t round = 0; round < times.size(); ++round)
+      ratios.push_back(seconds.at(baseline).at(round) / times[round]);
+    summaries.push_back({quantile(ratios, 0.5), quantile(ratios, 0.25)});
+  }
+  return summaries;
+}
+
+bool clearlyFaster(const RoundRatios &ratios, double tie) {
+  return ratios.median > 1.0 + tie && ratios.lowerQuartile > 1.0;
 }
 
 } // namespace q3::cpu

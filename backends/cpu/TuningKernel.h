@@ -73,4 +73,31 @@ std::vector<LoadedTuningKernel> loadTuningKernels(const std::vector<FusedLinearK
 /// weighs on all of them alike rather than on whichever ran last.
 std::vector<double> bestOfInterleaved(const std::vector<std::function<double()>> &runs, int rounds);
 
+/// The seconds of each of `runs` in each of `rounds` rounds ([run][round]),
+/// after a warm-up round, interleaved and rotated as bestOfInterleaved.
+std::vector<std::vector<double>> timesInterleaved(const std::vector<std::function<double()>> &runs,
+                                                  int rounds);
+
+/// How a candidate compares with the baseline measured in the same rounds:
+/// the median and the lower quartile over the rounds of the ratio of its rate
+/// to the baseline's. Within a round the candidates run back to back, so a
+/// ratio is moved less by a shared machine's drift than the rates are.
+struct RoundRatios {
+  double median = 1;
+  double lowerQuartile = 1;
+};
+
+/// The value `fraction` of the way up `values` sorted (0.5: the median).
+double quantile(std::vector<double> values, double fraction);
+
+/// Per run, its rate over run `baseline`'s in each round of `seconds`
+/// (timesInterleaved; the baseline's seconds over the run's), summarized.
+std::vector<RoundRatios> ratiosToBaseline(const std::vector<std::vector<double>> &seconds,
+                                          size_t baseline);
+
+/// Whether a candidate with `ratios` clearly beats the baseline: a median
+/// ratio above 1 + `tie` and a lower quartile above 1 (faster in at least
+/// three rounds of four).
+bool clearlyFaster(const RoundRatios &ratios, double tie);
+
 } // namespace q3::cpu

@@ -8,6 +8,7 @@
 #include "backends/cpu/DecodeTuner.h"
 #include "backends/cpu/DecodeSplitTuner.h"
 #include "backends/cpu/KernelSource.h"
+#include "backends/cpu/TuningKernel.h"
 #include "backends/cpu/passes/CpuPasses.h"
 
 #include <gtest/gtest.h>
@@ -29,6 +30,25 @@ std::vector<DecodeRate> splits(std::vector<std::pair<int64_t, double>> rates) {
   for (auto [chunks, gbPerSecond] : rates)
     measured.push_back({{chunks, kAhead}, gbPerSecond, gbPerSecond / 40.0, gbPerSecond / 40.0});
   return measured;
+}
+
+// The tuner compares candidates within each round: a drift that slows every
+// candidate of one round alike moves no ratio.
+TEST(DecodeTuner, ComparesCandidatesWithinEachRound) {
+  // Seconds per round: the machine is twice as slow in the second round and
+  // the candidate is 10% faster than the baseline in each of the first three.
+  const std::vector<std::vector<double>> seconds = {{1.0, 2.0, 1.0, 1.0},
+                                                    {1.0 / 1.1, 2.0 / 1.1, 1.0 / 1.1, 1.2}};
+  const std::vector<cpu::RoundRatios> ratios = cpu::ratiosToBaseline(seconds, 0);
+  ASSERT_EQ(ratios.size(), 2u);
+  EXPECT_DOUBLE_EQ(ratios[0].median, 1.0);
+  EXPECT_NEAR(ratios[1].median, 1.1, 1e-12);
+  EXPECT_NEAR(ratios[1].lowerQuartile, 1.1, 1e-12) << "one slow round of four is allowed";
+  EXPECT_TRUE(cpu::clearlyFaster(ratios[1], cpu::kDecodeTieFraction));
+  EXPECT_FALSE(cpu::clearlyFaster({1.02, 1.01}, cpu::kDecodeTieFraction)) << "within the tie";
+  EXPECT_FALSE(cpu::clearlyFaster({1.2, 0.99}, cpu::kDecodeTieFraction)) << "lost too many rounds";
+  EXPECT_DOUBLE_EQ(cpu::quantile({3.0, 1.0, 2.0}, 0.5), 2.0);
+  EXPECT_THROW(cpu::quantile({}, 0.5), std::invalid_argument);
 }
 
 TEST(DecodeTuner, KeepsTheDefaultWithinTheNoise) {
