@@ -240,7 +240,7 @@ nlohmann::json ratesJson(const std::vector<DecodeRate> &measured) {
   return entries;
 }
 
-/// Both stages from the cache, or nothing when an entry is malformed or the
+/// Both stages from the cache; false when an entry is malformed or the
 /// second stage's settings do not share one split and distance.
 bool readCachedStages(const nlohmann::json &cached, DecodeTuning &tuning) {
   if (!cached.is_object() || !cached.contains("splits_and_distances") ||
@@ -387,9 +387,18 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
         tuning.baseStreams};
     tuning.streamsMeasuredAt = tuning.chosen;
   };
-  const std::string path = tuningCachePath();
-  if (readCachedStages(readTuningCache(path, key), tuning)) {
+  // A cached second stage must have been measured where the first stage's
+  // rates choose now.
+  auto cachedStagesAgree = [&] {
     chooseSplitAndDistance();
+    const DecodeSetting &at = tuning.streamsMeasuredAt;
+    return std::all_of(
+        tuning.streamRates.begin(), tuning.streamRates.end(), [&](const DecodeRate &r) {
+          return r.setting.chunks == at.chunks && r.setting.prefetchBytes == at.prefetchBytes;
+        });
+  };
+  const std::string path = tuningCachePath();
+  if (readCachedStages(readTuningCache(path, key), tuning) && cachedStagesAgree()) {
     tuning.provenance.cached = true;
     tuning.provenance.cachePath = path;
   } else {
@@ -448,12 +457,14 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
   record.set("decode_streams", b.getI64IntegerAttr(tuning.chosen.streams));
   record.set("decode_streams_gb_s", b.getDictionaryAttr(streamRates));
   record.setOthersShare("decode_others_share", tuning.provenance);
-  record.set("decode_measured_on", b.getStringAttr(fmt::format(
-                                       "one-row products of the gate and up, then the down "
-                                       "weight, layer after layer, {} threads; the stream "
-                                       "counts at {} pieces per thread, prefetch {}",
-                                       tuning.threads, tuning.streamsMeasuredAt.chunks,
-                                       describePrefetch(tuning.streamsMeasuredAt.prefetchBytes))));
+  std::string measuredOn = fmt::format("one-row products of the gate and up, then the down "
+                                       "weight, layer after layer, {} threads",
+                                       tuning.threads);
+  if (!tuning.streamRates.empty())
+    measuredOn += fmt::format("; the stream counts at {} pieces per thread, prefetch {}",
+                              tuning.streamsMeasuredAt.chunks,
+                              describePrefetch(tuning.streamsMeasuredAt.prefetchBytes));
+  record.set("decode_measured_on", b.getStringAttr(measuredOn));
   record.commit();
 }
 
