@@ -7,7 +7,7 @@
 // 26 with 2 threads and 8 head groups one and two splits measured the same
 // within the noise, here and in whole-model runs). The tuner compiles the
 // model's attention kernel with each candidate (1, the covering count and
-// twice it, at most 16), runs one decode step over 4096 cached positions of 4 layers
+// twice it, at most 16), runs one decode step over 2048 cached positions of 16 layers
 // (their own f32 caches, so the measurement streams from memory) on every
 // CPU, best of 5 with the candidates taking turns, and records the rates
 // and the choice: the fastest, where it measured 10% faster than the

@@ -72,15 +72,16 @@ def main():
     parser.add_argument("--q3run-arg", action="append", default=[], help="one more q3run bench argument")
     args = parser.parse_args()
 
-    table = {"llama pp": [], "llama tg": [], "q3c pp": [], "q3c tg": [], "q3c floor share": [], "q3c load s": [],
-             "q3c load kernel CPU s": []}
+    table = {"llama pp": [], "llama tg": [], "q3c pp": [], "q3c tg": [], "q3c floor share": [],
+             "q3c best-probe share": [], "q3c load s": [], "q3c load kernel CPU s": []}
     for round_index in range(args.rounds):
         table["llama pp"].append(llama_rate(args, args.prompt, 0))
         table["llama tg"].append(llama_rate(args, 0, args.generated))
         q3 = q3run_round(args)
         table["q3c pp"].append(q3["prefill_tok_s"])
         table["q3c tg"].append(q3["decode_tok_s"])
-        table["q3c floor share"].append(q3["fraction_of_bandwidth"])
+        table["q3c floor share"].append(q3["fraction_of_bandwidth"])  # of the median probe
+        table["q3c best-probe share"].append(q3["fraction_of_best_bandwidth"])
         table["q3c load s"].append(q3["load_seconds"])
         # CPU time of all threads in the kernel during the load (page faults
         # on fresh memory), so it can exceed the load's wall time.
