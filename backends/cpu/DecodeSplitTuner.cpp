@@ -22,7 +22,7 @@ constexpr int64_t kPositions = 2048; // a long context: attention is much of dec
 // streams from memory. Over 4 layers of 4096 positions (128 MiB), one run
 // side by side measured 1.2-1.3x faster than four in some compiles while in
 // the model it read 15% slower after 2048 tokens (AMD family 26,
-// 2026-12-03); over 16 layers one and four measured alike (0.97-1.02).
+// 2026-12-03); over 16 layers one measured 0.93-1.06 of four.
 constexpr int64_t kLayers = 16;
 constexpr int kRepetitions = 5;
 // Another count replaces the covering one only when it measured this much
