@@ -39,6 +39,11 @@ struct DecodeSetting {
   int64_t chunks = 0;        // pieces per thread
   int64_t prefetchBytes = 0; // how far ahead the loop prefetches its weights (kNoPrefetch: not)
   int64_t streams = kDefaultDecodeStreams; // runs read side by side (decode_streams)
+
+  bool operator==(const DecodeSetting &other) const {
+    return chunks == other.chunks && prefetchBytes == other.prefetchBytes &&
+           streams == other.streams;
+  }
 };
 
 struct DecodeRate {
