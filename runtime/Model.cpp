@@ -511,11 +511,12 @@ int64_t Model::prefillRows() const { return state->chunkRows; }
 int Model::threads() const { return state->pool->size(); }
 int64_t Model::position() const { return state->position; }
 void Model::reset() { state->position = 0; }
-int64_t Model::decodeBytesPerToken() const {
+int64_t Model::decodeBytesPerToken(int64_t visiblePositions) const {
   // Counted from the weights as bound (their real dtype and layout) and the
   // schedule's bindings, not copied from the manifest's compile-time figure:
   // one row of every activation read and written, every product weight in
-  // full, one row of an embedding table, and the K/V rows written.
+  // full, one row of an embedding table, the K/V rows written and the
+  // visible positions of the layer's keys and values attention reads.
   const manifest::Manifest &m = state->manifest;
   const int64_t cacheRowBytes =
       m.config.numKeyValueHeads * m.config.headDim * manifest::elementBytes(m.kvCache);
@@ -540,7 +541,7 @@ int64_t Model::decodeBytesPerToken() const {
         break;
       case BindingKind::CacheKeys:
       case BindingKind::CacheValues:
-        total += cacheRowBytes;
+        total += visiblePositions * cacheRowBytes;
         break;
       case BindingKind::Cache:
         total += 2 * cacheRowBytes; // the step writes this token's keys and values

@@ -121,8 +121,10 @@ public:
   int64_t prefillRows() const;
 
   /// Bytes one decode step reads and writes: every weight as stored, plus
-  /// activations and K/V rows (at position 0).
-  int64_t decodeBytesPerToken() const;
+  /// activations, the token's K/V rows and the keys and values of the
+  /// `visiblePositions` positions attention reads (its own included; 1, at
+  /// position 0, is what `q3c dump --stats` plans).
+  int64_t decodeBytesPerToken(int64_t visiblePositions = 1) const;
   /// Bytes of all bound weights (transforms applied), as held in memory.
   int64_t weightBytes() const;
   /// Bytes locked in memory by ModelOptions::lockWeights (whole pages); 0

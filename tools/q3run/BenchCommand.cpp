@@ -3,8 +3,9 @@
 // Like llama-bench: times Model::load, a prefill of -p random tokens from
 // position 0 and -g single-token decode steps after it, -r times (reset()
 // between repetitions), and reports the median of each next to the machine's
-// measured read bandwidth. Decode reads every weight once per token, so
-// decodeBytesPerToken() x decode tokens/s over the measured bandwidth says how
+// measured read bandwidth. Decode reads every weight once per token and the
+// keys and values of the positions it sees, so decodeBytesPerToken() at the
+// runs' positions x decode tokens/s over the measured bandwidth says how
 // close decode runs to the memory limit. Method: docs/q3run.md.
 //
 //===----------------------------------------------------------------------===//
@@ -429,10 +430,17 @@ int benchCommand(const std::vector<std::string> &args) {
   std::optional<double> prefillRate, decodeRate, decodeGBs, fraction, fractionOfBest;
   if (!runs.prefillRates.empty())
     prefillRate = median(runs.prefillRates);
+  // The decode steps see promptTokens + 1 .. promptTokens + generatedTokens
+  // positions; their traffic grows linearly with them, so the mean step's
+  // is the mean of the first's and the last's.
   const int64_t bytesPerToken = model->decodeBytesPerToken();
+  const double trafficPerToken =
+      0.5 *
+      double(model->decodeBytesPerToken(promptTokens + 1) +
+             model->decodeBytesPerToken(promptTokens + std::max<int64_t>(1, generatedTokens)));
   if (!runs.decodeRates.empty()) {
     decodeRate = median(runs.decodeRates);
-    decodeGBs = double(bytesPerToken) * *decodeRate / 1e9;
+    decodeGBs = trafficPerToken * *decodeRate / 1e9;
     fraction = *decodeGBs / bandwidth;
     fractionOfBest = *decodeGBs / bestBandwidth;
   }
@@ -457,6 +465,7 @@ int benchCommand(const std::vector<std::string> &args) {
         {"decode_tok_s", orNull(decodeRate)},
         {"decode_tok_s_runs", runs.decodeRates},
         {"decode_bytes_per_token", bytesPerToken},
+        {"decode_traffic_bytes_per_token", trafficPerToken},
         {"weight_bytes", model->weightBytes()},
         {"decode_gb_s", orNull(decodeGBs)},
         {"measured_bandwidth_gb_s", bandwidth},
@@ -493,7 +502,7 @@ int benchCommand(const std::vector<std::string> &args) {
                     fmt::format("{:.2f}", *prefillRate), "-", "-", "-"});
   if (decodeRate)
     rows.push_back({name, threads, fmt::format("tg{}", generatedTokens),
-                    fmt::format("{:.2f}", *decodeRate), formatBytes(double(bytesPerToken)),
+                    fmt::format("{:.2f}", *decodeRate), formatBytes(trafficPerToken),
                     fmt::format("{:.1f}", *decodeGBs), fmt::format("{:.0f}%", *fraction * 100)});
   printTable(rows);
   if (deviceFloor)
@@ -512,6 +521,13 @@ int benchCommand(const std::vector<std::string> &args) {
   if (fractionOfBest)
     fmt::print("against the best probe, {:.1f} GB/s, decode runs at {:.0f}%\n", bestBandwidth,
                *fractionOfBest * 100);
+  if (decodeRate)
+    fmt::print("bytes/token: {} at position 0 (weights, activations, the token's keys and "
+               "values: q3c dump --stats), and {} more of the KV cache attention reads at the "
+               "runs' positions {} to {}\n",
+               formatBytes(double(bytesPerToken)),
+               formatBytes(trafficPerToken - double(bytesPerToken)), promptTokens,
+               promptTokens + generatedTokens - 1);
   fmt::print("load {:.2f} s (CPU, all threads: {:.2f} s user, {:.2f} s in the kernel; {} page "
              "faults){}{}; peak RSS {}\n",
              loadSeconds, load.userSeconds, load.systemSeconds, load.pageFaults,
