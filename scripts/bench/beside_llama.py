@@ -73,7 +73,8 @@ def main():
     args = parser.parse_args()
 
     table = {"llama pp": [], "llama tg": [], "q3c pp": [], "q3c tg": [], "q3c floor share": [],
-             "q3c best-probe share": [], "q3c load s": [], "q3c load kernel CPU s": []}
+             "q3c best-probe share": [], "probe GB/s": [], "llama floor share (weights only)": [],
+             "q3c load s": [], "q3c load kernel CPU s": []}
     for round_index in range(args.rounds):
         table["llama pp"].append(llama_rate(args, args.prompt, 0))
         table["llama tg"].append(llama_rate(args, 0, args.generated))
@@ -82,6 +83,13 @@ def main():
         table["q3c tg"].append(q3["decode_tok_s"])
         table["q3c floor share"].append(q3["fraction_of_bandwidth"])  # of the median probe
         table["q3c best-probe share"].append(q3["fraction_of_best_bandwidth"])
+        # The bandwidth q3run's probes measured (their median), and llama.cpp's
+        # decode against it counting the weights only (the same bytes in BF16;
+        # its cache reads left out, so a lower bound): when both sit near the
+        # floor, the machine, not a kernel, sets the decode ratio.
+        table["probe GB/s"].append(q3["measured_bandwidth_gb_s"])
+        table["llama floor share (weights only)"].append(
+            table["llama tg"][-1] * q3["decode_bytes_per_token"] / 1e9 / q3["measured_bandwidth_gb_s"])
         table["q3c load s"].append(q3["load_seconds"])
         # CPU time of all threads in the kernel during the load (page faults
         # on fresh memory), so it can exceed the load's wall time.
