@@ -518,8 +518,7 @@ int64_t Model::decodeBytesPerToken(int64_t visiblePositions) const {
   // full, one row of an embedding table, the K/V rows written and the
   // visible positions of the layer's keys and values attention reads.
   const manifest::Manifest &m = state->manifest;
-  const int64_t cacheRowBytes =
-      m.config.numKeyValueHeads * m.config.headDim * manifest::elementBytes(m.kvCache);
+  const int64_t cacheRowBytes = state->kvRowBytes;
   int64_t total = 0;
   for (const manifest::Step &step : m.steps) {
     const bool gathersRows =
