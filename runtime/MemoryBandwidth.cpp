@@ -61,7 +61,7 @@ __attribute__((target("avx2"))) uint64_t sumLinesAvx2(const uint8_t *data, int64
 // on two threads of an AMD EPYC family 26 VM, four 72-78, so a one-stream
 // floor was one the kernels could beat; on another host of that family one
 // stream read fastest. The probe reads both ways and keeps the best.
-constexpr int kReadStreams = 4;
+constexpr int kReadStreams = kProbeReadStreams;
 
 __attribute__((target("avx2"))) uint64_t sumStreamsAvx2(const uint8_t *data, int64_t lines) {
   const int64_t run = lines / kReadStreams;
@@ -127,6 +127,10 @@ uint64_t sumLines(const uint8_t *data, int64_t lines, int) {
 #endif
 
 } // namespace
+
+uint64_t readLines(const uint8_t *data, int64_t bytes, int streams) {
+  return sumLines(data, bytes / kLine, streams);
+}
 
 ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool &pool, int64_t bytes)
     : pool_(pool), bytes_(bytes), lines_(std::max<int64_t>(1, bytes / kLine)) {

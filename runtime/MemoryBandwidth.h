@@ -24,6 +24,15 @@ struct BandwidthResult {
 // buffer is on transparent huge pages, as the weights decode streams are: on small pages the TLB
 // misses (two-level walks in a VM) hid a third of the bandwidth, and the floor decode was measured
 // against was too low. bytes < 1 or repetitions < 1 is std::invalid_argument.
+// The runs the probe reads side by side in its second pattern.
+inline constexpr int kProbeReadStreams = 4;
+
+// The probe's read of one thread's part: the whole 64-byte lines of `bytes`
+// from `data` (32-byte aligned), as one run (`streams` 1) or as
+// kProbeReadStreams runs side by side (any other count). Returns their sum,
+// so the reads cannot be optimized away.
+uint64_t readLines(const uint8_t *data, int64_t bytes, int streams);
+
 BandwidthResult measureReadBandwidth(ThreadPool &pool, int64_t bytes = int64_t(1) << 30,
                                      int repetitions = 5);
 

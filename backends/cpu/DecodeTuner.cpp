@@ -7,6 +7,7 @@
 
 #include "runtime/HostBuffer.h"
 #include "runtime/KernelABI.h"
+#include "runtime/MemoryBandwidth.h"
 #include "runtime/ThreadPool.h"
 
 #include "mlir/IR/Builders.h"
@@ -15,7 +16,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -53,11 +56,15 @@ struct LayerWeights {
   std::vector<std::vector<uint8_t *>> at; // [layer][product]
 };
 
+/// Each weight starts on a cache line, as the plain read beside the
+/// products needs (its loads are aligned).
+int64_t lineRounded(size_t bytes) { return (int64_t(bytes) + 63) / 64 * 64; }
+
 LayerWeights layerWeights(const std::vector<std::vector<uint8_t>> &packed, int64_t layers) {
   constexpr int64_t kStagger = 2048;
   int64_t layerBytes = 0;
   for (const std::vector<uint8_t> &weight : packed)
-    layerBytes += int64_t(weight.size()) + kStagger;
+    layerBytes += lineRounded(weight.size()) + kStagger;
   LayerWeights w;
   // On huge pages, as the model's weights are (copied at load or mapped from
   // huge page-cache folios): on small pages the same loops streamed at half
@@ -71,7 +78,7 @@ LayerWeights layerWeights(const std::vector<std::vector<uint8_t>> &packed, int64
       cursor += kStagger;
       std::memcpy(cursor, weight.data(), weight.size());
       w.at.back().push_back(cursor);
-      cursor += weight.size();
+      cursor += lineRounded(weight.size());
     }
   }
   return w;
@@ -101,27 +108,33 @@ public:
 
   /// The median GB/s of each candidate over interleaved rounds (the order
   /// rotates each round, so none always runs first after another's
-  /// streams), and its ratios to `baseline`'s in the same rounds. A
+  /// streams), its ratios to `baseline`'s in the same rounds, and its ratio
+  /// to a plain read of the same weights cut as the baseline's (one more
+  /// run in every round; its median GB/s goes to `plainRead`). A
   /// measurement streams the products in turn, layer after layer, as a
   /// decode step does.
   std::vector<DecodeRate> measure(const CpuTarget &target,
                                   const std::vector<DecodeSetting> &candidates,
-                                  const DecodeSetting &baseline, int rounds) {
+                                  const DecodeSetting &baseline, int rounds, double &plainRead) {
     compileMissing(target, candidates);
     std::vector<std::function<double()>> runs;
     for (const DecodeSetting &candidate : candidates)
       runs.push_back(
           [&, candidate] { return streamAll(loaded.at(keyOf(candidate)), int(candidate.chunks)); });
+    runs.push_back([&] { return readAll(int(baseline.chunks)); });
     const std::vector<std::vector<double>> seconds = timesInterleaved(runs, rounds);
+    const size_t plainAt = candidates.size();
     const auto baselineAt = std::find(candidates.begin(), candidates.end(), baseline);
-    std::vector<RoundRatios> ratios(candidates.size());
+    std::vector<RoundRatios> ratios(runs.size());
     if (baselineAt != candidates.end())
       ratios = ratiosToBaseline(seconds, size_t(baselineAt - candidates.begin()));
+    const std::vector<RoundRatios> ofPlainRead = ratiosToBaseline(seconds, plainAt);
+    const double bytes = double(layers * layerBytes);
     std::vector<DecodeRate> measured;
     for (size_t i = 0; i < candidates.size(); ++i)
-      measured.push_back({candidates[i],
-                          double(layers * layerBytes) / quantile(seconds[i], 0.5) / 1e9,
-                          ratios[i].median, ratios[i].lowerQuartile});
+      measured.push_back({candidates[i], bytes / quantile(seconds[i], 0.5) / 1e9, ratios[i].median,
+                          ratios[i].lowerQuartile, ofPlainRead[i].median});
+    plainRead = bytes / quantile(seconds[plainAt], 0.5) / 1e9;
     return measured;
   }
 
@@ -171,6 +184,33 @@ private:
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
+  /// Seconds to read every layer's product weights once with the bandwidth
+  /// probe's loop (four runs side by side per piece), cut into `chunks`
+  /// pieces per thread as the products are: what the products would take
+  /// if streaming cost nothing but the reads.
+  double readAll(int chunks) {
+    constexpr int64_t kLine = 64;
+    std::atomic<uint64_t> sum{0};
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t layer = 0; layer < layers; ++layer)
+      for (size_t p = 0; p < products.size(); ++p) {
+        const uint8_t *data = weights.at[size_t(layer)][p];
+        pool.parallelFor(
+            int64_t(packed[p].size()) / kLine,
+            [&](int64_t begin, int64_t end) {
+              sum.fetch_add(runtime::readLines(data + begin * kLine, (end - begin) * kLine,
+                                               runtime::kProbeReadStreams),
+                            std::memory_order_relaxed);
+            },
+            chunks);
+      }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const uint64_t total = sum.load(); // consumed, so the reads cannot be dropped
+    asm volatile("" : : "r"(total) : "memory");
+    return seconds;
+  }
+
   const std::vector<FusedLinearKernel> &products;
   runtime::ThreadPool pool;
   std::vector<std::vector<uint8_t>> packed, gains;
@@ -191,7 +231,8 @@ std::string cacheKey(const CpuTarget &target, const std::vector<FusedLinearKerne
     shapes += fmt::format(" {}x{}", product.inFeatures, product.outFeatures);
     sources += fusedLinearSource(product);
   }
-  return fmt::format("decode layers {} MiB, prefetch none too, streams at the chosen distance, {} "
+  return fmt::format("decode layers {} MiB, prefetch none too, streams at the chosen distance, "
+                     "beside a plain read, {} "
                      "{}{} threads {} {} {:016x}",
                      kStreamBytes >> 20, target.llvmCpu, llvm::xxHash64(target.features), shapes,
                      threads, level == TuneLevel::Full ? "full" : "quick", llvm::xxHash64(sources));
@@ -212,14 +253,15 @@ std::optional<std::vector<DecodeRate>> cachedRates(const nlohmann::json &entries
     if (entry["chunks"].get<int64_t>() < 1 || entry["streams"].get<int64_t>() < 1 ||
         (prefetchBytes < 1 && prefetchBytes != kNoPrefetch))
       return std::nullopt;
-    for (const char *key : {"gb_s", "relative", "relative_low"})
+    for (const char *key : {"gb_s", "relative", "relative_low", "of_plain_read"})
       if (!entry.contains(key) || !entry[key].is_number() || !(entry[key].get<double>() > 0))
         return std::nullopt;
     measured.push_back({{entry["chunks"].get<int64_t>(), entry["prefetch_bytes"].get<int64_t>(),
                          entry["streams"].get<int64_t>()},
                         entry["gb_s"].get<double>(),
                         entry["relative"].get<double>(),
-                        entry["relative_low"].get<double>()});
+                        entry["relative_low"].get<double>(),
+                        entry["of_plain_read"].get<double>()});
   }
   return measured;
 }
@@ -232,7 +274,8 @@ nlohmann::json ratesJson(const std::vector<DecodeRate> &measured) {
                        {"streams", r.setting.streams},
                        {"gb_s", r.gbPerSecond},
                        {"relative", r.relative},
-                       {"relative_low", r.relativeLow}});
+                       {"relative_low", r.relativeLow},
+                       {"of_plain_read", r.ofPlainRead}});
   return entries;
 }
 
@@ -241,8 +284,10 @@ nlohmann::json ratesJson(const std::vector<DecodeRate> &measured) {
 /// checked by the caller.)
 bool readCachedStages(const nlohmann::json &cached, DecodeTuning &tuning) {
   if (!cached.is_object() || !cached.contains("splits_and_distances") ||
-      !cached.contains("streams"))
+      !cached.contains("streams") || !cached.contains("plain_read_gb_s") ||
+      !cached["plain_read_gb_s"].is_number() || !(cached["plain_read_gb_s"].get<double>() > 0))
     return false;
+  tuning.plainReadGbPerSecond = cached["plain_read_gb_s"].get<double>();
   auto first = cachedRates(cached["splits_and_distances"]);
   auto second = cachedRates(cached["streams"], /*mayBeEmpty=*/true);
   if (!first || !second)
@@ -398,19 +443,31 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
     tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
       ProductLayers layers(products, threads);
       tuning.measured = layers.measure(target, decodeCandidates(level, fixedChunks, fixedStreams),
-                                       baseline, roundsFor(level));
+                                       baseline, roundsFor(level), tuning.plainReadGbPerSecond);
       chooseSplitAndDistance();
+      // The plain read of the stage that measures the chosen setting: the
+      // second, when there is one.
       if (fixedStreams == 0)
         tuning.streamRates =
             layers.measure(target, decodeStreamCandidates(tuning.streamsMeasuredAt),
-                           tuning.streamsMeasuredAt, roundsFor(level));
+                           tuning.streamsMeasuredAt, roundsFor(level), tuning.plainReadGbPerSecond);
       return nlohmann::json{{"splits_and_distances", ratesJson(tuning.measured)},
-                            {"streams", ratesJson(tuning.streamRates)}};
+                            {"streams", ratesJson(tuning.streamRates)},
+                            {"plain_read_gb_s", tuning.plainReadGbPerSecond}};
     });
   }
   if (fixedStreams == 0)
     tuning.chosen.streams = chooseDecodeStreams(tuning.streamRates, tuning.streamsMeasuredAt);
   return tuning;
+}
+
+const DecodeRate *chosenRate(const DecodeTuning &tuning) {
+  const std::vector<DecodeRate> &stage =
+      tuning.streamRates.empty() ? tuning.measured : tuning.streamRates;
+  for (const DecodeRate &r : stage)
+    if (r.setting == tuning.chosen)
+      return &r;
+  return nullptr;
 }
 
 void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
@@ -449,6 +506,10 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
   record.set("decode_prefetch_gb_s", b.getDictionaryAttr(prefetchRates));
   record.set("decode_streams", b.getI64IntegerAttr(tuning.chosen.streams));
   record.set("decode_streams_gb_s", b.getDictionaryAttr(streamRates));
+  record.set("decode_plain_read_gb_s", record.rate(tuning.plainReadGbPerSecond));
+  if (const DecodeRate *chosen = chosenRate(tuning))
+    record.set("decode_chosen_of_plain_read",
+               b.getF64FloatAttr(std::round(chosen->ofPlainRead * 1000) / 1000));
   record.setOthersShare("decode_others_share", tuning.provenance);
   std::string measuredOn = fmt::format("one-row products of the gate and up, then the down "
                                        "weight, layer after layer, {} threads",

@@ -57,6 +57,11 @@ struct DecodeRate {
   /// The lower quartile of those ratios: a setting replaces the default only
   /// when it was faster in at least three rounds of four.
   double relativeLow = 1;
+  /// The median over the rounds of this setting's rate over a plain read's
+  /// of the same weights in the same round: the bandwidth probe's loop
+  /// (runtime::readLines), cut into the same pieces per thread. How near the
+  /// products come to what the memory gives a loop that only reads.
+  double ofPlainRead = 0;
 };
 
 struct DecodeTuning {
@@ -75,8 +80,16 @@ struct DecodeTuning {
   /// second stage's baseline: the default, or the one --decode-streams gave.
   int64_t baseStreams = kDefaultDecodeStreams;
   int threads = 1;
+  /// The plain read's median GB/s in the rounds that measured the chosen
+  /// setting (the second stage's, or the first's when --decode-streams gave
+  /// the count; see DecodeRate::ofPlainRead).
+  double plainReadGbPerSecond = 0;
   TuningProvenance provenance;
 };
+
+/// The rate of `tuning.chosen` where it was measured (the stream stage, or
+/// the first stage when --decode-streams gave the count), or nullptr.
+const DecodeRate *chosenRate(const DecodeTuning &tuning);
 
 /// "none" (no software prefetch) or "N bytes".
 std::string describePrefetch(int64_t prefetchBytes);

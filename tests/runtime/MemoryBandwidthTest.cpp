@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <iterator>
 #include <stdexcept>
 
 namespace q3::runtime {
@@ -42,6 +44,30 @@ TEST(MemoryBandwidth, ProbeMeasuresItsBufferRepeatedly) {
     EXPECT_TRUE(std::isfinite(result.gigabytesPerSecond));
     EXPECT_EQ(result.bytes, int64_t(1) << 20);
     EXPECT_EQ(result.threads, 2);
+  }
+}
+
+// The decode tuner times readLines over the products' weights as the floor
+// they approach: it must read every whole line once, in either pattern (the
+// sum it returns is that of the 64-bit words read), and nothing past them.
+TEST(MemoryBandwidth, ReadLinesReadsEveryWholeLineOnce) {
+  constexpr int64_t kLines = 4 * 37 + 3;             // runs of 37 lines, and 3 left over
+  alignas(64) static uint64_t words[kLines * 8 + 8]; // readLines loads aligned
+  for (size_t i = 0; i < std::size(words); ++i)
+    words[i] = i * 0x9e3779b97f4a7c15ull + 1;
+  auto sumOfWords = [&](int64_t lines) {
+    uint64_t sum = 0;
+    for (int64_t i = 0; i < lines * 8; ++i)
+      sum += words[i];
+    return sum;
+  };
+  const auto *data = reinterpret_cast<const uint8_t *>(words);
+  for (int streams : {1, kProbeReadStreams}) {
+    EXPECT_EQ(readLines(data, kLines * 64, streams), sumOfWords(kLines)) << streams;
+    // A tail shorter than a line is not read.
+    EXPECT_EQ(readLines(data, kLines * 64 + 40, streams), sumOfWords(kLines)) << streams;
+    EXPECT_EQ(readLines(data, 3 * 64, streams), sumOfWords(3)) << streams;
+    EXPECT_EQ(readLines(data, 63, streams), 0u) << streams;
   }
 }
 

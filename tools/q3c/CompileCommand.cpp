@@ -131,6 +131,18 @@ void printDecodeSplitTuning(const cpu::DecodeSplitTuning &tuning) {
   }
 }
 
+/// -v: the chosen setting against a plain read of the same weights.
+void printPlainRead(const cpu::DecodeTuning &tuning) {
+  const cpu::DecodeRate *chosen = cpu::chosenRate(tuning);
+  if (!chosen)
+    return;
+  llvm::outs() << fmt::format(
+      "  a plain read of the same weights (the bandwidth probe's loop, in the same pieces): "
+      "{:.1f} GB/s; the chosen setting streams at {:.3f} of it (the median ratio in the same "
+      "rounds)\n",
+      tuning.plainReadGbPerSecond, chosen->ofPlainRead);
+}
+
 /// -v: what the tuner measured and chose for decode.
 void printDecodeTuning(const cpu::DecodeTuning &tuning) {
   llvm::outs() << "tuned the decode split, prefetch and streams ("
@@ -175,6 +187,7 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
   if (tuning.streamRates.empty()) {
     llvm::outs() << fmt::format("  {} streams, as --decode-streams gave (not measured)\n",
                                 tuning.chosen.streams);
+    printPlainRead(tuning);
     return;
   }
   llvm::outs() << fmt::format("  rows read side by side, at the chosen {} pieces per thread and "
@@ -187,6 +200,7 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
                                 r.setting.streams == 1 ? " " : "s", r.gbPerSecond, r.relative,
                                 r.relativeLow,
                                 r.setting.streams == tuning.chosen.streams ? "  <- chosen" : "");
+  printPlainRead(tuning);
 }
 
 /// The text sections compile embedded, and the folder they came from.
