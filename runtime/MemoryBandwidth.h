@@ -15,15 +15,6 @@ struct BandwidthResult {
   int threads;
 };
 
-// STREAM-like read kernel: sums a buffer of `bytes` (default 1 GiB, far beyond
-// the caches) with all pool threads, `repetitions` times, each time as one
-// run per thread and as four runs side by side (the decode kernels read
-// either way, q3.lowering's decode_streams; which is faster is the
-// machine's), and reports the best rate, as STREAM does. Each thread first writes the part it later
-// reads, so page faults stay out of the timing and pages land on that thread's NUMA node. The
-// buffer is on transparent huge pages, as the weights decode streams are: on small pages the TLB
-// misses (two-level walks in a VM) hid a third of the bandwidth, and the floor decode was measured
-// against was too low. bytes < 1 or repetitions < 1 is std::invalid_argument.
 // The runs the probe reads side by side in its second pattern.
 inline constexpr int kProbeReadStreams = 4;
 
@@ -33,6 +24,15 @@ inline constexpr int kProbeReadStreams = 4;
 // so the reads cannot be optimized away.
 uint64_t readLines(const uint8_t *data, int64_t bytes, int streams);
 
+// STREAM-like read kernel: sums a buffer of `bytes` (default 1 GiB, far beyond
+// the caches) with all pool threads, `repetitions` times, each time as one
+// run per thread and as four runs side by side (the decode kernels read
+// either way, q3.lowering's decode_streams; which is faster is the
+// machine's), and reports the best rate, as STREAM does. Each thread first writes the part it later
+// reads, so page faults stay out of the timing and pages land on that thread's NUMA node. The
+// buffer is on transparent huge pages, as the weights decode streams are: on small pages the TLB
+// misses (two-level walks in a VM) hid a third of the bandwidth, and the floor decode was measured
+// against was too low. bytes < 1 or repetitions < 1 is std::invalid_argument.
 BandwidthResult measureReadBandwidth(ThreadPool &pool, int64_t bytes = int64_t(1) << 30,
                                      int repetitions = 5);
 
