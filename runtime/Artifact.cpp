@@ -4,6 +4,7 @@
 #include "runtime/Checksum.h"
 #include "runtime/HostBuffer.h"
 #include "runtime/LittleEndian.h"
+#include "runtime/MappedFile.h"
 
 #include <fmt/format.h>
 #include <xxhash.h>
@@ -737,7 +738,7 @@ std::shared_ptr<void> readWholeFile(const std::string &path, int fd, size_t size
 // cannot change, and whose mapped sections stay in the page cache.
 std::shared_ptr<void> mapWithReadPrefix(const std::string &path, int fd, size_t size,
                                         size_t prefix) {
-  void *base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  void *base = mapFileReadOnly(fd, size, /*populate=*/true);
   if (base == MAP_FAILED)
     throw LoadError(systemError(path, "map", errno));
   std::shared_ptr<void> owned(base, [size](void *p) { ::munmap(p, size); });

@@ -35,6 +35,15 @@ struct OpenedFile {
 };
 OpenedFile openRegularFile(const std::string &path);
 
+/// Maps `size` bytes of the file `fd` read-only (MAP_PRIVATE), advised for
+/// huge pages (MADV_HUGEPAGE, where the kernel has them): a fault on a part
+/// the page cache no longer holds reads it back in a 2 MB folio, not in the
+/// small ones a plain mapping's read-ahead makes (a VM that evicts the cache
+/// of files no process maps otherwise leaves a checkpoint in 4 KiB folios
+/// after a few loads). With `populate`, every page is faulted in before
+/// this returns. MAP_FAILED when mmap fails (errno says why).
+void *mapFileReadOnly(int fd, size_t size, bool populate);
+
 /// Where a file's bytes are read from: the page cache, mapped (no copy, no
 /// load time; small pages unless the file system gave the file huge
 /// folios), or a copy in anonymous memory on transparent huge pages (a read

@@ -14,6 +14,10 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 namespace q3::runtime {
 namespace {
 
@@ -130,6 +134,55 @@ TEST(MappedFile, HugePageShareIsAShareOfWholeStretches) {
   }
   EXPECT_EQ(MappedFile::open(small)->hugePageShare(), std::nullopt) << "no whole 2 MB stretch";
   EXPECT_EQ(MappedFile::open(big, FilePlacement::HugePageCopy)->hugePageShare(), 1.0);
+}
+
+/// Asks the kernel to drop `path`'s cached pages (written back first, so
+/// they are clean); false when some stay (tmpfs keeps its pages).
+bool evictFromPageCache(const std::string &path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return false;
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  // mincore on a fresh mapping says what is resident without faulting it in.
+  const long page = ::sysconf(_SC_PAGESIZE);
+  std::vector<unsigned char> resident(size_t((size + page - 1) / page));
+  void *view = ::mmap(nullptr, size_t(size), PROT_READ, MAP_PRIVATE, fd, 0);
+  bool evicted = view != MAP_FAILED && ::mincore(view, size_t(size), resident.data()) == 0;
+  for (unsigned char r : resident)
+    evicted = evicted && !(r & 1);
+  if (view != MAP_FAILED)
+    ::munmap(view, size_t(size));
+  ::close(fd);
+  return evicted;
+}
+
+// A VM that evicts the page cache of files no process maps (the project's
+// does, 200 MB a minute) has each load fault the checkpoint back in. A plain
+// mapping's faults read it in small folios, so a few loads left the cache
+// broken up and decode on small pages; the mapping is advised for huge
+// pages, so what it reads back is as huge as a read-back meant to mend it.
+TEST(MappedFile, AnEvictedFileIsReadBackInHugeFolios) {
+  TempDir dir;
+  const std::string path = dir.file("model.safetensors");
+  std::vector<uint8_t> bytes((size_t(16) << 20) + 777);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = uint8_t(i * 2654435761u >> 11);
+  testing::writeBytes(path, bytes);
+  if (!evictFromPageCache(path))
+    GTEST_SKIP() << "this file system keeps the file's pages cached";
+  const std::optional<double> readBack = MappedFile::open(path)->hugePageShare();
+  // The reference: the read-back that drops the cache and reads it through
+  // a mapping advised for huge pages.
+  ThreadPool pool(2);
+  if (MappedFile::open(path)->rereadIntoHugeFolios(&pool, 0).bytes == 0)
+    GTEST_SKIP() << "no transparent huge pages here";
+  const std::optional<double> mended = MappedFile::open(path)->hugePageShare();
+  if (!readBack || !mended || *mended == 0)
+    GTEST_SKIP() << "this file system reads no huge folios (or smaps is unreadable)";
+  EXPECT_GE(*readBack, *mended) << "a plain fault read the evicted file in smaller folios";
+  EXPECT_EQ(contents(*MappedFile::open(path)), bytes);
 }
 
 TEST(Smaps, AFieldIsReadFromTheMappingThatStartsThere) {
