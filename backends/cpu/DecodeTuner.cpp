@@ -165,23 +165,29 @@ private:
       loaded[keys[i / products.size()]].push_back(std::move(compiled[i]));
   }
 
+  /// Seconds to run `perProduct(layer, p)` over every layer's products in
+  /// turn, as decode meets them.
+  template <typename PerProduct> double timeEveryProduct(PerProduct perProduct) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t layer = 0; layer < layers; ++layer)
+      for (size_t p = 0; p < products.size(); ++p)
+        perProduct(size_t(layer), p);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
   /// Seconds to stream every layer's products once with `entries`.
   double streamAll(const std::vector<LoadedTuningKernel> &entries, int chunks) {
     const int64_t scalars[runtime::kFixedKernelScalars] = {1, 1, 1};
-    const auto start = std::chrono::steady_clock::now();
-    for (int64_t layer = 0; layer < layers; ++layer)
-      for (size_t p = 0; p < products.size(); ++p) {
-        const FusedLinearKernel &product = products[p];
-        void *buffers[] = {x.data(), weights.at[size_t(layer)][p], gains[p].data(), y.data()};
-        const int64_t bytes[] = {product.inFeatures * 4, int64_t(packed[p].size()),
-                                 int64_t(gains[p].size()), product.outFeatures * 4};
-        const runtime::KernelEntry entry = entries[p].entry;
-        pool.parallelFor(
-            product.workgroups(),
-            [&](int64_t begin, int64_t end) { entry(buffers, bytes, scalars, begin, end); },
-            chunks);
-      }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return timeEveryProduct([&](size_t layer, size_t p) {
+      const FusedLinearKernel &product = products[p];
+      void *buffers[] = {x.data(), weights.at[layer][p], gains[p].data(), y.data()};
+      const int64_t bytes[] = {product.inFeatures * 4, int64_t(packed[p].size()),
+                               int64_t(gains[p].size()), product.outFeatures * 4};
+      const runtime::KernelEntry entry = entries[p].entry;
+      pool.parallelFor(
+          product.workgroups(),
+          [&](int64_t begin, int64_t end) { entry(buffers, bytes, scalars, begin, end); }, chunks);
+    });
   }
 
   /// Seconds to read every layer's product weights once with the bandwidth
@@ -191,21 +197,17 @@ private:
   double readAll(int chunks) {
     constexpr int64_t kLine = 64;
     std::atomic<uint64_t> sum{0};
-    const auto start = std::chrono::steady_clock::now();
-    for (int64_t layer = 0; layer < layers; ++layer)
-      for (size_t p = 0; p < products.size(); ++p) {
-        const uint8_t *data = weights.at[size_t(layer)][p];
-        pool.parallelFor(
-            int64_t(packed[p].size()) / kLine,
-            [&](int64_t begin, int64_t end) {
-              sum.fetch_add(runtime::readLines(data + begin * kLine, (end - begin) * kLine,
-                                               runtime::kProbeReadStreams),
-                            std::memory_order_relaxed);
-            },
-            chunks);
-      }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = timeEveryProduct([&](size_t layer, size_t p) {
+      const uint8_t *data = weights.at[layer][p];
+      pool.parallelFor(
+          int64_t(packed[p].size()) / kLine,
+          [&](int64_t begin, int64_t end) {
+            sum.fetch_add(runtime::readLines(data + begin * kLine, (end - begin) * kLine,
+                                             runtime::kProbeReadStreams),
+                          std::memory_order_relaxed);
+          },
+          chunks);
+    });
     const uint64_t total = sum.load(); // consumed, so the reads cannot be dropped
     asm volatile("" : : "r"(total) : "memory");
     return seconds;
