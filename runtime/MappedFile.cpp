@@ -40,25 +40,21 @@ OpenedFile openRegularFile(const std::string &path) {
   return opened;
 }
 
-/// Reads [begin, end) of the file mapped at `view` (with MADV_HUGEPAGE):
-/// the faults read ahead in huge folios where the page cache holds none.
-static void populate(uint8_t *view, size_t begin, size_t end) {
-#ifdef MADV_POPULATE_READ
-  if (::madvise(view + begin, end - begin, MADV_POPULATE_READ) == 0)
-    return;
-#endif
-  for (size_t at = begin; at < end; at += 4096) // kernels before 5.14
-    (void)*reinterpret_cast<volatile uint8_t *>(view + at);
-}
-
 void *mapFileReadOnly(int fd, size_t size, bool populateNow) {
   void *mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   if (mapping == MAP_FAILED)
     return mapping;
   // Advice only: without transparent huge pages the faults read small folios.
   (void)::madvise(mapping, size, MADV_HUGEPAGE);
-  if (populateNow)
-    populate(static_cast<uint8_t *>(mapping), 0, size);
+  if (!populateNow)
+    return mapping;
+    // Best effort, as MAP_POPULATE is: no touching, which would raise SIGBUS
+    // past the end of a file cut short since it was opened.
+#ifdef MADV_POPULATE_READ
+  if (::madvise(mapping, size, MADV_POPULATE_READ) == 0)
+    return mapping;
+#endif
+  (void)::madvise(mapping, size, MADV_WILLNEED); // kernels before 5.14: read ahead
   return mapping;
 }
 
@@ -144,6 +140,17 @@ std::optional<double> MappedFile::hugePageShare(int samples) const {
   if (!kb)
     return std::nullopt;
   return std::min(1.0, double(*kb << 10) / double(taken * kHuge));
+}
+
+/// Reads [begin, end) of the file mapped at `view` (with MADV_HUGEPAGE):
+/// the faults read ahead in huge folios where the page cache holds none.
+static void populate(uint8_t *view, size_t begin, size_t end) {
+#ifdef MADV_POPULATE_READ
+  if (::madvise(view + begin, end - begin, MADV_POPULATE_READ) == 0)
+    return;
+#endif
+  for (size_t at = begin; at < end; at += 4096) // kernels before 5.14
+    (void)*reinterpret_cast<volatile uint8_t *>(view + at);
 }
 
 RereadResult MappedFile::rereadIntoHugeFolios(ThreadPool *pool, double minBytesPerSecond) {

@@ -40,8 +40,9 @@ OpenedFile openRegularFile(const std::string &path);
 /// the page cache no longer holds reads it back in a 2 MB folio, not in the
 /// small ones a plain mapping's read-ahead makes (a VM that evicts the cache
 /// of files no process maps otherwise leaves a checkpoint in 4 KiB folios
-/// after a few loads). With `populate`, every page is faulted in before
-/// this returns. MAP_FAILED when mmap fails (errno says why).
+/// after a few loads). With `populate`, the pages are faulted in before
+/// this returns where the kernel can (MADV_POPULATE_READ; else read ahead),
+/// never by touching them. MAP_FAILED when mmap fails (errno says why).
 void *mapFileReadOnly(int fd, size_t size, bool populate);
 
 /// Where a file's bytes are read from: the page cache, mapped (no copy, no
