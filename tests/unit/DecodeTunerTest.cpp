@@ -173,6 +173,28 @@ TEST(DecodeTuner, MeasuresTheStreamsAtTheChosenSplitAndDistance) {
   EXPECT_EQ(cpu::chooseDecodePrefetch({first, {{kChunks, 4096, 1}, 60.0, 1.5, 1.4}}), kAhead);
 }
 
+// The chosen setting's ratio to the plain read comes from the stage that
+// measured it: the stream counts', or with --decode-streams the first stage,
+// where a split and a distance both away from the defaults were never
+// measured together (`q3c compile -v` then says so).
+TEST(DecodeTuner, TheChosenRateIsOnlyOneMeasuredAsIs) {
+  cpu::DecodeTuning tuning;
+  tuning.measured = {{{kChunks, kAhead, 2}, 40.0, 1.0, 1.0, 0.95},
+                     {{8, kAhead, 2}, 44.0, 1.1, 1.05, 1.0},
+                     {{kChunks, 16384, 2}, 44.0, 1.1, 1.05, 0.97}};
+  tuning.chosen = {kChunks, 16384, 2};
+  ASSERT_NE(cpu::chosenRate(tuning), nullptr);
+  EXPECT_EQ(cpu::chosenRate(tuning)->ofPlainRead, 0.97);
+  tuning.chosen = {8, 16384, 2};
+  EXPECT_EQ(cpu::chosenRate(tuning), nullptr)
+      << "8 pieces and 16384 bytes were not measured together";
+  tuning.streamRates = {{{8, 16384, 4}, 45.0, 1.0, 1.0, 0.99},
+                        {{8, 16384, 1}, 40.0, 0.9, 0.9, 0.9}};
+  tuning.chosen = {8, 16384, 4};
+  ASSERT_NE(cpu::chosenRate(tuning), nullptr);
+  EXPECT_EQ(cpu::chosenRate(tuning)->ofPlainRead, 0.99) << "the stream stage's, where there is one";
+}
+
 // Decode attention's splits (DecodeSplitTuner.h): the candidates are one,
 // the count that covers the threads with the head groups and twice it; the
 // covering count stays unless another measured 10% faster.

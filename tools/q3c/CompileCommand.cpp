@@ -131,16 +131,21 @@ void printDecodeSplitTuning(const cpu::DecodeSplitTuning &tuning) {
   }
 }
 
-/// -v: the chosen setting against a plain read of the same weights.
+/// -v: the chosen setting against a plain read of the same weights. With
+/// --decode-streams there is no second stage, and a split and a distance
+/// chosen away from each other's default were never measured together.
 void printPlainRead(const cpu::DecodeTuning &tuning) {
   const cpu::DecodeRate *chosen = cpu::chosenRate(tuning);
-  if (!chosen)
-    return;
+  const std::string ratio =
+      chosen ? fmt::format("the chosen setting streams at {:.3f} of it (the median ratio in the "
+                           "same rounds)",
+                           chosen->ofPlainRead)
+             : "the chosen split and distance were each measured at the other's default, not "
+               "together";
   llvm::outs() << fmt::format(
       "  a plain read of the same weights (the bandwidth probe's loop, in the same pieces): "
-      "{:.1f} GB/s; the chosen setting streams at {:.3f} of it (the median ratio in the same "
-      "rounds)\n",
-      tuning.plainReadGbPerSecond, chosen->ofPlainRead);
+      "{:.1f} GB/s; {}\n",
+      tuning.plainReadGbPerSecond, ratio);
 }
 
 /// -v: what the tuner measured and chose for decode.
