@@ -23,11 +23,13 @@ namespace {
 
 using testing::TempDir;
 
-/// 5 MB and a bit: more than two huge pages, not a whole number of them.
-std::vector<uint8_t> patternBytes() {
-  std::vector<uint8_t> bytes((size_t(5) << 20) + 12345);
+/// `size` bytes no two nearby alike (a multiplicative hash of the index,
+/// `shift` picking its bits); by default 5 MB and a bit: more than two huge
+/// pages, not a whole number of them.
+std::vector<uint8_t> patternBytes(size_t size = (size_t(5) << 20) + 12345, int shift = 13) {
+  std::vector<uint8_t> bytes(size);
   for (size_t i = 0; i < bytes.size(); ++i)
-    bytes[i] = uint8_t(i * 2654435761u >> 13);
+    bytes[i] = uint8_t(i * 2654435761u >> shift);
   return bytes;
 }
 
@@ -98,9 +100,7 @@ TEST(MappedFile, ACopyReadByManyThreadsHoldsTheFilesBytes) {
 TEST(MappedFile, RereadIntoHugeFoliosKeepsTheBytes) {
   TempDir dir;
   const std::string path = dir.file("model.safetensors");
-  std::vector<uint8_t> bytes((size_t(70) << 20) + 4321);
-  for (size_t i = 0; i < bytes.size(); ++i)
-    bytes[i] = uint8_t(i * 2654435761u >> 17);
+  const std::vector<uint8_t> bytes = patternBytes((size_t(70) << 20) + 4321, 17);
   testing::writeBytes(path, bytes);
   auto file = MappedFile::open(path);
   EXPECT_EQ(contents(*file), bytes); // its pages mapped here, too
@@ -166,9 +166,7 @@ bool evictFromPageCache(const std::string &path) {
 TEST(MappedFile, AnEvictedFileIsReadBackInHugeFolios) {
   TempDir dir;
   const std::string path = dir.file("model.safetensors");
-  std::vector<uint8_t> bytes((size_t(16) << 20) + 777);
-  for (size_t i = 0; i < bytes.size(); ++i)
-    bytes[i] = uint8_t(i * 2654435761u >> 11);
+  const std::vector<uint8_t> bytes = patternBytes((size_t(16) << 20) + 777, 11);
   testing::writeBytes(path, bytes);
   if (!evictFromPageCache(path))
     GTEST_SKIP() << "this file system keeps the file's pages cached";
