@@ -107,14 +107,17 @@ uint8_t *CpuDriver::at(const BufferRange &range) {
 }
 
 void CpuDriver::write(const BufferRange &to, const void *from) {
+  finish(); // a queued dispatch may still read the bytes
   std::memcpy(at(to), from, size_t(to.bytes));
 }
 
 void CpuDriver::read(const BufferRange &from, void *to) {
+  finish();
   std::memcpy(to, at(from), size_t(from.bytes));
 }
 
 void CpuDriver::move(const std::vector<std::vector<CopyRange>> &waves) {
+  finish();
   for (const std::vector<CopyRange> &wave : waves) {
     for (const CopyRange &copy : wave)
       if (copy.from.bytes != copy.to.bytes)
@@ -136,21 +139,51 @@ void CpuDriver::move(const std::vector<std::vector<CopyRange>> &waves) {
 
 void CpuDriver::dispatch(int64_t kernel, const std::vector<BufferRange> &buffers,
                          const std::vector<int64_t> &scalars, int64_t workgroups) {
-  const KernelEntry entry = kernels_.at(size_t(kernel));
-  pointers_.clear();
-  bytes_.clear();
+  // Past this many the queue runs: a pass of a deep model still queues
+  // whole, and the queue's memory stays bounded.
+  constexpr size_t kMaxQueued = 4096;
+  if (queue_.size() == kMaxQueued)
+    finish();
+  const Chunking chunking = kernelChunks_.at(size_t(kernel));
+  QueuedDispatch queued{kernels_.at(size_t(kernel)), queuedPointers_.size(), queuedScalars_.size(),
+                        workgroups,
+                        // Scalar 0 is the dispatch's row count (runtime/KernelABI.h).
+                        scalars.at(0) > 1 ? chunking.prefill : chunking.decode};
   for (const BufferRange &range : buffers) {
-    pointers_.push_back(at(range));
-    bytes_.push_back(range.bytes);
+    queuedPointers_.push_back(at(range));
+    queuedBytes_.push_back(range.bytes);
   }
-  pool_.parallelFor(
-      workgroups,
-      [&](int64_t begin, int64_t end) {
-        entry(pointers_.data(), bytes_.data(), scalars.data(), begin, end);
-      },
-      // Scalar 0 is the dispatch's row count (runtime/KernelABI.h).
-      scalars.at(0) > 1 ? kernelChunks_.at(size_t(kernel)).prefill
-                        : kernelChunks_.at(size_t(kernel)).decode);
+  queuedScalars_.insert(queuedScalars_.end(), scalars.begin(), scalars.end());
+  queue_.push_back(queued);
+}
+
+void CpuDriver::finish() {
+  if (queue_.empty())
+    return;
+  // The bodies are built only now: queue_ no longer grows, so they may
+  // point into it.
+  queuedBodies_.clear();
+  queuedLoops_.clear();
+  for (const QueuedDispatch &queued : queue_) {
+    queuedBodies_.push_back([this, &queued](int64_t begin, int64_t end) {
+      queued.entry(queuedPointers_.data() + queued.firstBuffer,
+                   queuedBytes_.data() + queued.firstBuffer,
+                   queuedScalars_.data() + queued.firstScalar, begin, end);
+    });
+  }
+  for (size_t i = 0; i < queue_.size(); ++i)
+    queuedLoops_.push_back({queue_[i].workgroups, &queuedBodies_[i], queue_[i].chunksPerThread});
+  // Emptied even when a kernel throws: those dispatches are not retried.
+  struct ClearQueue {
+    CpuDriver &driver;
+    ~ClearQueue() {
+      driver.queue_.clear();
+      driver.queuedPointers_.clear();
+      driver.queuedBytes_.clear();
+      driver.queuedScalars_.clear();
+    }
+  } clearQueue{*this};
+  pool_.runLoops(queuedLoops_);
 }
 
 } // namespace q3::runtime

@@ -16,8 +16,10 @@ namespace q3::runtime {
 
 /// Runs the artifact's kernels.so (loaded from memory) on the thread pool:
 /// a dispatch splits its workgroups over the threads, and buffers are host
-/// memory. Allocations are HostBuffers left untouched, so memory sized for
-/// the whole context (the KV cache) costs only the pages a request writes.
+/// memory. Dispatches queue until finish() or a read, write or move, and
+/// then run as one sequence of pool loops, so a decode step wakes the
+/// threads once rather than ~170 times. Allocations are HostBuffers left untouched, so memory sized
+/// for the whole context (the KV cache) costs only the pages a request writes.
 class CpuDriver final : public Driver {
 public:
   /// Checks the artifact's required CPU features against this machine and
@@ -34,7 +36,7 @@ public:
   void move(const std::vector<std::vector<CopyRange>> &waves) override;
   void dispatch(int64_t kernel, const std::vector<BufferRange> &buffers,
                 const std::vector<int64_t> &scalars, int64_t workgroups) override;
-  void finish() override {} // dispatches run to completion when issued
+  void finish() override;
   std::string deviceName() const override { return "cpu"; }
   std::vector<std::string> kernelVariants(int64_t kernel) override;
   void useKernelVariant(int64_t kernel, int variant) override;
@@ -73,9 +75,21 @@ private:
   std::map<std::string, Chunking> chunking_;
   std::vector<Chunking> kernelChunks_; // by kernel id
   std::vector<Memory> memory_;
-  // Reused by every dispatch: no allocation on the decode path.
-  std::vector<void *> pointers_;
-  std::vector<int64_t> bytes_;
+  /// A dispatch waiting in the queue; its buffers and scalars are spans of
+  /// the queue's flat arrays.
+  struct QueuedDispatch {
+    KernelEntry entry;
+    size_t firstBuffer, firstScalar;
+    int64_t workgroups;
+    int chunksPerThread;
+  };
+  // Reused by every pass: no allocation on the decode path once they have
+  // grown to a pass's size.
+  std::vector<QueuedDispatch> queue_;
+  std::vector<void *> queuedPointers_;
+  std::vector<int64_t> queuedBytes_, queuedScalars_;
+  std::vector<ThreadPool::Body> queuedBodies_;
+  std::vector<ThreadPool::Loop> queuedLoops_;
 };
 
 } // namespace q3::runtime

@@ -376,6 +376,7 @@ int Model::State::fastestBuild(size_t index, size_t variants, int64_t rows) {
   for (int build = -1; build < int(variants); ++build) {
     driver->useKernelVariant(stepKernels[index], build);
     runStep(index, rows, 0); // warms up
+    driver->finish();
     const auto start = std::chrono::steady_clock::now();
     runStep(index, rows, 0);
     driver->finish();

@@ -32,7 +32,6 @@ ThreadPool::ThreadPool(int threads) {
   if (threads == 0)
     threads = std::max(1, int(std::thread::hardware_concurrency()));
   size_ = threads;
-  ranges_ = std::make_unique<ChunkRange[]>(size_t(threads));
   workers_.reserve(size_t(threads - 1));
   try {
     for (int slot = 1; slot < threads; ++slot)
@@ -54,7 +53,7 @@ void ThreadPool::stopWorkers() {
   {
     std::lock_guard<std::mutex> lock(sleepMutex_);
     stopping_.store(true);
-    generation_.fetch_add(1);
+    generation_.fetch_add(2); // stays even: a worker wakes and sees stopping_
   }
   workAvailable_.notify_all();
   for (std::thread &worker : workers_)
@@ -81,32 +80,41 @@ void ThreadPool::spinThenWait(std::condition_variable &cv, std::atomic<int> &sle
   }
 }
 
-void ThreadPool::runChunk(int index) {
-  // Read before the chunk counts as finished: after that the caller may
-  // already be setting up the next loop.
-  const int chunks = chunks_;
-  int64_t begin = count_ * index / chunks;
-  int64_t end = count_ * (index + 1) / chunks;
-  if (begin < end) {
+std::pair<int64_t, int64_t> ThreadPool::chunkBounds(const LoopState &loop, int index) const {
+  if (loop.chunks < size_ * loop.chunksPerThread) // one index each
+    return {loop.count * index / loop.chunks, loop.count * (index + 1) / loop.chunks};
+  // Chunk j of the thread's range is its part from the end's distance L >> j
+  // to L >> (j + 1), the last one to the end.
+  const int slot = index / loop.chunksPerThread, j = index % loop.chunksPerThread;
+  const int64_t rangeEnd = loop.count * (slot + 1) / size_;
+  const int64_t length = rangeEnd - loop.count * slot / size_;
+  const int64_t begin = rangeEnd - (length >> j);
+  return {begin, j + 1 < loop.chunksPerThread ? rangeEnd - (length >> (j + 1)) : rangeEnd};
+}
+
+void ThreadPool::runChunk(LoopState &loop, int index) {
+  const auto [begin, end] = chunkBounds(loop, index);
+  if (begin < end && !failed_.load(std::memory_order_relaxed)) {
     try {
-      (*body_)(begin, end);
+      (*loop.body)(begin, end);
     } catch (...) {
       std::lock_guard<std::mutex> lock(errorMutex_);
       if (!firstError_)
         firstError_ = std::current_exception();
+      failed_.store(true);
     }
   }
-  if (finishedChunks_.fetch_add(1) == chunks - 1 && sleepingCaller_.load() > 0) {
-    // Taking the mutex orders this notify after the caller's wait begins.
+  if (loop.finishedChunks.fetch_add(1) == loop.chunks - 1 && sleepingWaiters_.load() > 0) {
+    // Taking the mutex orders this notify after a waiter's wait begins.
     { std::lock_guard<std::mutex> lock(sleepMutex_); }
-    loopFinished_.notify_one();
+    loopFinished_.notify_all();
   }
 }
 
 static constexpr uint64_t kLow = 0xFFFFFFFFu;
 
-int ThreadPool::claimOwnChunk(int slot) {
-  std::atomic<uint64_t> &range = ranges_[size_t(slot)].word;
+int ThreadPool::claimOwnChunk(LoopState &loop, int slot) {
+  std::atomic<uint64_t> &range = loop.ranges[size_t(slot)].word;
   uint64_t word = range.load();
   for (;;) {
     const uint64_t next = word & kLow, end = word >> 32;
@@ -117,12 +125,12 @@ int ThreadPool::claimOwnChunk(int slot) {
   }
 }
 
-int ThreadPool::stealChunk() {
+int ThreadPool::stealChunk(LoopState &loop) {
   for (;;) {
     int victim = -1;
     uint64_t most = 0, word = 0;
     for (int slot = 0; slot < size_; ++slot) {
-      const uint64_t w = ranges_[size_t(slot)].word.load();
+      const uint64_t w = loop.ranges[size_t(slot)].word.load();
       const uint64_t next = w & kLow, end = w >> 32;
       if (end > next && end - next > most) {
         most = end - next;
@@ -133,63 +141,114 @@ int ThreadPool::stealChunk() {
     if (victim < 0)
       return -1;
     const uint64_t end = word >> 32;
-    if (ranges_[size_t(victim)].word.compare_exchange_strong(word, (end - 1) << 32 | (word & kLow)))
+    if (loop.ranges[size_t(victim)].word.compare_exchange_strong(word,
+                                                                 (end - 1) << 32 | (word & kLow)))
       return int(end - 1);
   }
 }
 
-void ThreadPool::runUnclaimedChunks(int slot) {
-  for (int index = claimOwnChunk(slot); index >= 0; index = claimOwnChunk(slot))
-    runChunk(index);
-  for (int index = stealChunk(); index >= 0; index = stealChunk())
-    runChunk(index);
+void ThreadPool::runUnclaimedChunks(LoopState &loop, int slot) {
+  for (int index = claimOwnChunk(loop, slot); index >= 0; index = claimOwnChunk(loop, slot))
+    runChunk(loop, index);
+  for (int index = stealChunk(loop); index >= 0; index = stealChunk(loop))
+    runChunk(loop, index);
+}
+
+void ThreadPool::walkLoops(int slot) {
+  for (size_t k = 0; k < loopCount_; ++k) {
+    LoopState &loop = *loops_[k];
+    if (slot == 0)
+      runChunk(loop, 0); // no other thread claims it: see runLoops
+    runUnclaimedChunks(loop, slot);
+    spinThenWait(loopFinished_, sleepingWaiters_,
+                 [&] { return loop.finishedChunks.load() == loop.chunks; });
+  }
 }
 
 void ThreadPool::workerLoop(int slot) {
   uint64_t seen = 0;
   for (;;) {
-    spinThenWait(workAvailable_, sleepingWorkers_, [&] { return generation_.load() != seen; });
-    seen = generation_.load();
+    // An odd generation is the caller rewriting the loops: wait it out.
+    uint64_t observed = 0;
+    spinThenWait(workAvailable_, sleepingWorkers_, [&] {
+      observed = generation_.load();
+      return observed != seen && observed % 2 == 0;
+    });
+    seen = observed;
     if (stopping_.load())
       return;
-    // A worker that wakes late finds every chunk claimed (or claims one of a
-    // later loop, which the caller is then still waiting for): both are safe.
-    runUnclaimedChunks(slot);
+    // Counted a walker first, then checked that the loops are still the
+    // ones of `seen`: the caller turns the generation odd before it waits
+    // for walkers_ to reach 0, so either it waits for us or we see the
+    // change and walk nothing.
+    walkers_.fetch_add(1);
+    if (generation_.load() == seen)
+      walkLoops(slot);
+    walkers_.fetch_sub(1);
   }
 }
 
-void ThreadPool::parallelFor(int64_t count, const std::function<void(int64_t, int64_t)> &body,
-                             int chunksPerThread) {
-  if (count <= 0)
-    return;
-  if (size_ == 1 || count == 1) { // nothing to share: skip waking anyone
-    body(0, count);
+void ThreadPool::parallelFor(int64_t count, const Body &body, int chunksPerThread) {
+  if (count == 1) { // nothing to share: skip waking anyone
+    body(0, 1);
     return;
   }
-  body_ = &body;
-  count_ = count;
-  chunks_ = int(std::min<int64_t>(count, int64_t(size_) * std::max(1, chunksPerThread)));
+  runLoops({Loop{count, &body, chunksPerThread}});
+}
+
+void ThreadPool::setLoops(const std::vector<Loop> &loops) {
+  loopCount_ = 0;
+  for (const Loop &loop : loops) {
+    if (loop.count <= 0)
+      continue;
+    if (loopCount_ == loops_.size()) {
+      loops_.push_back(std::make_unique<LoopState>());
+      loops_.back()->ranges = std::make_unique<ChunkRange[]>(size_t(size_));
+    }
+    LoopState &state = *loops_[loopCount_++];
+    state.body = loop.body;
+    state.count = loop.count;
+    // Halved 62 times, any range is down to its last index.
+    state.chunksPerThread = std::clamp(loop.chunksPerThread, 1, 62);
+    state.chunks = int(std::min<int64_t>(loop.count, int64_t(size_) * state.chunksPerThread));
+    state.finishedChunks.store(0);
+    // Chunk 0 is the caller's, claimed by no one else (with fewer chunks
+    // than threads it may fall in another slot's range).
+    for (int slot = 0; slot < size_; ++slot) {
+      const uint64_t first = uint64_t(state.chunks) * uint64_t(slot) / uint64_t(size_);
+      const uint64_t end = uint64_t(state.chunks) * uint64_t(slot + 1) / uint64_t(size_);
+      state.ranges[size_t(slot)].word.store(end << 32 | std::max<uint64_t>(first, 1));
+    }
+  }
+}
+
+void ThreadPool::runLoops(const std::vector<Loop> &loops) {
+  if (size_ == 1) { // nothing to share: skip waking anyone
+    for (const Loop &loop : loops)
+      if (loop.count > 0)
+        (*loop.body)(0, loop.count);
+    return;
+  }
+  if (std::none_of(loops.begin(), loops.end(), [](const Loop &loop) { return loop.count > 0; }))
+    return;
+  generation_.fetch_add(1);    // odd: the loops are being rewritten
+  while (walkers_.load() != 0) // a worker still leaving the last call's loops
+    cpuRelax();
+  try {
+    setLoops(loops);
+  } catch (...) { // out of memory: publish no loops, so the pool stays usable
+    loopCount_ = 0;
+    generation_.fetch_add(1);
+    throw;
+  }
   firstError_ = nullptr;
-  finishedChunks_.store(0);
-  // From here on chunks can be claimed (seq_cst publishes body_ and the rest).
-  // The ranges of the previous loop are all exhausted, so a worker still in
-  // it claims nothing until they are reset, and then claims for this loop.
-  // Chunk 0 is the caller's before anyone can claim it (with fewer chunks
-  // than threads it may fall in another slot's range).
-  for (int slot = 0; slot < size_; ++slot) {
-    const uint64_t first = uint64_t(chunks_) * uint64_t(slot) / uint64_t(size_);
-    const uint64_t end = uint64_t(chunks_) * uint64_t(slot + 1) / uint64_t(size_);
-    ranges_[size_t(slot)].word.store(end << 32 | std::max<uint64_t>(first, 1));
-  }
-  generation_.fetch_add(1);
+  failed_.store(false);
+  generation_.fetch_add(1); // even: published (seq_cst orders the stores above)
   if (sleepingWorkers_.load() > 0) {
     { std::lock_guard<std::mutex> lock(sleepMutex_); }
     workAvailable_.notify_all();
   }
-  runChunk(0);
-  runUnclaimedChunks(0);
-  spinThenWait(loopFinished_, sleepingCaller_, [&] { return finishedChunks_.load() == chunks_; });
-  body_ = nullptr;
+  walkLoops(0);
   if (firstError_)
     std::rethrow_exception(firstError_);
 }

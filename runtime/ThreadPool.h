@@ -1,6 +1,7 @@
-// A fixed set of persistent worker threads that run one parallel loop at a
-// time. Built for many short dispatches (a decode step issues ~170 of 50-500 µs
-// each), so waking the workers must cost microseconds, not a thread start.
+// A fixed set of persistent worker threads that run parallel loops: one at a
+// time, or a sequence of dependent ones in one wake-up. Built for many short dispatches (a decode
+// step issues ~170 of 50-500 µs each), so waking the workers must cost microseconds, not a thread
+// start.
 #pragma once
 
 #include <atomic>
@@ -9,9 +10,10 @@
 #include <exception>
 #include <functional>
 #include <memory>
-#include <stdexcept>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace q3::runtime {
@@ -35,33 +37,61 @@ public:
 
   int size() const { return size_; }
 
-  // Runs body(begin, end) over [0, count) split into n = size() *
-  // chunksPerThread contiguous chunks, chunk i being [count*i/n,
-  // count*(i+1)/n), so the split depends only on count, size() and
-  // chunksPerThread. Thread t (the caller is 0) owns chunks [n*t/size(),
-  // n*(t+1)/size()) and runs them in order, so it streams one contiguous
-  // range; a thread whose own chunks are all claimed takes the last unclaimed
-  // chunk of the thread with the most left. So a thread the OS has not
-  // scheduled delays nothing, and with several chunks per thread a slower
-  // thread does less. Empty chunks are skipped. Returns when every chunk is
-  // done; the first exception a chunk throws is rethrown here. Not reentrant:
-  // one call at a time, and body must not call parallelFor on the same pool.
-  void parallelFor(int64_t count, const std::function<void(int64_t begin, int64_t end)> &body,
-                   int chunksPerThread = 1);
+  using Body = std::function<void(int64_t begin, int64_t end)>;
+
+  // Runs body(begin, end) over [0, count). Thread t (the caller is 0) owns
+  // the range [count*t/size(), count*(t+1)/size()), cut into
+  // chunksPerThread chunks that halve in size: the first is half the range,
+  // the next a quarter, ..., the last two equal. It runs them in order, so
+  // it streams one contiguous range; a thread whose own chunks are all
+  // claimed takes the last unclaimed chunk of the thread with the most left,
+  // which is a small one. So a thread the OS has not scheduled delays
+  // nothing, a slower thread does less, and the threads finish close
+  // together (even chunks left a fast thread idle for up to one chunk). With
+  // fewer indices than size() * chunksPerThread, each chunk is one index.
+  // The split depends only on count, size() and chunksPerThread. Chunk 0 is
+  // the caller's. Empty chunks are skipped. Returns when every chunk is
+  // done; the first exception a chunk throws is rethrown here. Not
+  // reentrant: one call at a time, and body must not call the pool.
+  void parallelFor(int64_t count, const Body &body, int chunksPerThread = 1);
+
+  // One loop of runLoops(): parallelFor's arguments.
+  struct Loop {
+    int64_t count = 0;
+    const Body *body = nullptr;
+    int chunksPerThread = 1;
+  };
+  // Runs the loops in order, each as parallelFor would, in one wake-up of
+  // the workers: a thread starts on loop k+1 once every chunk of loop k has
+  // finished, so loop k+1 may read what loop k wrote. Between two loops
+  // the threads pass one counter instead of returning to the caller and
+  // being woken again (a decode step's ~170 dispatches each paid that, ~3
+  // µs). After a chunk throws, the remaining chunks and loops are skipped
+  // and the first exception is rethrown.
+  void runLoops(const std::vector<Loop> &loops);
 
 private:
+  struct LoopState;
   void workerLoop(int slot);
+  // Copies `loops` (the non-empty ones) into loops_ and resets their chunks.
+  void setLoops(const std::vector<Loop> &loops);
   // Wakes every worker to exit and joins it.
   void stopWorkers();
-  // Claims and runs chunks of the current loop until none are left: first
-  // the slot's own, then the others' from their ends.
-  void runUnclaimedChunks(int slot);
-  // The next chunk of `slot`'s own range, or -1 when it is exhausted.
-  int claimOwnChunk(int slot);
-  // The last unclaimed chunk of the slot with the most left, or -1.
-  int stealChunk();
-  // Runs one chunk, records its exception, and counts it finished.
-  void runChunk(int index);
+  // Runs the current loops on this thread: in each, its own chunks and then
+  // the others', then it waits for the loop's last chunk to finish.
+  void walkLoops(int slot);
+  // Claims and runs chunks of `loop` until none are left.
+  void runUnclaimedChunks(LoopState &loop, int slot);
+  // The next chunk of `slot`'s own range in `loop`, or -1 when it is
+  // exhausted.
+  int claimOwnChunk(LoopState &loop, int slot);
+  // The last unclaimed chunk of `loop`'s slot with the most left, or -1.
+  int stealChunk(LoopState &loop);
+  // The indices [begin, end) of chunk `index` of `loop`.
+  std::pair<int64_t, int64_t> chunkBounds(const LoopState &loop, int index) const;
+  // Runs one chunk (unless a chunk threw), records its exception, and counts
+  // it finished.
+  void runChunk(LoopState &loop, int index);
   // Spins briefly, then sleeps on `cv` until `ready()` holds.
   template <typename Ready>
   void spinThenWait(std::condition_variable &cv, std::atomic<int> &sleepers, Ready ready);
@@ -69,21 +99,32 @@ private:
   int size_;
   std::vector<std::thread> workers_;
 
-  // The current loop, published to the workers by bumping generation_.
-  const std::function<void(int64_t, int64_t)> *body_ = nullptr;
-  int64_t count_ = 0;
-  int chunks_ = 0;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<bool> stopping_{false};
-  // Per thread, the unclaimed part of its chunks: the next (low 32 bits) and
-  // the end (high 32 bits) in one word, so the owner's claim from the front
-  // and a thief's from the back are each one compare-and-swap and never take
-  // the same chunk. One cache line each: owners claim without contention.
+  // Per thread, the unclaimed part of its chunks of one loop: the next (low
+  // 32 bits) and the end (high 32 bits) in one word, so the owner's claim
+  // from the front and a thief's from the back are each one
+  // compare-and-swap and never take the same chunk. One cache line each:
+  // owners claim without contention.
   struct alignas(64) ChunkRange {
     std::atomic<uint64_t> word{0};
   };
-  std::unique_ptr<ChunkRange[]> ranges_;
-  std::atomic<int> finishedChunks_{0}; // the loop is done when this reaches chunks_
+  struct alignas(64) LoopState {
+    const Body *body = nullptr;
+    int64_t count = 0;
+    int chunks = 0;
+    int chunksPerThread = 1;
+    std::unique_ptr<ChunkRange[]> ranges; // one per thread
+    // On its own line: every thread polls it while the loop's last chunk runs.
+    alignas(64) std::atomic<int> finishedChunks{0};
+  };
+  // The current loops, published to the workers by making generation_ even
+  // again. They are rewritten only while no worker walks them (walkers_ is
+  // 0 after generation_ turned odd).
+  std::vector<std::unique_ptr<LoopState>> loops_;
+  size_t loopCount_ = 0;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> walkers_{0};
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> failed_{false};
 
   std::mutex errorMutex_;
   std::exception_ptr firstError_;
@@ -93,7 +134,7 @@ private:
   std::condition_variable workAvailable_;
   std::condition_variable loopFinished_;
   std::atomic<int> sleepingWorkers_{0};
-  std::atomic<int> sleepingCaller_{0};
+  std::atomic<int> sleepingWaiters_{0};
 };
 
 } // namespace q3::runtime

@@ -58,6 +58,31 @@ TEST(CpuDriver, RunsADispatchOverAllWorkgroups) {
   }
 }
 
+// Dispatches may queue until finish() or a read, write or move: each still
+// sees the writes of the dispatches issued before it, and a write issued
+// after a dispatch does not change what that dispatch read.
+TEST(CpuDriver, DispatchesRunInIssueOrderAroundWrites) {
+  std::vector<uint8_t> image = cpuArtifact();
+  auto artifact = Artifact::parse(kFile, image.data(), image.size());
+  ThreadPool pool(2);
+  std::unique_ptr<Driver> driver = createDriver(*artifact, cpuManifest(), kFile, pool);
+  const int64_t n = 256, bytes = n * 4;
+  std::vector<float> ones(n, 1.0f), twos(n, 2.0f);
+  const int64_t a = driver->allocate(bytes), b = driver->allocate(bytes),
+                c = driver->allocate(bytes), d = driver->allocate(bytes);
+  const int64_t scale = driver->kernel("scale");
+  driver->write({a, 0, bytes}, ones.data());
+  driver->dispatch(scale, {{a, 0, bytes}, {b, 0, bytes}}, {1, n, n, 3}, n); // b = 3a
+  driver->dispatch(scale, {{b, 0, bytes}, {c, 0, bytes}}, {1, n, n, 5}, n); // c = 5b
+  driver->write({a, 0, bytes}, twos.data());
+  driver->dispatch(scale, {{a, 0, bytes}, {d, 0, bytes}}, {1, n, n, 7}, n); // d = 7a
+  std::vector<float> got(n);
+  driver->read({c, 0, bytes}, got.data());
+  EXPECT_EQ(got, std::vector<float>(n, 15.0f));
+  driver->read({d, 0, bytes}, got.data());
+  EXPECT_EQ(got, std::vector<float>(n, 14.0f));
+}
+
 TEST(CpuDriver, WritesAndReadsRangesAndRefusesRangesOutsideABuffer) {
   std::vector<uint8_t> image = cpuArtifact();
   auto artifact = Artifact::parse(kFile, image.data(), image.size());

@@ -89,8 +89,9 @@ TEST(ThreadPool, SeveralChunksPerThread) {
       },
       3);
   std::sort(seen.begin(), seen.end());
-  std::vector<std::pair<int64_t, int64_t>> expected{{0, 1}, {1, 3}, {3, 5},
-                                                    {5, 6}, {6, 8}, {8, 10}};
+  // Each thread's five indices as chunks that halve: 3 (5 - 5/2), 1, 1.
+  std::vector<std::pair<int64_t, int64_t>> expected{{0, 3}, {3, 4}, {4, 5},
+                                                    {5, 8}, {8, 9}, {9, 10}};
   EXPECT_EQ(seen, expected);
   // Any chunk count, more chunks than indices, and loops that alternate
   // chunk counts (a thread still claiming in one loop must not take a chunk
@@ -124,30 +125,54 @@ TEST(ThreadPool, OneThreadRunsInline) {
   EXPECT_EQ(calls, 1);
 }
 
+// A thread's chunks halve in size, so the ones a faster thread steals from
+// the end of a slower one's range are small: the threads finish close
+// together.
+TEST(ThreadPool, ChunksHalveInSize) {
+  ThreadPool pool(2);
+  std::mutex mutex;
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  pool.parallelFor(
+      64,
+      [&](int64_t begin, int64_t end) {
+        std::lock_guard<std::mutex> lock(mutex);
+        seen.emplace_back(begin, end);
+      },
+      4);
+  std::sort(seen.begin(), seen.end());
+  std::vector<std::pair<int64_t, int64_t>> expected{{0, 16},  {16, 24}, {24, 28}, {28, 32},
+                                                    {32, 48}, {48, 56}, {56, 60}, {60, 64}};
+  EXPECT_EQ(seen, expected);
+}
+
 // A thread that runs out of its own chunks takes the others' from their ends:
 // the caller's chunks are slow here, so the worker runs more than its half.
 TEST(ThreadPool, IdleThreadsTakeChunksOfASlowOne) {
   ThreadPool pool(2);
   const std::thread::id caller = std::this_thread::get_id();
   std::mutex mutex;
-  std::vector<int64_t> byWorker, byCaller;
+  std::vector<int64_t> byWorker, byCaller; // the first index of each chunk
+  int64_t indicesByWorker = 0;
   pool.parallelFor(
-      16,
-      [&](int64_t begin, int64_t) {
+      64,
+      [&](int64_t begin, int64_t end) {
         const bool onCaller = std::this_thread::get_id() == caller;
         if (onCaller)
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
         std::lock_guard<std::mutex> lock(mutex);
         (onCaller ? byCaller : byWorker).push_back(begin);
+        if (!onCaller)
+          indicesByWorker += end - begin;
       },
-      8);
-  EXPECT_EQ(byCaller.size() + byWorker.size(), 16u);
-  EXPECT_GT(byWorker.size(), 8u);
+      4);
+  EXPECT_EQ(byCaller.size() + byWorker.size(), 8u);
+  EXPECT_GT(indicesByWorker, 32);
   // The caller works through its own range from the front, in order; the
   // worker took what it took of it from the back.
   ASSERT_FALSE(byCaller.empty());
+  const std::vector<int64_t> callerStarts{0, 16, 24, 28};
   for (size_t i = 0; i < byCaller.size(); ++i)
-    EXPECT_EQ(byCaller[i], int64_t(i));
+    EXPECT_EQ(byCaller[i], callerStarts[i]);
 }
 
 // Each thread runs its own contiguous range of chunks first, in order.
@@ -158,7 +183,7 @@ TEST(ThreadPool, ThreadsStartWithTheirOwnRange) {
   std::vector<int64_t> byWorker;
   std::atomic<bool> workerStarted{false};
   pool.parallelFor(
-      8,
+      16,
       [&](int64_t begin, int64_t) {
         if (std::this_thread::get_id() == caller) {
           // Hold the caller in chunk 0 until the worker has begun, so the
@@ -173,9 +198,11 @@ TEST(ThreadPool, ThreadsStartWithTheirOwnRange) {
         byWorker.push_back(begin);
       },
       4);
+  // Indices 8..15 are the worker's, as chunks of 4, 2, 1 and 1.
   ASSERT_GE(byWorker.size(), 4u);
+  const std::vector<int64_t> workerStarts{8, 12, 14, 15};
   for (size_t i = 0; i < 4; ++i)
-    EXPECT_EQ(byWorker[i], int64_t(4 + i)); // chunks 4..7 are the worker's
+    EXPECT_EQ(byWorker[i], workerStarts[i]);
 }
 
 // Later chunks go to whichever thread claims them first, the caller included.
@@ -188,6 +215,71 @@ TEST(ThreadPool, CallerRunsTheFirstChunk) {
         EXPECT_EQ(std::this_thread::get_id(), caller);
       }
     });
+}
+
+// runLoops: a loop starts only when the one before it has finished, so it
+// may read what any thread wrote in it; here each loop reads the previous
+// one's results in reverse, so most reads cross to the other threads' chunks.
+TEST(ThreadPool, LoopsSeeWhatEarlierLoopsWrote) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    const int64_t n = 101;
+    std::vector<int64_t> a(n), b(n), c(n);
+    const ThreadPool::Body fillA = [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        a[size_t(i)] += i;
+    };
+    const ThreadPool::Body reverseIntoB = [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        b[size_t(i)] = a[size_t(n - 1 - i)];
+    };
+    const ThreadPool::Body sumIntoC = [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        c[size_t(i)] = b[size_t(n - 1 - i)] + a[size_t(i)];
+    };
+    for (int call = 1; call <= 3000; ++call) {
+      pool.runLoops({{n, &fillA, call % 4 + 1}, {n, &reverseIntoB, 1}, {n, &sumIntoC, 8}});
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(c[size_t(i)], 2 * call * i) << threads << " threads, call " << call;
+    }
+  }
+}
+
+// A loop long enough that the waiting threads fall asleep, then more loops:
+// the threads that slept are woken for the next one, and nothing hangs.
+TEST(ThreadPool, LoopsAfterALongOneDoNotHang) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> sum{0};
+  const ThreadPool::Body slow = [&](int64_t begin, int64_t) {
+    if (begin == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5)); // past the spin window
+  };
+  const ThreadPool::Body add = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      sum.fetch_add(i);
+  };
+  for (int call = 0; call < 5; ++call)
+    pool.runLoops({{3, &slow, 1}, {1000, &add, 4}, {3, &slow, 1}, {1000, &add, 4}});
+  EXPECT_EQ(sum.load(), 5 * 2 * (999 * 1000 / 2));
+}
+
+// After a chunk throws, the rest of its loop and the later loops are
+// skipped (they would read what it failed to write); the caller gets the
+// exception, and the pool runs the next call whole.
+TEST(ThreadPool, AThrowingLoopStopsTheLoopsAfterIt) {
+  ThreadPool pool(2);
+  std::atomic<int> laterChunks{0};
+  const ThreadPool::Body throws = [](int64_t begin, int64_t) {
+    if (begin == 0)
+      throw std::runtime_error("loop 0");
+  };
+  const ThreadPool::Body later = [&](int64_t, int64_t) { laterChunks.fetch_add(1); };
+  EXPECT_THROW(pool.runLoops({{2, &throws, 1}, {100, &later, 4}}), std::runtime_error);
+  EXPECT_EQ(laterChunks.load(), 0);
+  pool.runLoops({{100, &later, 4}});
+  EXPECT_EQ(laterChunks.load(), 8);
+  pool.runLoops({}); // nothing to run
+  EXPECT_EQ(visitCounts(pool, 100), std::vector<int>(100, 1));
 }
 
 TEST(ThreadPool, ZeroMeansHardwareConcurrency) {

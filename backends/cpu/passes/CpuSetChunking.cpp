@@ -5,17 +5,18 @@
 //                                                            decode_chunks = 4>
 //   @attention_0 ... q3.lowering = #q3.lowering<..., prefill_chunks = 8, decode_chunks = 1>
 //
-// Each thread runs its own contiguous range of pieces in order and a thread
-// that runs out takes the last unclaimed pieces of the one with the most
-// left (runtime/ThreadPool.h). Products split decodes 4 ways: each piece
-// starts a new weight stream whose first lines the prefetch has not reached,
-// so 16 pieces (the idle threads' best on the Zen 3 VM) decoded 10% slower
-// than 2, 4 or 8 on AMD family 26 (0.6B, median of three alternating runs:
-// 47-49 vs 52-54 tok/s); one piece left a thread idle at the end. So
-// `q3c compile --tune` measures the split (backends/cpu/DecodeTuner.h) and
-// records it as q3.tuning's decode_chunks, which this pass takes unless
-// decode-chunks is given; without either, 4. Row t of a
-// causal prefill reads t + 1 positions, so attention splits prefills 8 ways
+// Each thread runs its own contiguous range of pieces in order, the pieces
+// halving in size, and a thread that runs out takes the last unclaimed
+// pieces of the one with the most left (runtime/ThreadPool.h). Products
+// split decodes 4 ways: each piece starts a new weight stream whose first
+// lines the prefetch has not reached, so 16 even pieces (the idle threads'
+// best on the Zen 3 VM) decoded 10% slower than 2, 4 or 8 on AMD family 26
+// (0.6B, median of three alternating runs: 47-49 vs 52-54 tok/s); one piece
+// left a thread idle at the end. So `q3c compile --tune` measures the split
+// (backends/cpu/DecodeTuner.h) and records it as q3.tuning's decode_chunks,
+// which this pass takes unless decode-chunks is given; without either, 4.
+// Row t of a causal prefill reads t + 1 positions, so attention splits
+// prefills 8 ways
 // (pp128 on 0.6B: attention 58-62 -> 44-50 ms on two threads).
 //
 //===----------------------------------------------------------------------===//
