@@ -206,8 +206,11 @@ def CpuSetChunking : Pass<"cpu-set-chunking", "mlir::ModuleOp"> {
     of one row into, so a thread that falls behind hands its last pieces to
     the others. Products split decodes `decode-chunks` ways (by default what
     `q3c compile --tune` measured, recorded as q3.tuning's `decode_chunks`,
-    else 4); attention splits prefills `attention-chunks` ways (causal rows
-    are unequal work); the rest run one piece per thread.
+    else 4), and a product 2^k times the SwiGLU product's weight bytes k
+    more (a thread's pieces halve in size, so its last ones are then as
+    small as the SwiGLU product's); attention splits prefills
+    `attention-chunks` ways (causal rows are unequal work); the rest run one
+    piece per thread.
   }];
   let constructor = "q3::cpu::createCpuSetChunkingPass()";
   let options = [

@@ -46,6 +46,41 @@ struct CpuSetChunkingPass : impl::CpuSetChunkingBase<CpuSetChunkingPass> {
     return measuredInteger(module, "decode_chunks").value_or(kDefaultDecodeChunks);
   }
 
+  /// The bytes of the weight a product kernel streams in decode, or nullopt
+  /// for other kernels.
+  static std::optional<int64_t> productWeightBytes(func::FuncOp kernel) {
+    Operation *compute = kernelComputeOp(kernel);
+    Value weight;
+    if (auto fused = dyn_cast_or_null<FusedLinearOp>(compute))
+      weight = fused.getWeight();
+    else if (auto linear = dyn_cast_or_null<LinearOp>(compute))
+      weight = linear.getWeight();
+    else
+      return std::nullopt;
+    auto type = cast<RankedTensorType>(weight.getType());
+    return type.getNumElements() * type.getElementTypeBitWidth() / 8;
+  }
+
+  /// The SwiGLU product's weight bytes: the product the tuner measures the
+  /// split on (nullopt without one).
+  static std::optional<int64_t> swigluWeightBytes(ModuleOp module) {
+    for (func::FuncOp kernel : kernelsOf(module))
+      if (auto fused = dyn_cast_or_null<FusedLinearOp>(kernelComputeOp(kernel)))
+        if (fused.getSwiglu())
+          return productWeightBytes(kernel);
+    return std::nullopt;
+  }
+
+  /// A product 2^k times the SwiGLU product's bytes gets k more pieces:
+  /// pieces halve, so its last ones are as large as the SwiGLU product's.
+  static int64_t extraPiecesFor(int64_t bytes, std::optional<int64_t> reference) {
+    int64_t extra = 0;
+    if (reference && *reference > 0)
+      while ((*reference << (extra + 1)) <= bytes)
+        ++extra;
+    return extra;
+  }
+
   void runOnOperation() override {
     const int64_t productDecode = decodeChunksOf(getOperation());
     for (int64_t chunks : {productDecode, int64_t(attentionChunks)})
@@ -54,11 +89,12 @@ struct CpuSetChunkingPass : impl::CpuSetChunkingBase<CpuSetChunkingPass> {
                                    << ", got " << chunks;
         return signalPassFailure();
       }
+    const std::optional<int64_t> reference = swigluWeightBytes(getOperation());
     for (func::FuncOp kernel : kernelsOf(getOperation())) {
       Operation *compute = kernelComputeOp(kernel);
       int64_t prefill = 1, decode = 1;
-      if (isa_and_nonnull<FusedLinearOp, LinearOp>(compute))
-        decode = productDecode;
+      if (std::optional<int64_t> bytes = productWeightBytes(kernel))
+        decode = std::min(kMaxChunks, productDecode + extraPiecesFor(*bytes, reference));
       else if (isa_and_nonnull<AttentionOp>(compute))
         prefill = attentionChunks;
       setLowering(kernel, loweringOf(kernel).withChunks(prefill, decode));
