@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -167,26 +168,39 @@ private:
 
   /// Seconds to run `perProduct(layer, p)` over every layer's products in
   /// turn, as decode meets them.
-  template <typename PerProduct> double timeEveryProduct(PerProduct perProduct) {
-    const auto start = std::chrono::steady_clock::now();
+  /// Seconds to run every layer's products in order, each one pool loop
+  /// of bodyOf(layer, product) = {workgroups, body} cut into `chunks` pieces
+  /// per thread, all in one ThreadPool::runLoops as a decode pass runs.
+  template <typename BodyOf> double timeEveryProduct(int chunks, BodyOf bodyOf) {
+    std::vector<runtime::ThreadPool::Body> bodies;
+    std::vector<runtime::ThreadPool::Loop> loops;
+    bodies.reserve(size_t(layers) * products.size()); // the loops point into it
     for (int64_t layer = 0; layer < layers; ++layer)
-      for (size_t p = 0; p < products.size(); ++p)
-        perProduct(size_t(layer), p);
+      for (size_t p = 0; p < products.size(); ++p) {
+        auto [count, body] = bodyOf(size_t(layer), p);
+        bodies.push_back(std::move(body));
+        loops.push_back({count, &bodies.back(), chunks});
+      }
+    const auto start = std::chrono::steady_clock::now();
+    pool.runLoops(loops);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
   /// Seconds to stream every layer's products once with `entries`.
   double streamAll(const std::vector<LoadedTuningKernel> &entries, int chunks) {
-    const int64_t scalars[runtime::kFixedKernelScalars] = {1, 1, 1};
-    return timeEveryProduct([&](size_t layer, size_t p) {
+    return timeEveryProduct(chunks, [&](size_t layer, size_t p) {
       const FusedLinearKernel &product = products[p];
-      void *buffers[] = {x.data(), weights.at[layer][p], gains[p].data(), y.data()};
-      const int64_t bytes[] = {product.inFeatures * 4, int64_t(packed[p].size()),
-                               int64_t(gains[p].size()), product.outFeatures * 4};
+      const std::array<void *, 4> buffers = {x.data(), weights.at[layer][p], gains[p].data(),
+                                             y.data()};
+      const std::array<int64_t, 4> bytes = {product.inFeatures * 4, int64_t(packed[p].size()),
+                                            int64_t(gains[p].size()), product.outFeatures * 4};
       const runtime::KernelEntry entry = entries[p].entry;
-      pool.parallelFor(
-          product.workgroups(),
-          [&](int64_t begin, int64_t end) { entry(buffers, bytes, scalars, begin, end); }, chunks);
+      runtime::ThreadPool::Body body = [entry, buffers, bytes](int64_t begin, int64_t end) {
+        const int64_t scalars[runtime::kFixedKernelScalars] = {1, 1, 1};
+        void *pointers[4] = {buffers[0], buffers[1], buffers[2], buffers[3]};
+        entry(pointers, bytes.data(), scalars, begin, end);
+      };
+      return std::make_pair(product.workgroups(), std::move(body));
     });
   }
 
@@ -197,16 +211,14 @@ private:
   double readAll(int chunks) {
     constexpr int64_t kLine = 64;
     std::atomic<uint64_t> sum{0};
-    const double seconds = timeEveryProduct([&](size_t layer, size_t p) {
+    const double seconds = timeEveryProduct(chunks, [&](size_t layer, size_t p) {
       const uint8_t *data = weights.at[layer][p];
-      pool.parallelFor(
-          int64_t(packed[p].size()) / kLine,
-          [&](int64_t begin, int64_t end) {
-            sum.fetch_add(runtime::readLines(data + begin * kLine, (end - begin) * kLine,
-                                             runtime::kProbeReadStreams),
-                          std::memory_order_relaxed);
-          },
-          chunks);
+      runtime::ThreadPool::Body body = [data, &sum](int64_t begin, int64_t end) {
+        sum.fetch_add(runtime::readLines(data + begin * kLine, (end - begin) * kLine,
+                                         runtime::kProbeReadStreams),
+                      std::memory_order_relaxed);
+      };
+      return std::make_pair(int64_t(packed[p].size()) / kLine, std::move(body));
     });
     const uint64_t total = sum.load(); // consumed, so the reads cannot be dropped
     asm volatile("" : : "r"(total) : "memory");
@@ -233,7 +245,8 @@ std::string cacheKey(const CpuTarget &target, const std::vector<FusedLinearKerne
     shapes += fmt::format(" {}x{}", product.inFeatures, product.outFeatures);
     sources += fusedLinearSource(product);
   }
-  return fmt::format("decode layers {} MiB, prefetch none too, streams at the chosen distance, "
+  return fmt::format("decode layers {} MiB in one run of halving-piece loops, prefetch none too, "
+                     "streams at the chosen distance, "
                      "beside a plain read, {} "
                      "{}{} threads {} {} {:016x}",
                      kStreamBytes >> 20, target.llvmCpu, llvm::xxHash64(target.features), shapes,
