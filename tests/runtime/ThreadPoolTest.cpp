@@ -37,6 +37,22 @@ std::vector<int> visitCounts(ThreadPool &pool, int64_t count, int chunksPerThrea
   return result;
 }
 
+// The [begin, end) of every chunk parallelFor runs, sorted.
+std::vector<std::pair<int64_t, int64_t>> sortedChunks(ThreadPool &pool, int64_t count,
+                                                      int chunksPerThread = 1) {
+  std::mutex mutex;
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  pool.parallelFor(
+      count,
+      [&](int64_t begin, int64_t end) {
+        std::lock_guard<std::mutex> lock(mutex);
+        seen.emplace_back(begin, end);
+      },
+      chunksPerThread);
+  std::sort(seen.begin(), seen.end());
+  return seen;
+}
+
 TEST(ThreadPool, EveryIndexExactlyOnce) {
   for (int threads : {1, 2, 3, 4, 7}) {
     ThreadPool pool(threads);
@@ -62,33 +78,14 @@ TEST(ThreadPool, ZeroCountDoesNotCallBody) {
 
 TEST(ThreadPool, ChunksAreContiguousAndDeterministic) {
   ThreadPool pool(4);
-  auto chunks = [&] {
-    std::mutex mutex;
-    std::vector<std::pair<int64_t, int64_t>> seen;
-    pool.parallelFor(10, [&](int64_t begin, int64_t end) {
-      std::lock_guard<std::mutex> lock(mutex);
-      seen.emplace_back(begin, end);
-    });
-    std::sort(seen.begin(), seen.end());
-    return seen;
-  };
   std::vector<std::pair<int64_t, int64_t>> expected{{0, 2}, {2, 5}, {5, 7}, {7, 10}};
   for (int i = 0; i < 20; ++i)
-    EXPECT_EQ(chunks(), expected);
+    EXPECT_EQ(sortedChunks(pool, 10), expected);
 }
 
 TEST(ThreadPool, SeveralChunksPerThread) {
   ThreadPool pool(2);
-  std::mutex mutex;
-  std::vector<std::pair<int64_t, int64_t>> seen;
-  pool.parallelFor(
-      10,
-      [&](int64_t begin, int64_t end) {
-        std::lock_guard<std::mutex> lock(mutex);
-        seen.emplace_back(begin, end);
-      },
-      3);
-  std::sort(seen.begin(), seen.end());
+  const std::vector<std::pair<int64_t, int64_t>> seen = sortedChunks(pool, 10, 3);
   // Each thread's five indices as chunks that halve: 3 (5 - 5/2), 1, 1.
   std::vector<std::pair<int64_t, int64_t>> expected{{0, 3}, {3, 4}, {4, 5},
                                                     {5, 8}, {8, 9}, {9, 10}};
@@ -130,16 +127,7 @@ TEST(ThreadPool, OneThreadRunsInline) {
 // together.
 TEST(ThreadPool, ChunksHalveInSize) {
   ThreadPool pool(2);
-  std::mutex mutex;
-  std::vector<std::pair<int64_t, int64_t>> seen;
-  pool.parallelFor(
-      64,
-      [&](int64_t begin, int64_t end) {
-        std::lock_guard<std::mutex> lock(mutex);
-        seen.emplace_back(begin, end);
-      },
-      4);
-  std::sort(seen.begin(), seen.end());
+  const std::vector<std::pair<int64_t, int64_t>> seen = sortedChunks(pool, 64, 4);
   std::vector<std::pair<int64_t, int64_t>> expected{{0, 16},  {16, 24}, {24, 28}, {28, 32},
                                                     {32, 48}, {48, 56}, {56, 60}, {60, 64}};
   EXPECT_EQ(seen, expected);
