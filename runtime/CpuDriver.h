@@ -18,8 +18,9 @@ namespace q3::runtime {
 /// a dispatch splits its workgroups over the threads, and buffers are host
 /// memory. Dispatches queue until finish() or a read, write or move, and
 /// then run as one sequence of pool loops, so a decode step wakes the
-/// threads once rather than ~170 times. Allocations are HostBuffers left untouched, so memory sized
-/// for the whole context (the KV cache) costs only the pages a request writes.
+/// threads once rather than ~170 times. Allocations are HostBuffers left
+/// untouched, so memory sized for the whole context (the KV cache) costs
+/// only the pages a request writes.
 class CpuDriver final : public Driver {
 public:
   /// Checks the artifact's required CPU features against this machine and

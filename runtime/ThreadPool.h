@@ -1,7 +1,7 @@
-// A fixed set of persistent worker threads that run parallel loops: one at a
-// time, or a sequence of dependent ones in one wake-up. Built for many short dispatches (a decode
-// step issues ~170 of 50-500 µs each), so waking the workers must cost microseconds, not a thread
-// start.
+// A fixed set of persistent worker threads that run parallel loops: one at
+// a time, or a sequence of dependent ones in one wake-up. Built for many
+// short dispatches (a decode step issues ~170 of 50-500 µs each), so waking
+// the workers must cost microseconds, not a thread start.
 #pragma once
 
 #include <atomic>
