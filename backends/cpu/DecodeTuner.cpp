@@ -320,9 +320,8 @@ bool sameExcept(DecodeSetting a, DecodeSetting b, int64_t DecodeSetting::*field)
 
 /// Among the rates whose other fields are those of `axis`: the value of
 /// `field` fastest relative to the default setting among those that beat it
-/// clearly (median ratio above 1 + kDecodeTieFraction, lower quartile above
-/// 1), else axis.*field (the default); the fastest by rate when the default
-/// was not measured.
+/// clearly (clearlyFaster with kDecodeTieFraction), else axis.*field (the
+/// default); the fastest by rate when the default was not measured.
 int64_t chooseWithTie(const std::vector<DecodeRate> &measured, int64_t DecodeSetting::*field,
                       const DecodeSetting &axis) {
   const int64_t fallback = axis.*field;

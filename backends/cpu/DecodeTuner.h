@@ -125,10 +125,9 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
                         int64_t fixedStreams = 0);
 
 /// The split chosen from `measured` (among the settings at the default
-/// prefetch distance): the fastest relative to the default, if its median
-/// ratio beats the default's by more than `kDecodeTieFraction` and its lower
-/// quartile by anything; else the default (the fastest by rate when the
-/// default was not measured).
+/// prefetch distance): the fastest relative to the default, if it beats
+/// the default clearly (clearlyFaster with `kDecodeTieFraction`); else the
+/// default (the fastest by rate when the default was not measured).
 /// `streams`: the stream count the splits were measured at (0: the default).
 int64_t chooseDecodeChunks(const std::vector<DecodeRate> &measured, int64_t streams = 0);
 

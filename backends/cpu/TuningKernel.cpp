@@ -140,7 +140,8 @@ std::vector<RoundRatios> ratiosToBaseline(const std::vector<std::vector<double>>
 }
 
 bool clearlyFaster(const RoundRatios &ratios, double tie) {
-  return ratios.median > 1.0 + tie && ratios.lowerQuartile > 1.0;
+  return (ratios.median > 1.0 + tie && ratios.lowerQuartile > 1.0) ||
+         ratios.lowerQuartile > 1.0 + tie / 2;
 }
 
 } // namespace q3::cpu
