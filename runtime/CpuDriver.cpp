@@ -161,8 +161,9 @@ void CpuDriver::finish() {
   if (queue_.empty())
     return;
   // The bodies are built only now: queue_ no longer grows, so they may
-  // point into it.
+  // point into it (and reserved, so the loops may point into them).
   queuedBodies_.clear();
+  queuedBodies_.reserve(queue_.size());
   queuedLoops_.clear();
   for (const QueuedDispatch &queued : queue_) {
     queuedBodies_.push_back([this, &queued](int64_t begin, int64_t end) {
@@ -170,9 +171,8 @@ void CpuDriver::finish() {
                    queuedBytes_.data() + queued.firstBuffer,
                    queuedScalars_.data() + queued.firstScalar, begin, end);
     });
+    queuedLoops_.push_back({queued.workgroups, &queuedBodies_.back(), queued.chunksPerThread});
   }
-  for (size_t i = 0; i < queue_.size(); ++i)
-    queuedLoops_.push_back({queue_[i].workgroups, &queuedBodies_[i], queue_[i].chunksPerThread});
   // Emptied even when a kernel throws: those dispatches are not retried.
   struct ClearQueue {
     CpuDriver &driver;
