@@ -2,6 +2,7 @@
 #include "backends/cpu/DecodeSplitTuner.h"
 #include "backends/cpu/TuningKernel.h"
 #include "backends/cpu/TuningRecord.h"
+#include "backends/cpu/passes/CpuPasses.h"
 #include "runtime/HostBuffer.h"
 #include "runtime/ThreadPool.h"
 
@@ -32,9 +33,16 @@ constexpr int kRepetitions = 5;
 constexpr double kMargin = 1.10;
 
 std::string candidateName(const DecodeSplitRate &setting, int64_t baseStreams) {
-  const std::string splits = fmt::format("splits{}", setting.splits);
-  return setting.streams == baseStreams ? splits
-                                        : fmt::format("{}_streams{}", splits, setting.streams);
+  std::string name = fmt::format("splits{}", setting.splits);
+  if (setting.streams != baseStreams)
+    name += fmt::format("_streams{}", setting.streams);
+  if (setting.prefetchBytes == kNoPrefetch)
+    name += "_prefetch_none";
+  return name;
+}
+
+bool atDefaultDistance(const DecodeSplitRate &r) {
+  return r.prefetchBytes == kDefaultPrefetchBytes;
 }
 
 AttentionKernel measuredKernel(const AttentionKernel &shape, const DecodeSplitRate &setting) {
@@ -45,6 +53,7 @@ AttentionKernel measuredKernel(const AttentionKernel &shape, const DecodeSplitRa
   kernel.bf16Prefill = false;
   kernel.prefillRowSets = 1;
   kernel.decodeSplits = setting.splits;
+  kernel.prefetchBytes = setting.prefetchBytes;
   return kernel;
 }
 
@@ -126,7 +135,7 @@ std::vector<DecodeSplitRate> measure(const AttentionKernel &shape, const CpuTarg
   std::vector<DecodeSplitRate> rates;
   for (size_t i = 0; i < kernels.size(); ++i)
     rates.push_back({kernels[i].decodeSplits, double(inputs.cacheBytes()) / best[i] / 1e9,
-                     kernels[i].decodeStreams});
+                     kernels[i].decodeStreams, kernels[i].prefetchBytes});
   return rates;
 }
 
@@ -159,10 +168,12 @@ std::vector<DecodeSplitRate> decodeSplitSettings(const AttentionKernel &shape, i
   std::vector<DecodeSplitRate> settings;
   for (int64_t splits : decodeSplitCandidates(shape, threads))
     settings.push_back({splits, 0, streams});
+  const int64_t covering = shape.coveringDecodeSplits(threads);
   if (fixedStreams == 0)
     for (int64_t count : {1, 2, 4})
       if (count != streams)
-        settings.push_back({shape.coveringDecodeSplits(threads), 0, count});
+        settings.push_back({covering, 0, count});
+  settings.push_back({covering, 0, streams, kNoPrefetch});
   return settings;
 }
 
@@ -172,7 +183,7 @@ DecodeSplitRate chooseDecodeSplits(const std::vector<DecodeSplitRate> &rates, in
     streams = kDefaultDecodeStreams;
   DecodeSplitRate fastest, cover;
   for (const DecodeSplitRate &r : rates) {
-    if (r.streams != streams)
+    if (r.streams != streams || !atDefaultDistance(r))
       continue;
     if (r.gbPerSecond > fastest.gbPerSecond)
       fastest = r;
@@ -182,22 +193,26 @@ DecodeSplitRate chooseDecodeSplits(const std::vector<DecodeSplitRate> &rates, in
   return fastest.gbPerSecond > kMargin * cover.gbPerSecond ? fastest : cover;
 }
 
-int64_t chooseAttentionDecodeStreams(const std::vector<DecodeSplitRate> &rates, int64_t covering) {
-  const DecodeSplitRate *fastest = nullptr, *base = nullptr;
+DecodeSplitRate chooseAttentionDecodeLoops(const std::vector<DecodeSplitRate> &rates,
+                                           int64_t covering, int64_t streams) {
+  const DecodeSplitRate *fastest = nullptr, *base = nullptr, *bare = nullptr;
   for (const DecodeSplitRate &r : rates) {
     if (r.splits != covering)
       continue;
+    if (r.streams == streams && r.prefetchBytes == kNoPrefetch)
+      bare = &r;
+    if (!atDefaultDistance(r))
+      continue;
     if (!fastest || r.gbPerSecond > fastest->gbPerSecond)
       fastest = &r;
-    if (r.streams == kDefaultDecodeStreams)
+    if (r.streams == streams)
       base = &r;
   }
-  if (!fastest)
-    return kDefaultDecodeStreams;
   if (!base)
-    return fastest->streams;
-  return fastest->gbPerSecond > kMargin * base->gbPerSecond ? fastest->streams
-                                                            : kDefaultDecodeStreams;
+    return fastest ? *fastest : DecodeSplitRate{covering, 0, streams, kDefaultPrefetchBytes};
+  if (bare && bare->gbPerSecond > kMargin * base->gbPerSecond)
+    return *bare;
+  return fastest->gbPerSecond > kMargin * base->gbPerSecond ? *fastest : *base;
 }
 
 DecodeSplitTuning tuneDecodeSplits(const CpuTarget &target, const AttentionKernel &shape,
@@ -223,11 +238,14 @@ DecodeSplitTuning tuneDecodeSplits(const CpuTarget &target, const AttentionKerne
       },
       tuning.provenance);
   for (size_t i = 0; i < candidates.size(); ++i)
-    tuning.measured.push_back({candidates[i].splits, rates[i], candidates[i].streams});
+    tuning.measured.push_back(
+        {candidates[i].splits, rates[i], candidates[i].streams, candidates[i].prefetchBytes});
   const int64_t covering = shape.coveringDecodeSplits(threads);
   tuning.chosen = chooseDecodeSplits(tuning.measured, covering, tuning.baseStreams);
-  tuning.chosen.streams =
-      fixedStreams > 0 ? fixedStreams : chooseAttentionDecodeStreams(tuning.measured, covering);
+  const DecodeSplitRate loops =
+      chooseAttentionDecodeLoops(tuning.measured, covering, tuning.baseStreams);
+  tuning.chosen.streams = loops.streams;
+  tuning.chosen.prefetchBytes = loops.prefetchBytes;
   return tuning;
 }
 
@@ -240,6 +258,10 @@ void recordDecodeSplitTuning(mlir::ModuleOp module, const DecodeSplitTuning &tun
         b.getNamedAttr(candidateName(r, tuning.baseStreams), record.rate(r.gbPerSecond)));
   record.set("attention_decode_splits", b.getI64IntegerAttr(tuning.chosen.splits));
   record.set("attention_decode_streams", b.getI64IntegerAttr(tuning.chosen.streams));
+  record.set(kMeasuredAttentionPrefetchKey,
+             tuning.chosen.prefetchBytes == kNoPrefetch
+                 ? mlir::Attribute(b.getStringAttr(kNoPrefetchSpelling))
+                 : mlir::Attribute(b.getI64IntegerAttr(tuning.chosen.prefetchBytes)));
   record.set("attention_decode_gb_s", b.getDictionaryAttr(rates));
   record.setOthersShare("attention_decode_others_share", tuning.provenance);
   record.set("attention_decode_measured_on",

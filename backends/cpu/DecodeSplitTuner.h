@@ -14,7 +14,10 @@
 // covering count. At the covering count it also measures the runs each
 // block's keys and values are read in side by side (decode_streams 1, 2, 4:
 // after 2048 tokens on AMD family 26, one run streamed the cache at 43-45
-// GB/s, two and four at 47-56), chosen the same way against the default.
+// GB/s, two and four at 47-56), chosen the same way against the default; and
+// that count without software prefetch (after 2048 tokens on AMD family 25,
+// attention took 13% less time without it), which wins first, by the same
+// margin against the default distance.
 // Cached per CPU, thread count, shape and kernel sources.
 //
 //===----------------------------------------------------------------------===//
@@ -35,11 +38,12 @@ struct DecodeSplitRate {
   int64_t splits = 1;
   double gbPerSecond = 0; // KV cache bytes read per second, 1e9
   int64_t streams = kDefaultDecodeStreams; // runs read side by side
+  int64_t prefetchBytes = kDefaultPrefetchBytes; // or kNoPrefetch
 };
 
 struct DecodeSplitTuning {
-  DecodeSplitRate chosen;                // its splits and, where they were measured, its streams
-  std::vector<DecodeSplitRate> measured; // the splits, then the streams
+  DecodeSplitRate chosen; // its splits and, where they were measured, its streams and prefetch
+  std::vector<DecodeSplitRate> measured;       // the splits, then the streams, then no prefetch
   int64_t baseStreams = kDefaultDecodeStreams; // the streams the splits were measured at
   int threads = 0;
   int64_t positions = 0; // cached positions of the measured step
@@ -50,20 +54,26 @@ struct DecodeSplitTuning {
 /// covering count and twice it (at most kMaxDecodeSplits), ascending.
 std::vector<int64_t> decodeSplitCandidates(const AttentionKernel &shape, int64_t threads);
 
-/// The (splits, streams) the tuner runs: the split candidates at
+/// The (splits, streams, prefetch) the tuner runs: the split candidates at
 /// `fixedStreams` (0: the default count), then, unless it is given, the
-/// other stream counts (1, 2, 4) at the covering split.
+/// other stream counts (1, 2, 4) at the covering split, all at the default
+/// distance; then the covering split at `fixedStreams` (or the default
+/// count) without software prefetch.
 std::vector<DecodeSplitRate> decodeSplitSettings(const AttentionKernel &shape, int64_t threads,
                                                  int64_t fixedStreams = 0);
 
-/// The fastest of `rates` at `streams` (0: the default), where it measured
-/// 10% faster than `covering`'s (one of them); else `covering`'s.
+/// The fastest of `rates` at `streams` (0: the default) and the default
+/// distance, where it measured 10% faster than `covering`'s (one of them);
+/// else `covering`'s.
 DecodeSplitRate chooseDecodeSplits(const std::vector<DecodeSplitRate> &rates, int64_t covering,
                                    int64_t streams = 0);
 
-/// The stream count of the fastest of `rates` at split `covering`, where it
-/// measured 10% faster than the default count's; else the default.
-int64_t chooseAttentionDecodeStreams(const std::vector<DecodeSplitRate> &rates, int64_t covering);
+/// Decode attention's loops at split `covering`: `streams` without software
+/// prefetch where that measured 10% faster than with the default distance;
+/// else the fastest stream count at the default distance where it measured
+/// 10% faster than `streams`; else `streams` at the default distance.
+DecodeSplitRate chooseAttentionDecodeLoops(const std::vector<DecodeSplitRate> &rates,
+                                           int64_t covering, int64_t streams);
 
 /// Measures decode attention of `shape` (its queryHeads, kvHeads, headDim,
 /// map and scale; an f32 cache; the vector template: head_dim a multiple of
@@ -77,8 +87,9 @@ DecodeSplitTuning tuneDecodeSplits(const CpuTarget &target, const AttentionKerne
 
 /// Adds the result to the module's q3.tuning: `attention_decode_splits`
 /// (which cpu-split-decode-attention reads), `attention_decode_streams`
-/// (cpu-set-decode-streams) where streams were measured, and
-/// `attention_decode_gb_s`.
+/// (cpu-set-decode-streams) where streams were measured,
+/// `attention_decode_prefetch_bytes` (cpu-set-prefetch: a byte count or
+/// "none") and `attention_decode_gb_s`.
 void recordDecodeSplitTuning(mlir::ModuleOp module, const DecodeSplitTuning &tuning);
 
 } // namespace q3::cpu

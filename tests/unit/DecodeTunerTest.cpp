@@ -224,29 +224,52 @@ TEST(DecodeSplitTuner, MeasuresOneTheCoveringCountAndTwiceIt) {
   EXPECT_EQ(cpu::decodeSplitCandidates(mqa, 2), (std::vector<int64_t>{1, 2, 4}));
 }
 
-// Attention's stream counts run at the covering split; the default count
-// stays unless another measured 10% faster there.
-TEST(DecodeSplitTuner, MeasuresTheStreamsAtTheCoveringSplit) {
+// Attention's stream counts run at the covering split, and the default
+// count without software prefetch. Prefetch is decided first, at that
+// count; then the count, at the default distance. Each stays at the default
+// unless another measured 10% faster.
+TEST(DecodeSplitTuner, MeasuresTheStreamsAndPrefetchAtTheCoveringSplit) {
   std::vector<int64_t> map;
   for (int64_t h = 0; h < 16; ++h)
     map.push_back(h / 2);
   const cpu::AttentionKernel q06{"a", 16, 8, 128, map, 1.0};
   const std::vector<cpu::DecodeSplitRate> settings = cpu::decodeSplitSettings(q06, 16);
-  ASSERT_EQ(settings.size(), 5u);
+  ASSERT_EQ(settings.size(), 6u);
   for (size_t i = 0; i < 3; ++i)
     EXPECT_EQ(settings[i].streams, cpu::kDefaultDecodeStreams);
+  for (size_t i = 0; i < 5; ++i)
+    EXPECT_EQ(settings[i].prefetchBytes, cpu::kDefaultPrefetchBytes);
   EXPECT_EQ(settings[3].splits, 2);
   EXPECT_EQ(settings[3].streams, 1);
   EXPECT_EQ(settings[4].splits, 2);
   EXPECT_EQ(settings[4].streams, 2);
-  EXPECT_EQ(cpu::decodeSplitSettings(q06, 16, 1).size(), 3u) << "a given count is not measured";
+  EXPECT_EQ(settings[5].splits, 2);
+  EXPECT_EQ(settings[5].streams, cpu::kDefaultDecodeStreams);
+  EXPECT_EQ(settings[5].prefetchBytes, cpu::kNoPrefetch);
+  const std::vector<cpu::DecodeSplitRate> fixed = cpu::decodeSplitSettings(q06, 16, 1);
+  ASSERT_EQ(fixed.size(), 4u) << "a given count is measured alone, with and without prefetch";
+  EXPECT_EQ(fixed[3].streams, 1);
+  EXPECT_EQ(fixed[3].prefetchBytes, cpu::kNoPrefetch);
+
   using cpu::DecodeSplitRate;
-  EXPECT_EQ(cpu::chooseAttentionDecodeStreams({{2, 40.0, 4}, {2, 43.0, 1}, {2, 45.0, 2}}, 2), 2);
-  EXPECT_EQ(cpu::chooseAttentionDecodeStreams({{2, 40.0, 4}, {2, 43.0, 1}}, 2), 4) << "noise";
-  EXPECT_EQ(cpu::chooseAttentionDecodeStreams({{2, 40.0, 4}, {1, 60.0, 1}}, 2), 4)
-      << "measured at another split";
-  // The split is chosen among the rates at the default count only.
+  constexpr int64_t none = cpu::kNoPrefetch;
+  using Loops = std::pair<int64_t, int64_t>; // streams, prefetch bytes
+  auto loops = [](const std::vector<DecodeSplitRate> &rates) {
+    const DecodeSplitRate chosen = cpu::chooseAttentionDecodeLoops(rates, 2, 4);
+    return Loops{chosen.streams, chosen.prefetchBytes};
+  };
+  const Loops base{4, cpu::kDefaultPrefetchBytes};
+  EXPECT_EQ(loops({{2, 40.0, 4}, {2, 43.0, 1}, {2, 45.0, 2}}), Loops(2, 8192));
+  EXPECT_EQ(loops({{2, 40.0, 4}, {2, 43.0, 1}}), base) << "noise";
+  EXPECT_EQ(loops({{2, 40.0, 4}, {1, 60.0, 1}}), base) << "measured at another split";
+  // AMD family 25 after 2048 tokens: 2 streams measured 18% faster than 4,
+  // and 4 without prefetch 35% faster.
+  EXPECT_EQ(loops({{2, 24.0, 4}, {2, 28.2, 2}, {2, 32.5, 4, none}}), Loops(4, none));
+  EXPECT_EQ(loops({{2, 24.0, 4}, {2, 28.2, 2}, {2, 25.0, 4, none}}), Loops(2, 8192));
+  EXPECT_EQ(loops({{2, 40.0, 4}, {2, 42.0, 4, none}}), base) << "5% is noise";
+  // The split is chosen among the rates at the default count and distance only.
   EXPECT_EQ(cpu::chooseDecodeSplits({{1, 40.0, 4}, {2, 41.0, 4}, {1, 60.0, 1}}, 2).splits, 2);
+  EXPECT_EQ(cpu::chooseDecodeSplits({{1, 40.0, 4}, {2, 41.0, 4}, {1, 60.0, 4, none}}, 2).splits, 2);
 }
 
 TEST(DecodeSplitTuner, KeepsTheCoveringCountWithinTheNoise) {

@@ -117,16 +117,20 @@ void printAttentionTuning(const cpu::AttentionTuning &tuning) {
 
 /// -v: what the tuner measured for decode attention's splits.
 void printDecodeSplitTuning(const cpu::DecodeSplitTuning &tuning) {
-  llvm::outs() << "tuned decode attention's splits and streams ("
+  llvm::outs() << "tuned decode attention's splits, streams and prefetch ("
                << cpu::describeProvenance(tuning.provenance)
                << "), GB/s of KV cache in one decode step over " << tuning.positions
                << " positions on " << tuning.threads << " threads:\n";
   for (const cpu::DecodeSplitRate &r : tuning.measured) {
-    const bool chosen = r.splits == tuning.chosen.splits && r.streams == tuning.chosen.streams;
-    llvm::outs() << fmt::format("  {:<25} {:6.1f}{}\n",
-                                fmt::format("{} split{}, {} stream{}", r.splits,
+    const bool chosen = r.splits == tuning.chosen.splits && r.streams == tuning.chosen.streams &&
+                        r.prefetchBytes == tuning.chosen.prefetchBytes;
+    const std::string prefetch = r.prefetchBytes == cpu::kNoPrefetch
+                                     ? ", no prefetch"
+                                     : fmt::format(", prefetch {} B", r.prefetchBytes);
+    llvm::outs() << fmt::format("  {:<37} {:6.1f}{}\n",
+                                fmt::format("{} split{}, {} stream{}{}", r.splits,
                                             r.splits > 1 ? "s" : "", r.streams,
-                                            r.streams > 1 ? "s" : ""),
+                                            r.streams > 1 ? "s" : "", prefetch),
                                 r.gbPerSecond, chosen ? "  <- chosen" : "");
   }
 }

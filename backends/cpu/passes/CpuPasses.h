@@ -54,9 +54,14 @@ std::optional<int64_t> measuredInteger(mlir::ModuleOp module, llvm::StringRef ke
 /// q3.tuning's decode_prefetch_bytes: a byte count, or the string "none"
 /// (LoweringConfigAttr::kNoPrefetch) when the products read fastest without
 /// software prefetch.
+/// attention_decode_prefetch_bytes: the same for decode attention's loops
+/// (backends/cpu/DecodeSplitTuner.h).
 inline constexpr llvm::StringLiteral kMeasuredPrefetchKey = "decode_prefetch_bytes";
+inline constexpr llvm::StringLiteral kMeasuredAttentionPrefetchKey =
+    "attention_decode_prefetch_bytes";
 inline constexpr llvm::StringLiteral kNoPrefetchSpelling = "none";
-std::optional<int64_t> measuredPrefetchBytes(mlir::ModuleOp module);
+std::optional<int64_t> measuredPrefetchBytes(mlir::ModuleOp module,
+                                             llvm::StringRef key = kMeasuredPrefetchKey);
 inline constexpr const char *kTuningAttrName = "q3.tuning";
 
 /// The K of a product kernel whose prefill runs the column-block register

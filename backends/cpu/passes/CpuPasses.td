@@ -229,9 +229,10 @@ def CpuSetPrefetch : Pass<"cpu-set-prefetch", "mlir::ModuleOp"> {
     kernel (vector template: head_dim a multiple of 16): how many bytes ahead of its loads a one-row loop prefetches the
     weights (products) or the keys and values (attention) it streams, or
     `none` (no software prefetch). By default what `q3c compile --tune`
-    measured on products, recorded as q3.tuning's `decode_prefetch_bytes`
-    (a byte count or "none"; attention keeps 8192 when it is none), else
-    8192.
+    measured: on products, q3.tuning's `decode_prefetch_bytes` (a byte
+    count or "none"); on attention, `attention_decode_prefetch_bytes`
+    (8192 or "none"; without it, the products' distance, 8192 when that is
+    none); else 8192.
   }];
   let constructor = "q3::cpu::createCpuSetPrefetchPass()";
   let options = [

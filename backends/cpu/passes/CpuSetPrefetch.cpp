@@ -14,8 +14,10 @@
 // cache). The distance is the machine's: `q3c compile --tune` measures it,
 // none included, with the decode split (backends/cpu/DecodeTuner.h) and
 // records q3.tuning's decode_prefetch_bytes, which this pass takes unless
-// prefetch-bytes is given; without either, kDefaultPrefetchBytes. The
-// measurement runs products only, so attention keeps a distance when the
+// prefetch-bytes is given; without either, kDefaultPrefetchBytes. That
+// measurement runs products only; attention's own (attention_decode_-
+// prefetch_bytes, backends/cpu/DecodeSplitTuner.h: none or the default)
+// decides its loops where present, else it keeps a distance when the
 // products are measured best without one.
 //
 //===----------------------------------------------------------------------===//
@@ -48,31 +50,35 @@ struct CpuSetPrefetchPass : impl::CpuSetPrefetchBase<CpuSetPrefetchPass> {
   using CpuSetPrefetchBase::CpuSetPrefetchBase;
 
   /// The products' and attention's distances: the option's when given
-  /// (both), else what `q3c compile --tune` measured on products (attention
-  /// keeps the default when that is none), else the default.
+  /// (both), else what `q3c compile --tune` measured for each (attention
+  /// without its own measurement: the products', or the default when that
+  /// is none), else the default.
   std::pair<int64_t, int64_t> distancesOf(ModuleOp module) const {
     if (prefetchBytes != 0)
       return {prefetchBytes, prefetchBytes};
     const int64_t products = measuredPrefetchBytes(module).value_or(kDefaultPrefetchBytes);
+    if (std::optional<int64_t> attention =
+            measuredPrefetchBytes(module, kMeasuredAttentionPrefetchKey))
+      return {products, *attention};
     return {products,
             products == LoweringConfigAttr::kNoPrefetch ? kDefaultPrefetchBytes : products};
   }
 
-  /// Whether q3.tuning's decode_prefetch_bytes, when present, is a byte
-  /// count or "none" (else the module was edited by hand: say so).
-  bool measuredIsReadable(ModuleOp module) const {
+  /// Whether q3.tuning's `key`, when present, is a byte count or "none"
+  /// (else the module was edited by hand: say so).
+  bool measuredIsReadable(ModuleOp module, StringRef key) const {
     DictionaryAttr tuning = tuningOf(module);
-    Attribute measured = tuning ? tuning.get(kMeasuredPrefetchKey) : Attribute();
-    if (!measured || measured.isa<IntegerAttr>() || measuredPrefetchBytes(module))
+    Attribute measured = tuning ? tuning.get(key) : Attribute();
+    if (!measured || measured.isa<IntegerAttr>() || measuredPrefetchBytes(module, key))
       return true;
-    module.emitError() << "cpu-set-prefetch: q3.tuning's " << kMeasuredPrefetchKey
-                       << " must be a byte count or \"" << kNoPrefetchSpelling << "\", got "
-                       << measured;
+    module.emitError() << "cpu-set-prefetch: q3.tuning's " << key << " must be a byte count or \""
+                       << kNoPrefetchSpelling << "\", got " << measured;
     return false;
   }
 
   void runOnOperation() override {
-    if (prefetchBytes == 0 && !measuredIsReadable(getOperation()))
+    if (prefetchBytes == 0 && (!measuredIsReadable(getOperation(), kMeasuredPrefetchKey) ||
+                               !measuredIsReadable(getOperation(), kMeasuredAttentionPrefetchKey)))
       return signalPassFailure();
     const auto [products, attention] = distancesOf(getOperation());
     for (int64_t distance : {products, attention})

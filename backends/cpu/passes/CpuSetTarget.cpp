@@ -95,12 +95,12 @@ std::optional<int64_t> measuredInteger(mlir::ModuleOp module, llvm::StringRef ke
   return std::nullopt;
 }
 
-std::optional<int64_t> measuredPrefetchBytes(mlir::ModuleOp module) {
+std::optional<int64_t> measuredPrefetchBytes(mlir::ModuleOp module, llvm::StringRef key) {
   if (mlir::DictionaryAttr tuning = tuningOf(module))
-    if (auto none = tuning.getAs<mlir::StringAttr>(kMeasuredPrefetchKey);
+    if (auto none = tuning.getAs<mlir::StringAttr>(key);
         none && none.getValue() == kNoPrefetchSpelling)
       return q3::ir::LoweringConfigAttr::kNoPrefetch;
-  return measuredInteger(module, kMeasuredPrefetchKey);
+  return measuredInteger(module, key);
 }
 
 std::optional<int64_t> tiledProductDepth(mlir::func::FuncOp kernel) {
