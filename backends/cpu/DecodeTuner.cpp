@@ -245,12 +245,13 @@ std::string cacheKey(const CpuTarget &target, const std::vector<FusedLinearKerne
     shapes += fmt::format(" {}x{}", product.inFeatures, product.outFeatures);
     sources += fusedLinearSource(product);
   }
-  return fmt::format("decode layers {} MiB in one run of halving-piece loops, prefetch none too, "
-                     "streams at the chosen distance, "
-                     "beside a plain read, {} "
-                     "{}{} threads {} {} {:016x}",
-                     kStreamBytes >> 20, target.llvmCpu, llvm::xxHash64(target.features), shapes,
-                     threads, level == TuneLevel::Full ? "full" : "quick", llvm::xxHash64(sources));
+  return fmt::format(
+      "decode layers {} MiB in one run of halving-piece loops, ratios to no prefetch, "
+      "streams at the chosen distance, "
+      "beside a plain read, {} "
+      "{}{} threads {} {} {:016x}",
+      kStreamBytes >> 20, target.llvmCpu, llvm::xxHash64(target.features), shapes, threads,
+      level == TuneLevel::Full ? "full" : "quick", llvm::xxHash64(sources));
 }
 
 std::optional<std::vector<DecodeRate>> cachedRates(const nlohmann::json &entries,
@@ -353,8 +354,8 @@ std::string describePrefetch(int64_t prefetchBytes) {
 
 bool onAxis(const DecodeTuning &tuning, const DecodeSetting &setting,
             int64_t DecodeSetting::*field) {
-  return sameExcept(setting, {tuning.distanceChunks, kDefaultPrefetchBytes, tuning.baseStreams},
-                    field);
+  return sameExcept(
+      setting, {tuning.distanceChunks, kBaselineDecodePrefetchBytes, tuning.baseStreams}, field);
 }
 
 std::vector<DecodeSetting> decodeCandidates(TuneLevel level, int64_t fixedChunks,
@@ -363,16 +364,16 @@ std::vector<DecodeSetting> decodeCandidates(TuneLevel level, int64_t fixedChunks
   const int64_t streams = fixedStreams > 0 ? fixedStreams : kDefaultDecodeStreams;
   std::vector<DecodeSetting> candidates;
   if (fixedChunks > 0)
-    candidates.push_back({fixedChunks, kDefaultPrefetchBytes, streams});
+    candidates.push_back({fixedChunks, kBaselineDecodePrefetchBytes, streams});
   else
     for (int64_t chunks :
          full ? std::vector<int64_t>{1, 2, 4, 8, 16} : std::vector<int64_t>{2, 4, 8})
-      candidates.push_back({chunks, kDefaultPrefetchBytes, streams});
+      candidates.push_back({chunks, kBaselineDecodePrefetchBytes, streams});
   const int64_t split = fixedChunks > 0 ? fixedChunks : kDefaultDecodeChunks;
-  // No software prefetch at all read 2-5% faster in this measurement on an
-  // AMD EPYC family 26 VM and decoded 15% faster in the model there.
-  for (int64_t bytes : full ? std::vector<int64_t>{kNoPrefetch, 2048, 4096, 16384, 32768}
-                            : std::vector<int64_t>{kNoPrefetch, 4096, 16384})
+  // Against the baseline, no software prefetch (kBaselineDecodePrefetchBytes
+  // says why), the distances.
+  for (int64_t bytes : full ? std::vector<int64_t>{2048, 4096, 8192, 16384, 32768}
+                            : std::vector<int64_t>{4096, 8192, 16384})
     candidates.push_back({split, bytes, streams});
   return candidates;
 }
@@ -386,15 +387,15 @@ std::vector<DecodeSetting> decodeStreamCandidates(const DecodeSetting &at) {
 }
 
 int64_t chooseDecodeChunks(const std::vector<DecodeRate> &measured, int64_t streams) {
-  return chooseWithTie(
-      measured, &DecodeSetting::chunks,
-      {kDefaultDecodeChunks, kDefaultPrefetchBytes, streams > 0 ? streams : kDefaultDecodeStreams});
+  return chooseWithTie(measured, &DecodeSetting::chunks,
+                       {kDefaultDecodeChunks, kBaselineDecodePrefetchBytes,
+                        streams > 0 ? streams : kDefaultDecodeStreams});
 }
 
 int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t chunks,
                              int64_t streams) {
   return chooseWithTie(measured, &DecodeSetting::prefetchBytes,
-                       {chunks > 0 ? chunks : kDefaultDecodeChunks, kDefaultPrefetchBytes,
+                       {chunks > 0 ? chunks : kDefaultDecodeChunks, kBaselineDecodePrefetchBytes,
                         streams > 0 ? streams : kDefaultDecodeStreams});
 }
 
@@ -430,7 +431,8 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
     key += fmt::format(" split {}", fixedChunks);
   if (fixedStreams > 0)
     key += fmt::format(" streams {}", fixedStreams);
-  const DecodeSetting baseline{tuning.distanceChunks, kDefaultPrefetchBytes, tuning.baseStreams};
+  const DecodeSetting baseline{tuning.distanceChunks, kBaselineDecodePrefetchBytes,
+                               tuning.baseStreams};
   // The first stage's choices, which the second stage measures at.
   auto chooseSplitAndDistance = [&] {
     tuning.chosen = {

@@ -21,7 +21,8 @@ namespace {
 using cpu::DecodeRate;
 
 constexpr int64_t kChunks = cpu::kDefaultDecodeChunks;
-constexpr int64_t kAhead = cpu::kDefaultPrefetchBytes;
+// The tuner's baseline distance, which another must beat: no prefetch.
+constexpr int64_t kAhead = cpu::kBaselineDecodePrefetchBytes;
 
 /// Rates of splits at the default prefetch distance, each round's ratio to
 /// the default (40 GB/s) as the ratio of the rates.
@@ -122,7 +123,8 @@ TEST(DecodeTuner, EveryLevelMeasuresBothDefaults) {
     EXPECT_TRUE(has(kChunks, kAhead));
     EXPECT_TRUE(has(2, kAhead) && has(8, kAhead)) << "other splits";
     EXPECT_TRUE(has(kChunks, 4096) && has(kChunks, 16384)) << "other distances";
-    EXPECT_TRUE(has(kChunks, cpu::kNoPrefetch)) << "no software prefetch";
+    EXPECT_TRUE(has(kChunks, cpu::kDefaultPrefetchBytes)) << "the untuned default distance";
+    EXPECT_EQ(kAhead, cpu::kNoPrefetch) << "measured against no software prefetch";
   }
 }
 
@@ -175,7 +177,7 @@ TEST(DecodeTuner, MeasuresTheStreamsAtTheChosenSplitAndDistance) {
             kStreams)
       << "lost a quarter of its rounds";
   // A fast count measured at another distance says nothing here.
-  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{8, kAhead, 1}, 60.0, 1.5, 1.4}}, chosen), kStreams);
+  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{8, 8192, 1}, 60.0, 1.5, 1.4}}, chosen), kStreams);
   // A fast split measured at another count says nothing about the split,
   // nor a distance.
   const DecodeRate first{{kChunks, kAhead, kStreams}, 40.0, 1.0, 1.0};

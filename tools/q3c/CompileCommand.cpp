@@ -167,10 +167,9 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
                          [&](const cpu::DecodeRate &r) { return on(axis, r.setting); });
   };
   if (measuredOn(&cpu::DecodeSetting::chunks) > 1) {
-    llvm::outs() << fmt::format("  pieces per thread, prefetching {} bytes ahead (GB/s; the "
-                                "median and lower quartile of the ratios to the default in the "
-                                "same rounds):\n",
-                                cpu::kDefaultPrefetchBytes);
+    llvm::outs() << fmt::format("  pieces per thread, prefetch {} (GB/s; the median and lower "
+                                "quartile of the ratios to the default in the same rounds):\n",
+                                cpu::describePrefetch(cpu::kBaselineDecodePrefetchBytes));
     for (const cpu::DecodeRate &r : tuning.measured)
       if (on(&cpu::DecodeSetting::chunks, r.setting))
         llvm::outs() << fmt::format("  {:>6} pieces  {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.chunks,
@@ -181,8 +180,9 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
                                 tuning.chosen.chunks);
   }
   llvm::outs() << fmt::format("  prefetch distance, {} pieces per thread (GB/s; the ratios to "
-                              "{} bytes in the same rounds):\n",
-                              tuning.distanceChunks, cpu::kDefaultPrefetchBytes);
+                              "prefetch {} in the same rounds):\n",
+                              tuning.distanceChunks,
+                              cpu::describePrefetch(cpu::kBaselineDecodePrefetchBytes));
   std::vector<cpu::DecodeRate> byDistance = tuning.measured;
   std::sort(byDistance.begin(), byDistance.end(), [](const auto &a, const auto &b) {
     return a.setting.prefetchBytes < b.setting.prefetchBytes;
