@@ -36,7 +36,7 @@ namespace q3::cpu {
 /// The distance the tuner's ratios are taken against, which another must
 /// beat clearly: no software prefetch. On both AMD EPYC families measured
 /// the model decoded 5-15% faster without prefetch while the tuner's layers
-/// measured it only 1.02-1.08x faster, so with 8 KiB as the baseline some
+/// often measured it only 1.02-1.08x faster, so with 8 KiB as the baseline some
 /// compiles kept a distance that cost; where prefetch paid (the first
 /// 2-core machine: 22.7-25 against 15.6 GB/s) it did by far more than the
 /// margin. The default of untuned builds stays kDefaultPrefetchBytes.
