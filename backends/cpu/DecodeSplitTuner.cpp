@@ -1,5 +1,6 @@
 //===- DecodeSplitTuner.cpp - measure decode attention's position splits --===//
 #include "backends/cpu/DecodeSplitTuner.h"
+#include "backends/cpu/DecodeTuner.h"
 #include "backends/cpu/TuningKernel.h"
 #include "backends/cpu/TuningRecord.h"
 #include "backends/cpu/passes/CpuPasses.h"
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 
 namespace q3::cpu {
@@ -114,8 +116,10 @@ struct DecodeInputs {
   }
 };
 
+/// Each setting's best rate and its per-round ratios to `settings[base]`.
 std::vector<DecodeSplitRate> measure(const AttentionKernel &shape, const CpuTarget &target,
-                                     const std::vector<DecodeSplitRate> &settings, int threads) {
+                                     const std::vector<DecodeSplitRate> &settings, size_t base,
+                                     int threads) {
   std::vector<AttentionKernel> kernels;
   std::vector<std::string> sources, names;
   int64_t workspaceBytes = 0;
@@ -131,11 +135,15 @@ std::vector<DecodeSplitRate> measure(const AttentionKernel &shape, const CpuTarg
   std::vector<std::function<double()>> runs;
   for (size_t i = 0; i < kernels.size(); ++i)
     runs.push_back([&, i] { return inputs.time(loaded[i], kernels[i], pool); });
-  const std::vector<double> best = bestOfInterleaved(runs, kRepetitions);
+  const std::vector<std::vector<double>> seconds = timesInterleaved(runs, kRepetitions);
+  const std::vector<RoundRatios> ratios = ratiosToBaseline(seconds, base);
   std::vector<DecodeSplitRate> rates;
-  for (size_t i = 0; i < kernels.size(); ++i)
-    rates.push_back({kernels[i].decodeSplits, double(inputs.cacheBytes()) / best[i] / 1e9,
-                     kernels[i].decodeStreams, kernels[i].prefetchBytes});
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const double best = *std::min_element(seconds[i].begin(), seconds[i].end());
+    rates.push_back({kernels[i].decodeSplits, double(inputs.cacheBytes()) / best / 1e9,
+                     kernels[i].decodeStreams, kernels[i].prefetchBytes, ratios[i].median,
+                     ratios[i].lowerQuartile});
+  }
   return rates;
 }
 
@@ -144,7 +152,8 @@ std::string cacheKey(const CpuTarget &target, const AttentionKernel &shape,
   std::string sources;
   for (const DecodeSplitRate &setting : settings)
     sources += attentionSource(measuredKernel(shape, setting));
-  return fmt::format("decode-splits huge-pages {} positions x {} layers, {} {:016x} {} threads {} "
+  return fmt::format("decode-splits huge-pages ratios {} positions x {} layers, {} {:016x} {} "
+                     "threads {} "
                      "{}x{}x{} [{}] {:016x}",
                      kPositions, kLayers, target.llvmCpu, llvm::xxHash64(target.features),
                      target.requiredFeatures.size(), threads, shape.queryHeads, shape.kvHeads,
@@ -210,7 +219,11 @@ DecodeSplitRate chooseAttentionDecodeLoops(const std::vector<DecodeSplitRate> &r
   }
   if (!base)
     return fastest ? *fastest : DecodeSplitRate{covering, 0, streams, kDefaultPrefetchBytes};
-  if (bare && bare->gbPerSecond > kMargin * base->gbPerSecond)
+  const bool bareWins =
+      bare &&
+      (bare->relative > 0 ? clearlyFaster({bare->relative, bare->relativeLow}, kDecodeTieFraction)
+                          : bare->gbPerSecond > kMargin * base->gbPerSecond);
+  if (bareWins)
     return *bare;
   return fastest->gbPerSecond > kMargin * base->gbPerSecond ? *fastest : *base;
 }
@@ -225,22 +238,39 @@ DecodeSplitTuning tuneDecodeSplits(const CpuTarget &target, const AttentionKerne
   tuning.threads = threads;
   tuning.positions = kPositions;
   tuning.baseStreams = fixedStreams > 0 ? fixedStreams : kDefaultDecodeStreams;
+  const int64_t covering = shape.coveringDecodeSplits(threads);
+  // The ratios' baseline: the covering split at the base count and distance.
+  const size_t base = size_t(std::find_if(candidates.begin(), candidates.end(),
+                                          [&](const DecodeSplitRate &c) {
+                                            return c.splits == covering &&
+                                                   c.streams == tuning.baseStreams &&
+                                                   atDefaultDistance(c);
+                                          }) -
+                             candidates.begin());
+  // Cached as one list of numbers: the rates, then each one's median and
+  // lower-quartile ratio.
   std::vector<std::string> names;
-  for (const DecodeSplitRate &setting : candidates)
-    names.push_back(candidateName(setting, tuning.baseStreams));
-  const std::vector<double> rates = namedRatesCachedOrMeasured(
+  for (const char *suffix : {"", "_ratio", "_ratio_low"})
+    for (const DecodeSplitRate &setting : candidates)
+      names.push_back(candidateName(setting, tuning.baseStreams) + suffix);
+  const std::vector<double> numbers = namedRatesCachedOrMeasured(
       cacheKey(target, shape, candidates, threads), names, maxForeignShare,
       [&] {
-        std::vector<double> gbPerSecond;
-        for (const DecodeSplitRate &r : measure(shape, target, candidates, threads))
-          gbPerSecond.push_back(r.gbPerSecond);
-        return gbPerSecond;
+        std::vector<double> rates, ratios, lows;
+        for (const DecodeSplitRate &r : measure(shape, target, candidates, base, threads)) {
+          rates.push_back(r.gbPerSecond);
+          ratios.push_back(r.relative);
+          lows.push_back(r.relativeLow);
+        }
+        rates.insert(rates.end(), ratios.begin(), ratios.end());
+        rates.insert(rates.end(), lows.begin(), lows.end());
+        return rates;
       },
       tuning.provenance);
-  for (size_t i = 0; i < candidates.size(); ++i)
-    tuning.measured.push_back(
-        {candidates[i].splits, rates[i], candidates[i].streams, candidates[i].prefetchBytes});
-  const int64_t covering = shape.coveringDecodeSplits(threads);
+  const size_t n = candidates.size();
+  for (size_t i = 0; i < n; ++i)
+    tuning.measured.push_back({candidates[i].splits, numbers[i], candidates[i].streams,
+                               candidates[i].prefetchBytes, numbers[n + i], numbers[2 * n + i]});
   tuning.chosen = chooseDecodeSplits(tuning.measured, covering, tuning.baseStreams);
   const DecodeSplitRate loops =
       chooseAttentionDecodeLoops(tuning.measured, covering, tuning.baseStreams);
@@ -263,6 +293,14 @@ void recordDecodeSplitTuning(mlir::ModuleOp module, const DecodeSplitTuning &tun
                  ? mlir::Attribute(b.getStringAttr(kNoPrefetchSpelling))
                  : mlir::Attribute(b.getI64IntegerAttr(tuning.chosen.prefetchBytes)));
   record.set("attention_decode_gb_s", b.getDictionaryAttr(rates));
+  // The per-round ratios to the default loops: median, lower quartile.
+  llvm::SmallVector<mlir::NamedAttribute> ratios;
+  for (const DecodeSplitRate &r : tuning.measured)
+    ratios.push_back(b.getNamedAttr(
+        candidateName(r, tuning.baseStreams),
+        b.getArrayAttr({b.getF64FloatAttr(std::round(r.relative * 1000) / 1000),
+                        b.getF64FloatAttr(std::round(r.relativeLow * 1000) / 1000)})));
+  record.set("attention_decode_ratios", b.getDictionaryAttr(ratios));
   record.setOthersShare("attention_decode_others_share", tuning.provenance);
   record.set("attention_decode_measured_on",
              b.getStringAttr(fmt::format("one decode step over {} f32 positions of {} layers, "

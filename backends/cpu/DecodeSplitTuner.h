@@ -16,8 +16,10 @@
 // after 2048 tokens on AMD family 26, one run streamed the cache at 43-45
 // GB/s, two and four at 47-56), chosen the same way against the default; and
 // that count without software prefetch (after 2048 tokens on AMD family 25,
-// attention took 13% less time without it), which wins first, by the same
-// margin against the default distance.
+// attention took 13% less time without it), which wins first where its
+// per-round ratios to the default distance say clearly faster (best-of-5
+// rates once kept 8 KiB at 1.06x in a compile of nine, and the model ran
+// slower for it).
 // Cached per CPU, thread count, shape and kernel sources.
 //
 //===----------------------------------------------------------------------===//
@@ -39,6 +41,10 @@ struct DecodeSplitRate {
   double gbPerSecond = 0; // KV cache bytes read per second, 1e9
   int64_t streams = kDefaultDecodeStreams; // runs read side by side
   int64_t prefetchBytes = kDefaultPrefetchBytes; // or kNoPrefetch
+  // Median and lower quartile of its per-round ratios to the default loops
+  // (the covering split, the base stream count, the default distance); 0:
+  // not measured.
+  double relative = 0, relativeLow = 0;
 };
 
 struct DecodeSplitTuning {
@@ -69,9 +75,11 @@ DecodeSplitRate chooseDecodeSplits(const std::vector<DecodeSplitRate> &rates, in
                                    int64_t streams = 0);
 
 /// Decode attention's loops at split `covering`: `streams` without software
-/// prefetch where that measured 10% faster than with the default distance;
-/// else the fastest stream count at the default distance where it measured
-/// 10% faster than `streams`; else `streams` at the default distance.
+/// prefetch where that measured clearly faster than with the default
+/// distance (its per-round ratios, by the products' rule: clearlyFaster with
+/// kDecodeTieFraction; without ratios, 10% by rate); else the fastest
+/// stream count at the default distance where it measured 10% faster than
+/// `streams`; else `streams` at the default distance.
 DecodeSplitRate chooseAttentionDecodeLoops(const std::vector<DecodeSplitRate> &rates,
                                            int64_t covering, int64_t streams);
 

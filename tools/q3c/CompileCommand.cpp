@@ -120,18 +120,20 @@ void printDecodeSplitTuning(const cpu::DecodeSplitTuning &tuning) {
   llvm::outs() << "tuned decode attention's splits, streams and prefetch ("
                << cpu::describeProvenance(tuning.provenance)
                << "), GB/s of KV cache in one decode step over " << tuning.positions
-               << " positions on " << tuning.threads << " threads:\n";
+               << " positions on " << tuning.threads
+               << " threads (best of the rounds; the median and lower quartile of the ratios "
+                  "to the default in the same rounds):\n";
   for (const cpu::DecodeSplitRate &r : tuning.measured) {
     const bool chosen = r.splits == tuning.chosen.splits && r.streams == tuning.chosen.streams &&
                         r.prefetchBytes == tuning.chosen.prefetchBytes;
     const std::string prefetch = r.prefetchBytes == cpu::kNoPrefetch
                                      ? ", no prefetch"
                                      : fmt::format(", prefetch {} B", r.prefetchBytes);
-    llvm::outs() << fmt::format("  {:<37} {:6.1f}{}\n",
-                                fmt::format("{} split{}, {} stream{}{}", r.splits,
-                                            r.splits > 1 ? "s" : "", r.streams,
-                                            r.streams > 1 ? "s" : "", prefetch),
-                                r.gbPerSecond, chosen ? "  <- chosen" : "");
+    llvm::outs() << fmt::format(
+        "  {:<37} {:6.1f}  {:.3f} {:.3f}{}\n",
+        fmt::format("{} split{}, {} stream{}{}", r.splits, r.splits > 1 ? "s" : "", r.streams,
+                    r.streams > 1 ? "s" : "", prefetch),
+        r.gbPerSecond, r.relative, r.relativeLow, chosen ? "  <- chosen" : "");
   }
 }
 
