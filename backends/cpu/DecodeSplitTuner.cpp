@@ -288,10 +288,7 @@ void recordDecodeSplitTuning(mlir::ModuleOp module, const DecodeSplitTuning &tun
         b.getNamedAttr(candidateName(r, tuning.baseStreams), record.rate(r.gbPerSecond)));
   record.set("attention_decode_splits", b.getI64IntegerAttr(tuning.chosen.splits));
   record.set("attention_decode_streams", b.getI64IntegerAttr(tuning.chosen.streams));
-  record.set(kMeasuredAttentionPrefetchKey,
-             tuning.chosen.prefetchBytes == kNoPrefetch
-                 ? mlir::Attribute(b.getStringAttr(kNoPrefetchSpelling))
-                 : mlir::Attribute(b.getI64IntegerAttr(tuning.chosen.prefetchBytes)));
+  record.set(kMeasuredAttentionPrefetchKey, measuredPrefetchAttr(b, tuning.chosen.prefetchBytes));
   record.set("attention_decode_gb_s", b.getDictionaryAttr(rates));
   // The per-round ratios to the default loops: median, lower quartile.
   llvm::SmallVector<mlir::NamedAttribute> ratios;

@@ -515,10 +515,7 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
                                              record.rate(r.gbPerSecond)));
   record.set("decode_chunks", b.getI64IntegerAttr(tuning.chosen.chunks));
   record.set("decode_gb_s", b.getDictionaryAttr(splitRates));
-  record.set(kMeasuredPrefetchKey,
-             tuning.chosen.prefetchBytes == kNoPrefetch
-                 ? mlir::Attribute(b.getStringAttr(kNoPrefetchSpelling))
-                 : mlir::Attribute(b.getI64IntegerAttr(tuning.chosen.prefetchBytes)));
+  record.set(kMeasuredPrefetchKey, measuredPrefetchAttr(b, tuning.chosen.prefetchBytes));
   record.set("decode_prefetch_gb_s", b.getDictionaryAttr(prefetchRates));
   record.set("decode_streams", b.getI64IntegerAttr(tuning.chosen.streams));
   record.set("decode_streams_gb_s", b.getDictionaryAttr(streamRates));

@@ -62,6 +62,9 @@ inline constexpr llvm::StringLiteral kMeasuredAttentionPrefetchKey =
 inline constexpr llvm::StringLiteral kNoPrefetchSpelling = "none";
 std::optional<int64_t> measuredPrefetchBytes(mlir::ModuleOp module,
                                              llvm::StringRef key = kMeasuredPrefetchKey);
+/// How the tuners record a distance under those keys: the byte count, or
+/// "none" for kNoPrefetch (what measuredPrefetchBytes reads back).
+mlir::Attribute measuredPrefetchAttr(mlir::Builder &builder, int64_t prefetchBytes);
 inline constexpr const char *kTuningAttrName = "q3.tuning";
 
 /// The K of a product kernel whose prefill runs the column-block register

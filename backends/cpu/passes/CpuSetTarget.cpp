@@ -103,6 +103,12 @@ std::optional<int64_t> measuredPrefetchBytes(mlir::ModuleOp module, llvm::String
   return measuredInteger(module, key);
 }
 
+mlir::Attribute measuredPrefetchAttr(mlir::Builder &builder, int64_t prefetchBytes) {
+  if (prefetchBytes == q3::ir::LoweringConfigAttr::kNoPrefetch)
+    return builder.getStringAttr(kNoPrefetchSpelling);
+  return builder.getI64IntegerAttr(prefetchBytes);
+}
+
 std::optional<int64_t> tiledProductDepth(mlir::func::FuncOp kernel) {
   mlir::Operation *compute = q3::ir::kernelComputeOp(kernel);
   if (!mlir::isa_and_nonnull<q3::ir::FusedLinearOp, q3::ir::LinearOp>(compute))
