@@ -9,17 +9,17 @@
 // model's attention kernel with each candidate (1, the covering count and
 // twice it, at most 16), runs one decode step over 2048 cached positions of 16 layers
 // (their own f32 caches, so the measurement streams from memory) on every
-// CPU, best of 5 with the candidates taking turns, and records the rates
-// and the choice: the fastest, where it measured 10% faster than the
-// covering count. At the covering count it also measures the runs each
-// block's keys and values are read in side by side (decode_streams 1, 2, 4:
-// after 2048 tokens on AMD family 26, one run streamed the cache at 43-45
-// GB/s, two and four at 47-56), chosen the same way against the default; and
-// that count without software prefetch (after 2048 tokens on AMD family 25,
-// attention took 13% less time without it), which wins first where its
-// per-round ratios to the default distance say clearly faster (best-of-5
-// rates once kept 8 KiB at 1.06x in a compile of nine, and the model ran
-// slower for it).
+// CPU, 5 rounds with the candidates taking turns. At the covering count it
+// also measures the runs each block's keys and values are read in side by
+// side (decode_streams 2 and 4; not 1: after 2048 tokens on AMD family 26,
+// one run streamed the cache at 43-45 GB/s, two and four at 47-56, a
+// deficit this step did not show), and the default
+// count without software prefetch (after 2048 tokens on AMD family 25,
+// attention took 13% less time without it). Every candidate is judged by its
+// per-round ratios to the default loops (the covering split, 4 streams, 8
+// KiB), the products' rule: best-of-5 rates picked outliers (a compile kept 8
+// KiB at 1.06x by rate and ran slower for it; another took 2 splits at 1.37x
+// by rate whose median ratio was 0.999).
 // Cached per CPU, thread count, shape and kernel sources.
 //
 //===----------------------------------------------------------------------===//
@@ -48,7 +48,7 @@ struct DecodeSplitRate {
 };
 
 struct DecodeSplitTuning {
-  DecodeSplitRate chosen; // its splits and, where they were measured, its streams and prefetch
+  DecodeSplitRate chosen;                      // one of `measured`
   std::vector<DecodeSplitRate> measured;       // the splits, then the streams, then no prefetch
   int64_t baseStreams = kDefaultDecodeStreams; // the streams the splits were measured at
   int threads = 0;
@@ -62,26 +62,20 @@ std::vector<int64_t> decodeSplitCandidates(const AttentionKernel &shape, int64_t
 
 /// The (splits, streams, prefetch) the tuner runs: the split candidates at
 /// `fixedStreams` (0: the default count), then, unless it is given, the
-/// other stream counts (1, 2, 4) at the covering split, all at the default
+/// other stream count (2 or 4) at the covering split, all at the default
 /// distance; then the covering split at `fixedStreams` (or the default
 /// count) without software prefetch.
 std::vector<DecodeSplitRate> decodeSplitSettings(const AttentionKernel &shape, int64_t threads,
                                                  int64_t fixedStreams = 0);
 
-/// The fastest of `rates` at `streams` (0: the default) and the default
-/// distance, where it measured 10% faster than `covering`'s (one of them);
-/// else `covering`'s.
-DecodeSplitRate chooseDecodeSplits(const std::vector<DecodeSplitRate> &rates, int64_t covering,
-                                   int64_t streams = 0);
-
-/// Decode attention's loops at split `covering`: `streams` without software
-/// prefetch where that measured clearly faster than with the default
-/// distance (its per-round ratios, by the products' rule: clearlyFaster with
-/// kDecodeTieFraction; without ratios, 10% by rate); else the fastest
-/// stream count at the default distance where it measured 10% faster than
-/// `streams`; else `streams` at the default distance.
-DecodeSplitRate chooseAttentionDecodeLoops(const std::vector<DecodeSplitRate> &rates,
-                                           int64_t covering, int64_t streams);
+/// The one measured setting decode attention keeps: of `rates`, those whose
+/// per-round ratios to `base` (the covering split at the base stream count
+/// and the default distance) say clearly faster by the products' rule
+/// (clearlyFaster with kDecodeTieFraction), the one of the highest median
+/// ratio; else `base`. Never a combination of two winners: those were not
+/// measured together.
+DecodeSplitRate chooseAttentionDecode(const std::vector<DecodeSplitRate> &rates,
+                                      const DecodeSplitRate &base);
 
 /// Measures decode attention of `shape` (its queryHeads, kvHeads, headDim,
 /// map and scale; an f32 cache; the vector template: head_dim a multiple of
