@@ -158,7 +158,8 @@ static std::string prefillLead(const AttentionKernel &kernel) {
 /// A prefill runs @<name>_flash on blocks of 16 / heads rows, or
 /// @<name>_flash_bf16 on prefillRowSets such blocks (the workgroup of the
 /// first row does them, in split 0 of its head group, the others nothing);
-/// decode runs @<name>_decode (decodeBranch).
+/// decode runs @<name>_decode (decodeBranch). A source of one path
+/// (AttentionKernel::paths) skips the other's rows.
 static std::string vectorAttention(const AttentionKernel &kernel, const AttentionTypes &types) {
   const int64_t heads = kernel.headsPerWorkgroup();
   const FlashScratch scratch = flashScratchTypes(kernel);
@@ -187,10 +188,24 @@ static std::string vectorAttention(const AttentionKernel &kernel, const Attentio
       "({1}, {2}, {2}, {1}, index, index, index, index, index) -> ()",
       kernel.name, types.query, types.kv);
   const int64_t leadRows = kernel.prefillBlockRows() * kernel.prefillRowSets;
-  return decodeFunction(kernel, types) +
-         (kernel.decodeSplits > 1 ? splitMergeFunction(kernel) : "") +
-         (kernel.bf16Prefill ? bf16FlashFunction(kernel, types) : flashFunction(kernel, types)) +
-         attentionOpening(kernel, types) +
+  std::string functions;
+  if (kernel.hasDecode())
+    functions +=
+        decodeFunction(kernel, types) + (kernel.decodeSplits > 1 ? splitMergeFunction(kernel) : "");
+  if (kernel.hasPrefill())
+    functions +=
+        kernel.bf16Prefill ? bf16FlashFunction(kernel, types) : flashFunction(kernel, types);
+  const std::string prefill =
+      fmt::format(R"mlir(      %blockOffset = arith.remui %t, %cBlock : index
+{leads}      scf.if %leads {{
+        %rowsLeft = arith.subi %rows, %t : index
+        %blockRows = arith.minui %rowsLeft, %cBlock : index
+        {flash}
+      }}
+)mlir",
+                  fmt::arg("leads", prefillLead(kernel)),
+                  fmt::arg("flash", kernel.bf16Prefill ? flashBf16 : flash));
+  return functions + attentionOpening(kernel, types) +
          fmt::format(
              R"mlir(  %cBlock = arith.constant {blockRows} : index
   %oneRow = arith.cmpi eq, %rows, %c1 : index
@@ -199,22 +214,17 @@ static std::string vectorAttention(const AttentionKernel &kernel, const Attentio
 {buffers}  scf.for %g = %wgBegin to %wgEnd step %c1 {{
 {prologue}    scf.if %oneRow {{
 {decode}    }} else {{
-      %blockOffset = arith.remui %t, %cBlock : index
-{leads}      scf.if %leads {{
-        %rowsLeft = arith.subi %rows, %t : index
-        %blockRows = arith.minui %rowsLeft, %cBlock : index
-        {flash}
-      }}
-    }}
+{prefill}    }}
   }}
   return
 }}
 )mlir",
              fmt::arg("blockRows", leadRows), fmt::arg("buffers", buffers),
              fmt::arg("prologue", workgroupPrologue(heads, kernel.queryHeads, kernel.decodeSplits)),
-             fmt::arg("decode", decodeBranch(kernel, types, decodeScores, decodeScoreTypes)),
-             fmt::arg("leads", prefillLead(kernel)),
-             fmt::arg("flash", kernel.bf16Prefill ? flashBf16 : flash));
+             fmt::arg("decode", kernel.hasDecode()
+                                    ? decodeBranch(kernel, types, decodeScores, decodeScoreTypes)
+                                    : ""),
+             fmt::arg("prefill", kernel.hasPrefill() ? prefill : ""));
 }
 
 /// One query head per workgroup, one feature at a time: head sizes that are
@@ -278,6 +288,10 @@ std::string attentionSource(const AttentionKernel &kernel) {
     throw std::invalid_argument("attention: " + std::to_string(kernel.decodeSplits) +
                                 " decode splits for head_dim " + std::to_string(kernel.headDim) +
                                 " (1 to 16, and 1 unless head_dim is a multiple of 16)");
+  if (!kernel.vectorized() && kernel.paths != AttentionKernel::Paths::PrefillAndDecode)
+    throw std::invalid_argument("attention: only the vector template (head_dim a multiple of 16, "
+                                "not " +
+                                std::to_string(kernel.headDim) + ") runs one path alone");
   const AttentionTypes types = typesOf(kernel);
   return kernel.vectorized() ? vectorAttention(kernel, types) : scalarAttention(kernel, types);
 }

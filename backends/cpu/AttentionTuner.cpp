@@ -35,6 +35,7 @@ const std::vector<AttentionRate> kCandidates = {{false, 1}, {true, 1}, {true, 2}
 AttentionKernel measuredKernel(const AttentionKernel &shape, const AttentionRate &candidate) {
   AttentionKernel kernel = shape;
   kernel.name = "tune_attention";
+  kernel.paths = AttentionKernel::Paths::PrefillOnly;
   kernel.cache = WeightStorage::F32;
   kernel.bf16Prefill = candidate.bf16;
   kernel.prefillRowSets = candidate.rowSets;

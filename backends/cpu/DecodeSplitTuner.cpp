@@ -45,6 +45,7 @@ bool atDefaultDistance(const DecodeSplitRate &r) {
 AttentionKernel measuredKernel(const AttentionKernel &shape, const DecodeSplitRate &setting) {
   AttentionKernel kernel = shape;
   kernel.name = "tune_decode_" + candidateName(setting, 0);
+  kernel.paths = AttentionKernel::Paths::DecodeOnly;
   kernel.decodeStreams = setting.streams;
   kernel.cache = WeightStorage::F32;
   kernel.bf16Prefill = false;

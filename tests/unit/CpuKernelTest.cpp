@@ -24,6 +24,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <tuple>
 
 namespace q3::testing {
 namespace {
@@ -690,13 +691,15 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
 /// the positions in runs of at least `splitPositions`, and `threads` > 0
 /// runs the workgroups on that many threads, one per chunk, `repeats` times.
 /// Decode prefetches `prefetchBytes` ahead (cpu::kNoPrefetch: not at all).
-void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {0, 0, 0, 1, 1, 1},
-                    int64_t rows = 3, WeightStorage cache = WeightStorage::F32,
-                    bool bf16Prefill = false,
-                    int64_t rowSets = cpu::AttentionKernel::kBf16PrefillRowSets, int64_t splits = 1,
-                    int64_t splitPositions = 16, int threads = 0, int repeats = 1,
-                    int64_t streams = cpu::kDefaultDecodeStreams,
-                    int64_t prefetchBytes = cpu::kDefaultPrefetchBytes) {
+/// `paths`: the source holds both paths or (as the tuners' do) the one run.
+void checkAttention(
+    int64_t d, int64_t visible = 7, std::vector<int64_t> map = {0, 0, 0, 1, 1, 1}, int64_t rows = 3,
+    WeightStorage cache = WeightStorage::F32, bool bf16Prefill = false,
+    int64_t rowSets = cpu::AttentionKernel::kBf16PrefillRowSets, int64_t splits = 1,
+    int64_t splitPositions = 16, int threads = 0, int repeats = 1,
+    int64_t streams = cpu::kDefaultDecodeStreams,
+    int64_t prefetchBytes = cpu::kDefaultPrefetchBytes,
+    cpu::AttentionKernel::Paths paths = cpu::AttentionKernel::Paths::PrefillAndDecode) {
   const int64_t qHeads = int64_t(map.size()), capacity = std::max<int64_t>(48, visible + 5);
   const int64_t kvHeads = *std::max_element(map.begin(), map.end()) + 1;
   cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(double(d)), cache};
@@ -706,6 +709,7 @@ void checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {
   kernel.splitPositions = splitPositions;
   kernel.decodeStreams = streams;
   kernel.prefetchBytes = prefetchBytes;
+  kernel.paths = paths;
   // The attention checks run each kernel on many contexts: compile each once.
   static std::map<std::string, LoadedKernel> compiled;
   const std::string source = cpu::attentionSource(kernel);
@@ -831,6 +835,37 @@ TEST(AttentionKernel, DecodesWithoutSoftwarePrefetch) {
   kernel.prefetchBytes = cpu::kNoPrefetch;
   EXPECT_EQ(functionText(cpu::attentionSource(kernel), "attn_decode").find("memref.prefetch"),
             std::string::npos);
+}
+
+// The tuners compile the path they measure alone (AttentionKernel::paths):
+// its function and rows are the model kernel's, the other path's are not in
+// the source.
+TEST(AttentionKernel, RunsOnePathAlone) {
+  using Paths = cpu::AttentionKernel::Paths;
+  const std::vector<int64_t> gqa2 = {0, 0, 1, 1};
+  for (int64_t splits : {1, 3})
+    for (int64_t visible : {1, 17, 700})
+      checkAttention(128, visible, gqa2, 1, WeightStorage::F32, false, 1, splits, 16, 0, 2,
+                     cpu::kDefaultDecodeStreams, cpu::kNoPrefetch, Paths::DecodeOnly);
+  for (bool bf16 : {false, true})
+    for (int64_t rows : {2, 9, 40})
+      checkAttention(128, rows + 21, gqa2, rows, WeightStorage::F32, bf16, 2, 1, 16, 0, 1,
+                     cpu::kDefaultDecodeStreams, cpu::kDefaultPrefetchBytes, Paths::PrefillOnly);
+  cpu::AttentionKernel kernel{"attn", 4, 2, 128, gqa2, 1.0, WeightStorage::F32};
+  kernel.bf16Prefill = true;
+  kernel.decodeSplits = 2;
+  auto functions = [&](Paths paths) {
+    kernel.paths = paths;
+    const std::string source = cpu::attentionSource(kernel);
+    return std::tuple(source.find("@attn_decode(") != std::string::npos,
+                      source.find("@attn_flash_bf16(") != std::string::npos);
+  };
+  EXPECT_EQ(functions(Paths::PrefillAndDecode), std::tuple(true, true));
+  EXPECT_EQ(functions(Paths::DecodeOnly), std::tuple(true, false));
+  EXPECT_EQ(functions(Paths::PrefillOnly), std::tuple(false, true));
+  cpu::AttentionKernel scalar{"attn", 4, 2, 12, gqa2, 1.0, WeightStorage::F32};
+  scalar.paths = Paths::DecodeOnly;
+  EXPECT_THROW(cpu::attentionSource(scalar), std::invalid_argument);
 }
 
 // Decode splits (q3.lowering's fourth attention tile entry): a head group's
