@@ -112,7 +112,7 @@ struct DecodeInputs {
   }
 };
 
-/// Each setting's best rate and its per-round ratios to `settings[base]`.
+/// Each setting's median rate and its per-round ratios to `settings[base]`.
 std::vector<DecodeSplitRate> measure(const AttentionKernel &shape, const CpuTarget &target,
                                      const std::vector<DecodeSplitRate> &settings, size_t base,
                                      int threads) {
@@ -135,8 +135,8 @@ std::vector<DecodeSplitRate> measure(const AttentionKernel &shape, const CpuTarg
   const std::vector<RoundRatios> ratios = ratiosToBaseline(seconds, base);
   std::vector<DecodeSplitRate> rates;
   for (size_t i = 0; i < kernels.size(); ++i) {
-    const double best = *std::min_element(seconds[i].begin(), seconds[i].end());
-    rates.push_back({kernels[i].decodeSplits, double(inputs.cacheBytes()) / best / 1e9,
+    rates.push_back({kernels[i].decodeSplits,
+                     double(inputs.cacheBytes()) / quantile(seconds[i], 0.5) / 1e9,
                      kernels[i].decodeStreams, kernels[i].prefetchBytes, ratios[i].median,
                      ratios[i].lowerQuartile});
   }
@@ -148,12 +148,13 @@ std::string cacheKey(const CpuTarget &target, const AttentionKernel &shape,
   std::string sources;
   for (const DecodeSplitRate &setting : settings)
     sources += attentionSource(measuredKernel(shape, setting));
-  return fmt::format("decode-splits huge-pages ratios {} positions x {} layers, {} {:016x} {} "
-                     "threads {} "
-                     "{}x{}x{} [{}] {:016x}",
-                     kPositions, kLayers, target.llvmCpu, llvm::xxHash64(target.features),
-                     target.requiredFeatures.size(), threads, shape.queryHeads, shape.kvHeads,
-                     shape.headDim, fmt::join(shape.kvHeadMap, ","), llvm::xxHash64(sources));
+  return fmt::format(
+      "decode-splits huge-pages medians and ratios {} positions x {} layers, {} {:016x} {} "
+      "threads {} "
+      "{}x{}x{} [{}] {:016x}",
+      kPositions, kLayers, target.llvmCpu, llvm::xxHash64(target.features),
+      target.requiredFeatures.size(), threads, shape.queryHeads, shape.kvHeads, shape.headDim,
+      fmt::join(shape.kvHeadMap, ","), llvm::xxHash64(sources));
 }
 
 } // namespace

@@ -38,7 +38,7 @@ namespace q3::cpu {
 
 struct DecodeSplitRate {
   int64_t splits = 1;
-  double gbPerSecond = 0; // KV cache bytes read per second, 1e9
+  double gbPerSecond = 0;                  // KV cache bytes read per second, 1e9 (the median round)
   int64_t streams = kDefaultDecodeStreams; // runs read side by side
   int64_t prefetchBytes = kDefaultPrefetchBytes; // or kNoPrefetch
   // Median and lower quartile of its per-round ratios to the default loops

@@ -121,7 +121,7 @@ void printDecodeSplitTuning(const cpu::DecodeSplitTuning &tuning) {
                << cpu::describeProvenance(tuning.provenance)
                << "), GB/s of KV cache in one decode step over " << tuning.positions
                << " positions on " << tuning.threads
-               << " threads (best of the rounds; the median and lower quartile of the ratios "
+               << " threads (the median round; the median and lower quartile of the ratios "
                   "to the default in the same rounds):\n";
   for (const cpu::DecodeSplitRate &r : tuning.measured) {
     const bool chosen = r.splits == tuning.chosen.splits && r.streams == tuning.chosen.streams &&
