@@ -38,10 +38,6 @@ std::string candidateName(const DecodeSplitRate &setting, int64_t baseStreams) {
   return name;
 }
 
-bool atDefaultDistance(const DecodeSplitRate &r) {
-  return r.prefetchBytes == kDefaultPrefetchBytes;
-}
-
 AttentionKernel measuredKernel(const AttentionKernel &shape, const DecodeSplitRate &setting) {
   AttentionKernel kernel = shape;
   kernel.name = "tune_decode_" + candidateName(setting, 0);
@@ -134,12 +130,11 @@ std::vector<DecodeSplitRate> measure(const AttentionKernel &shape, const CpuTarg
   const std::vector<std::vector<double>> seconds = timesInterleaved(runs, kRepetitions);
   const std::vector<RoundRatios> ratios = ratiosToBaseline(seconds, base);
   std::vector<DecodeSplitRate> rates;
-  for (size_t i = 0; i < kernels.size(); ++i) {
+  for (size_t i = 0; i < kernels.size(); ++i)
     rates.push_back({kernels[i].decodeSplits,
                      double(inputs.cacheBytes()) / quantile(seconds[i], 0.5) / 1e9,
                      kernels[i].decodeStreams, kernels[i].prefetchBytes, ratios[i].median,
                      ratios[i].lowerQuartile});
-  }
   return rates;
 }
 
@@ -150,8 +145,7 @@ std::string cacheKey(const CpuTarget &target, const AttentionKernel &shape,
     sources += attentionSource(measuredKernel(shape, setting));
   return fmt::format(
       "decode-splits huge-pages medians and ratios {} positions x {} layers, {} {:016x} {} "
-      "threads {} "
-      "{}x{}x{} [{}] {:016x}",
+      "threads {} {}x{}x{} [{}] {:016x}",
       kPositions, kLayers, target.llvmCpu, llvm::xxHash64(target.features),
       target.requiredFeatures.size(), threads, shape.queryHeads, shape.kvHeads, shape.headDim,
       fmt::join(shape.kvHeadMap, ","), llvm::xxHash64(sources));
@@ -190,8 +184,8 @@ DecodeSplitRate chooseAttentionDecode(const std::vector<DecodeSplitRate> &rates,
                                       const DecodeSplitRate &base) {
   const DecodeSplitRate *chosen = nullptr;
   for (const DecodeSplitRate &r : rates) {
-    if (r.relative <= 0 || !clearlyFaster({r.relative, r.relativeLow}, kDecodeTieFraction))
-      continue;
+    if (!clearlyFaster({r.relative, r.relativeLow}, kDecodeTieFraction))
+      continue; // also a rate without ratios (0, 0)
     if (!chosen ||
         std::pair(r.relative, r.relativeLow) > std::pair(chosen->relative, chosen->relativeLow))
       chosen = &r;
@@ -215,7 +209,7 @@ DecodeSplitTuning tuneDecodeSplits(const CpuTarget &target, const AttentionKerne
                                           [&](const DecodeSplitRate &c) {
                                             return c.splits == covering &&
                                                    c.streams == tuning.baseStreams &&
-                                                   atDefaultDistance(c);
+                                                   c.prefetchBytes == kDefaultPrefetchBytes;
                                           }) -
                              candidates.begin());
   // Cached as one list of numbers: the rates, then each one's median and

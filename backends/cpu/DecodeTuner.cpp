@@ -313,6 +313,14 @@ bool readCachedStages(const nlohmann::json &cached, DecodeTuning &tuning) {
   return true;
 }
 
+/// The setting the ratios are taken against: `chunks` pieces per thread
+/// and `streams` (0: the defaults), without software prefetch
+/// (kBaselineDecodePrefetchBytes).
+DecodeSetting baselineSetting(int64_t chunks, int64_t streams) {
+  return {chunks > 0 ? chunks : kDefaultDecodeChunks, kBaselineDecodePrefetchBytes,
+          streams > 0 ? streams : kDefaultDecodeStreams};
+}
+
 /// Whether `a` and `b` agree in every field but `field`.
 bool sameExcept(DecodeSetting a, DecodeSetting b, int64_t DecodeSetting::*field) {
   a.*field = b.*field = 0;
@@ -354,8 +362,7 @@ std::string describePrefetch(int64_t prefetchBytes) {
 
 bool onAxis(const DecodeTuning &tuning, const DecodeSetting &setting,
             int64_t DecodeSetting::*field) {
-  return sameExcept(
-      setting, {tuning.distanceChunks, kBaselineDecodePrefetchBytes, tuning.baseStreams}, field);
+  return sameExcept(setting, baselineSetting(tuning.distanceChunks, tuning.baseStreams), field);
 }
 
 std::vector<DecodeSetting> decodeCandidates(TuneLevel level, int64_t fixedChunks,
@@ -364,11 +371,11 @@ std::vector<DecodeSetting> decodeCandidates(TuneLevel level, int64_t fixedChunks
   const int64_t streams = fixedStreams > 0 ? fixedStreams : kDefaultDecodeStreams;
   std::vector<DecodeSetting> candidates;
   if (fixedChunks > 0)
-    candidates.push_back({fixedChunks, kBaselineDecodePrefetchBytes, streams});
+    candidates.push_back(baselineSetting(fixedChunks, streams));
   else
     for (int64_t chunks :
          full ? std::vector<int64_t>{1, 2, 4, 8, 16} : std::vector<int64_t>{2, 4, 8})
-      candidates.push_back({chunks, kBaselineDecodePrefetchBytes, streams});
+      candidates.push_back(baselineSetting(chunks, streams));
   const int64_t split = fixedChunks > 0 ? fixedChunks : kDefaultDecodeChunks;
   // Against the baseline, no software prefetch (kBaselineDecodePrefetchBytes
   // says why), the distances.
@@ -387,16 +394,12 @@ std::vector<DecodeSetting> decodeStreamCandidates(const DecodeSetting &at) {
 }
 
 int64_t chooseDecodeChunks(const std::vector<DecodeRate> &measured, int64_t streams) {
-  return chooseWithTie(measured, &DecodeSetting::chunks,
-                       {kDefaultDecodeChunks, kBaselineDecodePrefetchBytes,
-                        streams > 0 ? streams : kDefaultDecodeStreams});
+  return chooseWithTie(measured, &DecodeSetting::chunks, baselineSetting(0, streams));
 }
 
 int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t chunks,
                              int64_t streams) {
-  return chooseWithTie(measured, &DecodeSetting::prefetchBytes,
-                       {chunks > 0 ? chunks : kDefaultDecodeChunks, kBaselineDecodePrefetchBytes,
-                        streams > 0 ? streams : kDefaultDecodeStreams});
+  return chooseWithTie(measured, &DecodeSetting::prefetchBytes, baselineSetting(chunks, streams));
 }
 
 int64_t chooseDecodeStreams(const std::vector<DecodeRate> &measured, const DecodeSetting &at) {
@@ -431,8 +434,7 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
     key += fmt::format(" split {}", fixedChunks);
   if (fixedStreams > 0)
     key += fmt::format(" streams {}", fixedStreams);
-  const DecodeSetting baseline{tuning.distanceChunks, kBaselineDecodePrefetchBytes,
-                               tuning.baseStreams};
+  const DecodeSetting baseline = baselineSetting(tuning.distanceChunks, tuning.baseStreams);
   // The first stage's choices, which the second stage measures at.
   auto chooseSplitAndDistance = [&] {
     tuning.chosen = {
