@@ -148,6 +148,34 @@ void addSpecializationConstants(spirv::ModuleOp module, int32_t workgroupSize,
                       SymbolRefAttr::get(b.getContext(), kWorkgroupSizeZ)}));
 }
 
+/// MLIR 16's scf.for lowering keeps each loop result in a Function variable
+/// that only the loop body stores: a loop that runs no iteration (a lane past
+/// a short row, a subgroup past the visible positions) loads it
+/// uninitialized. lavapipe reads such a variable as zero; NVIDIA's driver
+/// reads whatever its register held (measured on an H200: q/k-norm scales and
+/// attention merges off). So every result is selected against its initial
+/// value when the loop cannot have run.
+void guardZeroTripLoopResults(gpu::GPUModuleOp module) {
+  module.walk([](scf::ForOp loop) {
+    if (loop.getNumResults() == 0)
+      return;
+    OpBuilder b(loop.getContext());
+    b.setInsertionPointAfter(loop);
+    Location loc = loop.getLoc();
+    Value ran = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, loop.getLowerBound(),
+                                        loop.getUpperBound());
+    for (auto [result, init] : llvm::zip(loop.getResults(), loop.getInitArgs())) {
+      // SPIR-V before 1.4 selects vectors by a vector of conditions.
+      Value condition = ran;
+      if (auto vector = result.getType().dyn_cast<VectorType>())
+        condition = b.create<vector::BroadcastOp>(
+            loc, VectorType::get(vector.getShape(), b.getI1Type()), ran);
+      auto guarded = b.create<arith::SelectOp>(loc, condition, result, init);
+      result.replaceAllUsesExcept(guarded, guarded);
+    }
+  });
+}
+
 /// The entry point's push-constant argument became a global variable with a
 /// descriptor set and binding like the buffers; push constants have neither.
 void dropPushConstantBindings(spirv::ModuleOp module) {
@@ -197,6 +225,7 @@ SpirvModule lowerToSpirv(gpu::GPUModuleOp kernelModule) {
         workgroupSize = size.asArrayRef()[0];
   });
 
+  guardZeroTripLoopResults(module);
   SPIRVConversionOptions options;
   options.emulateLT32BitScalarTypes = false;
   SPIRVTypeConverter converter(target, options);

@@ -3,12 +3,15 @@
 #include "runtime/Artifact.h"
 #include "runtime/LoadError.h"
 #include "runtime/vulkan/SpirvCheck.h"
+#include "runtime/vulkan/SpirvPoison.h"
 #include "runtime/vulkan/VulkanKernelABI.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -78,6 +81,8 @@ VulkanDriver::VulkanDriver(const Artifact &artifact, const std::string &path,
     throw LoadError(path + ": malformed Vulkan manifest: " + e.what());
   }
   forceStaging_ = envFlag("Q3_VULKAN_FORCE_STAGING");
+  trace_ = envFlag("Q3_VULKAN_TRACE");
+  poisonLocals_ = envFlag("Q3_VULKAN_POISON_LOCALS");
   parseInjection(injectAllocAt_, injectLostAt_);
   try {
     instance_ = VulkanInstance::create(envFlag("Q3_VULKAN_VALIDATION"));
@@ -252,6 +257,18 @@ VulkanDriver::Pipeline VulkanDriver::createPipeline(const VulkanKernel &kernel,
   VkShaderModuleCreateInfo module{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   module.codeSize = section->size;
   module.pCode = reinterpret_cast<const uint32_t *>(section->data);
+  std::vector<uint32_t> poisoned;
+  if (poisonLocals_) {
+    poisoned = poisonFunctionVariables(
+        std::vector<uint32_t>(module.pCode, module.pCode + section->size / 4));
+    module.codeSize = poisoned.size() * 4;
+    module.pCode = poisoned.data();
+    if (std::string problem = checkSpirv(reinterpret_cast<const uint8_t *>(poisoned.data()),
+                                         module.codeSize, variant.entryPoint);
+        !problem.empty())
+      throw VulkanError("section '" + printable(variant.section) +
+                        "' with poisoned locals: " + problem);
+  }
   check(api_->vkCreateShaderModule(device, &module, nullptr, &p.module),
         "creating the shader module of " + variant.entryPoint);
 
@@ -765,6 +782,47 @@ void VulkanDriver::dispatch(int64_t kernelId, const std::vector<BufferRange> &ra
                               recording_->timestamps, recording_->queries);
     recording_->dispatchEnds.push_back(recording_->queries++);
   }
+  if (trace_)
+    traceDispatch(spec, rows, ranges);
+}
+
+void VulkanDriver::traceDispatch(const VulkanKernel &spec, int64_t rows,
+                                 const std::vector<BufferRange> &ranges) {
+  finish();
+  std::string line = fmt::format("q3 trace {} {} rows {}:", traced_++, spec.name, rows);
+  const bool halves = spec.split && spec.split->halves;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    // A weight in halves has two bindings (VulkanDriver::dispatch).
+    const size_t binding = halves && int64_t(i) > spec.split->binding ? i + 1 : i;
+    std::vector<uint8_t> bytes(size_t(ranges[i].bytes));
+    download(buffers_.at(size_t(ranges[i].buffer)), ranges[i].offset, bytes.data(),
+             ranges[i].bytes);
+    if (const char *dir = std::getenv("Q3_VULKAN_TRACE_DIR")) {
+      std::string file = fmt::format("{}/{}_{}_{}.bin", dir, traced_ - 1, spec.name, i);
+      if (FILE *f = std::fopen(file.c_str(), "wb")) {
+        std::fwrite(bytes.data(), 1, bytes.size(), f);
+        std::fclose(f);
+      }
+    }
+    if (spec.elementBytes.at(binding) != 4) {
+      line += fmt::format(" [{}] {} B", i, bytes.size());
+      continue;
+    }
+    double sum = 0, absSum = 0;
+    int64_t notFinite = 0;
+    for (size_t e = 0; e + 4 <= bytes.size(); e += 4) {
+      float v;
+      std::memcpy(&v, bytes.data() + e, 4);
+      if (!std::isfinite(v)) {
+        ++notFinite;
+        continue;
+      }
+      sum += v;
+      absSum += std::fabs(v);
+    }
+    line += fmt::format(" [{}] sum {:.6g} abs {:.6g} nonfinite {}", i, sum, absSum, notFinite);
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 //===- Passes -------------------------------------------------------------------===//
@@ -772,6 +830,8 @@ void VulkanDriver::dispatch(int64_t kernelId, const std::vector<BufferRange> &ra
 bool VulkanDriver::beginPass(const PassShape &shape, int64_t startPos) {
   finish();
   reinterpret_cast<int32_t *>(stepParams_.mapped)[kStepStartPosition] = int32_t(startPos);
+  if (trace_)
+    return false; // each dispatch runs on its own (traceDispatch)
   passShape_ = shape;
   inPass_ = true;
   if (passes_.count(shape)) {
@@ -787,6 +847,10 @@ bool VulkanDriver::beginPass(const PassShape &shape, int64_t startPos) {
 }
 
 void VulkanDriver::endPass() {
+  if (trace_) {
+    finish();
+    return;
+  }
   Recording &pass = passes_.at(passShape_);
   if (!replaying_)
     check(api_->vkEndCommandBuffer(pass.commands), "recording a pass");

@@ -111,6 +111,8 @@ private:
   void recordDispatch(Recording &recording, const Pipeline &pipeline, uint32_t groups,
                       VkDescriptorSet set, const std::vector<uint32_t> &push);
   void dropRecordings();
+  void traceDispatch(const VulkanKernel &spec, int64_t rows,
+                     const std::vector<BufferRange> &ranges);
   void failIfInjected(const char *what, int &counter, int at);
 
   std::string path_;
@@ -140,6 +142,11 @@ private:
   bool inPass_ = false, replaying_ = false;
   bool profiling_ = false;
   bool forceStaging_ = false;
+  // $Q3_VULKAN_TRACE: every dispatch runs alone and its tensors' statistics
+  // go to stderr, to find the first kernel a device computes differently.
+  bool trace_ = false;
+  bool poisonLocals_ = false; // $Q3_VULKAN_POISON_LOCALS (SpirvPoison.h)
+  int64_t traced_ = 0;
   // Fault injection for tests ($Q3_VULKAN_INJECT: "alloc:N" fails the N-th
   // device allocation, "lost:N" reports a lost device at the N-th submit,
   // "hide:<feature>" takes a feature away: VulkanDevice.cpp).
