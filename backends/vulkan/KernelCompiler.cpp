@@ -173,14 +173,29 @@ CompiledKernel KernelCompiler::attention(const AttentionKernel &kernel) {
   spec.name = kernel.name;
   spec.elementBytes = {4, storageBytes(kernel.cache), storageBytes(kernel.cache), 4};
   spec.pushScalars = {kCapacityScalar};
-  rv::KernelVariant variant;
-  variant.entryPoint = kernel.name;
-  variant.grid = {rv::GridSpec::Rows::Each, 1, kernel.kvHeads, 1, false};
-  variant.subgroups = kernel.subgroups;
-  variant.maxInvocations = kernel.subgroups * 128;
-  variant.sharedBytes = attentionSharedBytes(kernel);
-  out.modules.push_back(lower(buildAttention(context_, kernel), variant));
-  spec.variants = {variant};
+  // One row (a decode step) has one workgroup per KV head: a variant of its
+  // own with more subgroups splitting the positions, when the lowering
+  // config asks for more.
+  const bool decodeVariant = kernel.decodeSubgroups != kernel.subgroups;
+  auto add = [&](const std::string &entryPoint, int64_t subgroups, int64_t minRows,
+                 int64_t maxRows) {
+    AttentionKernel variantKernel = kernel;
+    variantKernel.name = entryPoint;
+    variantKernel.subgroups = subgroups;
+    rv::KernelVariant variant;
+    variant.entryPoint = entryPoint;
+    variant.minRows = minRows;
+    variant.maxRows = maxRows;
+    variant.grid = {rv::GridSpec::Rows::Each, 1, kernel.kvHeads, 1, false};
+    variant.subgroups = subgroups;
+    variant.maxInvocations = subgroups * 128;
+    variant.sharedBytes = attentionSharedBytes(variantKernel);
+    out.modules.push_back(lower(buildAttention(context_, variantKernel), variant));
+    spec.variants.push_back(variant);
+  };
+  if (decodeVariant)
+    add(kernel.name + "_decode", kernel.decodeSubgroups, 1, 1);
+  add(kernel.name, kernel.subgroups, decodeVariant ? 2 : 1, 0);
   return out;
 }
 

@@ -90,6 +90,7 @@ CompiledKernel compileKernel(KernelCompiler &compiler, func::FuncOp kernel) {
     if (!subgroups || !minSubgroup)
       missing(kernel, "subgroups");
     a.subgroups = *subgroups;
+    a.decodeSubgroups = loweringConfigInt(kernel, "decode_subgroups").value_or(*subgroups);
     a.minSubgroupSize = *minSubgroup;
     a.cache = storageOf(cacheElementOf(kernel));
     return compiler.attention(a);

@@ -135,6 +135,9 @@ struct AttentionKernel {
   /// Subgroups per workgroup and the smallest subgroup size the kernel
   /// serves (it keeps ceil(headDim / minSubgroupSize) values per lane).
   int64_t subgroups = 4;
+  /// Subgroups of the one-row (decode) variant; its own module when it
+  /// differs from `subgroups`.
+  int64_t decodeSubgroups = 4;
   int64_t minSubgroupSize = 8;
   Storage cache = Storage::F32; // the cached keys' and values' element type
 };

@@ -5,7 +5,11 @@
 //    angles are computed once per workgroup;
 //  - attention: 4 subgroups splitting the positions of one (row, KV head);
 //    lanes hold ceil(head_dim / 8) elements, so devices need subgroups of
-//    at least 8 (`min_subgroup_size`);
+//    at least 8 (`min_subgroup_size`). A decode step has one row, so only
+//    one workgroup per KV head: its variant for one row takes as many
+//    subgroups as 32 KiB of shared memory holds partial states for, up to
+//    32 (`decode_subgroups`; 8 workgroups of 4 subgroups were 40% of a
+//    0.6B decode step on an H200);
 //  - both bind one layer's K and V cache at a time (`cache_binding =
 //    "layer"`): the whole cache of 0.6B at 4096 positions is 470 MB, more
 //    than a binding may span;
@@ -19,16 +23,41 @@
 //
 //===----------------------------------------------------------------------===//
 #include "backends/vulkan/KernelFacts.h"
+#include "backends/vulkan/Kernels.h"
 #include "backends/vulkan/LoweringConfig.h"
 #include "backends/vulkan/VulkanPasses.h"
 #include "ir/Q3Ops.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <algorithm>
+
 using namespace mlir;
 
 namespace q3::vulkan {
 namespace {
+
+/// Shared memory a decode attention workgroup may fill with its subgroups'
+/// partial states: what the devices q3c has run on offer (lavapipe 32 KiB,
+/// NVIDIA 48 KiB); the driver refuses a device with less by name.
+constexpr int64_t kDecodeAttentionSharedBytes = 32 * 1024;
+constexpr int64_t kMaxDecodeAttentionSubgroups = 32;
+
+/// Subgroups of the one-row attention variant: each keeps one partial state
+/// (max, sum and head_dim accumulators per query head of the largest group)
+/// in shared memory, as attentionSharedBytes counts it.
+int64_t decodeAttentionSubgroups(ir::AttentionOp attention, int64_t subgroups) {
+  auto query = attention.getQuery().getType().cast<ShapedType>();
+  AttentionKernel oneSubgroup;
+  oneSubgroup.queryHeads = query.getDimSize(1);
+  oneSubgroup.headDim = query.getDimSize(2);
+  oneSubgroup.kvHeads = attention.getKeys().getType().cast<ShapedType>().getDimSize(1);
+  for (int64_t h = 0; h < oneSubgroup.queryHeads; ++h)
+    oneSubgroup.kvHeadMap.push_back(attention.kvHeadFor(h));
+  oneSubgroup.subgroups = 1;
+  return std::clamp(kDecodeAttentionSharedBytes / attentionSharedBytes(oneSubgroup), subgroups,
+                    kMaxDecodeAttentionSubgroups);
+}
 
 struct WorkgroupsPass : PassWrapper<WorkgroupsPass, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(WorkgroupsPass)
@@ -52,8 +81,10 @@ struct WorkgroupsPass : PassWrapper<WorkgroupsPass, OperationPass<ModuleOp>> {
       if (isa_and_nonnull<ir::QKNormRopeCacheOp>(anchor)) {
         setLoweringConfig(kernel, "subgroups", b.getI64IntegerAttr(4));
         setLoweringConfig(kernel, "cache_binding", b.getStringAttr("layer"));
-      } else if (isa_and_nonnull<ir::AttentionOp>(anchor)) {
+      } else if (auto attention = dyn_cast_or_null<ir::AttentionOp>(anchor)) {
         setLoweringConfig(kernel, "subgroups", b.getI64IntegerAttr(4));
+        setLoweringConfig(kernel, "decode_subgroups",
+                          b.getI64IntegerAttr(decodeAttentionSubgroups(attention, 4)));
         setLoweringConfig(kernel, "min_subgroup_size", b.getI64IntegerAttr(8));
         setLoweringConfig(kernel, "cache_binding", b.getStringAttr("layer"));
       }

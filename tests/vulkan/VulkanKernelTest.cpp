@@ -278,6 +278,7 @@ struct AttentionCase {
   Storage gains;
   std::vector<int64_t> map; // empty: h / (Hq / Hkv)
   Storage cache = Storage::F32;
+  int64_t decodeSubgroups = 4; // the one-row variant's (vulkan-workgroups)
 };
 void PrintTo(const AttentionCase &c, std::ostream *os) { *os << c.label; }
 
@@ -298,6 +299,7 @@ TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
   ropeKernel.cache = c.cache;
   vulkan::AttentionKernel attentionKernel{"attention", Hq, Hkv, D, map, scale};
   attentionKernel.cache = c.cache;
+  attentionKernel.decodeSubgroups = c.decodeSubgroups;
   DeviceKernel rope(compiler.qkNormRope(ropeKernel));
   DeviceKernel attention(compiler.attention(attentionKernel));
 
@@ -413,20 +415,27 @@ TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, VulkanAttentionTest,
-    ::testing::Values(AttentionCase{"gqa2_prefill", 4, 2, 16, 0, 9, Storage::BF16, {}},
-                      AttentionCase{"gqa2_decode_late", 4, 2, 16, 4000, 1, Storage::F32, {}},
-                      AttentionCase{"mqa6_hd8", 6, 1, 8, 5, 3, Storage::F16, {}},
-                      AttentionCase{"mha_hd32_long", 2, 2, 32, 70, 2, Storage::F32, {}},
-                      AttentionCase{"gqa4_hd128", 8, 2, 128, 3, 2, Storage::BF16, {}},
-                      AttentionCase{"uneven_map", 3, 2, 16, 2, 2, Storage::F32, {1, 0, 1}},
-                      AttentionCase{"f16_cache_prefill", 4, 2, 16, 0, 9, Storage::BF16, {},
-                                    Storage::F16},
-                      AttentionCase{"f16_cache_decode_hd128", 8, 2, 128, 40, 1, Storage::BF16,
-                                    {}, Storage::F16},
-                      AttentionCase{"bf16_cache_prefill_mqa", 6, 1, 8, 5, 3, Storage::F16, {},
-                                    Storage::BF16},
-                      AttentionCase{"bf16_cache_decode_hd128", 8, 2, 128, 40, 1, Storage::BF16,
-                                    {}, Storage::BF16}),
+    ::testing::Values(
+        AttentionCase{"gqa2_prefill", 4, 2, 16, 0, 9, Storage::BF16, {}},
+        AttentionCase{"gqa2_decode_late", 4, 2, 16, 4000, 1, Storage::F32, {}},
+        AttentionCase{"mqa6_hd8", 6, 1, 8, 5, 3, Storage::F16, {}},
+        AttentionCase{"mha_hd32_long", 2, 2, 32, 70, 2, Storage::F32, {}},
+        AttentionCase{"gqa4_hd128", 8, 2, 128, 3, 2, Storage::BF16, {}},
+        AttentionCase{"uneven_map", 3, 2, 16, 2, 2, Storage::F32, {1, 0, 1}},
+        AttentionCase{"f16_cache_prefill", 4, 2, 16, 0, 9, Storage::BF16, {}, Storage::F16},
+        AttentionCase{"f16_cache_decode_hd128", 8, 2, 128, 40, 1, Storage::BF16, {}, Storage::F16},
+        // The one-row variant with 0.6B's 31 subgroups, with
+        // positions past and (the first row) short of them,
+        // and a two-row dispatch beside it (the other variant).
+        AttentionCase{
+            "decode_variant_hd128", 4, 2, 128, 200, 1, Storage::BF16, {}, Storage::F32, 31},
+        AttentionCase{
+            "decode_variant_first_row", 4, 2, 16, 0, 1, Storage::F32, {}, Storage::F32, 32},
+        AttentionCase{
+            "decode_variant_two_rows", 4, 2, 16, 5, 2, Storage::F32, {}, Storage::F32, 32},
+        AttentionCase{"bf16_cache_prefill_mqa", 6, 1, 8, 5, 3, Storage::F16, {}, Storage::BF16},
+        AttentionCase{
+            "bf16_cache_decode_hd128", 8, 2, 128, 40, 1, Storage::BF16, {}, Storage::BF16}),
     [](const ::testing::TestParamInfo<AttentionCase> &info) { return info.param.label; });
 
 } // namespace
