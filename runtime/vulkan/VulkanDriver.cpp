@@ -789,7 +789,8 @@ void VulkanDriver::dispatch(int64_t kernelId, const std::vector<BufferRange> &ra
 void VulkanDriver::traceDispatch(const VulkanKernel &spec, int64_t rows,
                                  const std::vector<BufferRange> &ranges) {
   finish();
-  std::string line = fmt::format("q3 trace {} {} rows {}:", traced_++, spec.name, rows);
+  const int64_t index = traced_++;
+  std::string line = fmt::format("q3 trace {} {} rows {}:", index, spec.name, rows);
   const bool halves = spec.split && spec.split->halves;
   for (size_t i = 0; i < ranges.size(); ++i) {
     // A weight in halves has two bindings (VulkanDriver::dispatch).
@@ -798,11 +799,13 @@ void VulkanDriver::traceDispatch(const VulkanKernel &spec, int64_t rows,
     download(buffers_.at(size_t(ranges[i].buffer)), ranges[i].offset, bytes.data(),
              ranges[i].bytes);
     if (const char *dir = std::getenv("Q3_VULKAN_TRACE_DIR")) {
-      std::string file = fmt::format("{}/{}_{}_{}.bin", dir, traced_ - 1, spec.name, i);
-      if (FILE *f = std::fopen(file.c_str(), "wb")) {
-        std::fwrite(bytes.data(), 1, bytes.size(), f);
-        std::fclose(f);
-      }
+      std::string file = fmt::format("{}/{}_{}_{}.bin", dir, index, spec.name, i);
+      FILE *f = std::fopen(file.c_str(), "wb");
+      bool written = f && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+      if (f && std::fclose(f) != 0)
+        written = false;
+      if (!written)
+        throw VulkanError("Q3_VULKAN_TRACE_DIR: cannot write " + file);
     }
     if (spec.elementBytes.at(binding) != 4) {
       line += fmt::format(" [{}] {} B", i, bytes.size());
