@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 namespace q3::testing {
@@ -27,6 +28,16 @@ namespace {
 
 using vulkan::Storage;
 namespace rv = runtime::vulkan;
+
+// Every case of this binary (kernels and models) runs with the kernels'
+// uninitialized local variables poisoned (runtime/vulkan/SpirvPoison.h):
+// lavapipe reads them as zero where a GPU reads garbage, which hid a bug
+// until an H200 ran the kernels. Reverting that fix fails
+// bf16_cache_prefill_mqa here. Q3_VULKAN_POISON_LOCALS=0 turns it off.
+const bool kPoisonLocals = [] {
+  setenv("Q3_VULKAN_POISON_LOCALS", "1", /*overwrite=*/0);
+  return true;
+}();
 
 runtime::DType runtimeType(Storage storage) {
   switch (storage) {
