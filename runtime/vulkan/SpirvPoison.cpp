@@ -1,6 +1,7 @@
 #include "runtime/vulkan/SpirvPoison.h"
 
 #include <map>
+#include <set>
 
 namespace q3::runtime::vulkan {
 namespace {
@@ -15,7 +16,7 @@ uint32_t instruction(uint32_t opcode, uint32_t words) { return (words << 16) | o
 
 struct Rewriter {
   std::vector<uint32_t> constants;          // new instructions, before the first function
-  std::map<uint32_t, uint32_t> scalarTypes; // 32-bit int/float type -> its poison
+  std::set<uint32_t> scalarTypes;           // the 32-bit int and float types
   std::map<uint32_t, uint32_t> vectorTypes; // vector type -> component type
   std::map<uint32_t, uint32_t> vectorSizes; // vector type -> component count
   std::map<uint32_t, uint32_t> pointees;    // Function pointer type -> pointee
@@ -60,7 +61,7 @@ std::vector<uint32_t> poisonFunctionVariables(const std::vector<uint32_t> &words
     const uint32_t *w = &words[at];
     if (opcode == kOpTypeInt || opcode == kOpTypeFloat) {
       if (w[2] == 32)
-        rewriter.scalarTypes[w[1]] = 0;
+        rewriter.scalarTypes.insert(w[1]);
     } else if (opcode == kOpTypeVector) {
       rewriter.vectorTypes[w[1]] = w[2];
       rewriter.vectorSizes[w[1]] = w[3];
