@@ -61,4 +61,20 @@ std::optional<EmbeddingKernel> embeddingFacts(func::FuncOp kernel) {
                          storageOf(table.getElementType())};
 }
 
+std::optional<AttentionKernel> attentionFacts(func::FuncOp kernel) {
+  auto attention = dyn_cast_or_null<ir::AttentionOp>(kernelAnchor(kernel));
+  if (!attention)
+    return std::nullopt;
+  auto query = shapeOf(attention.getQuery());
+  AttentionKernel facts{kernel.getSymName().str(),
+                        query[1],
+                        shapeOf(attention.getKeys())[1],
+                        query[2],
+                        {},
+                        attention.getScale().convertToDouble()};
+  for (int64_t h = 0; h < facts.queryHeads; ++h)
+    facts.kvHeadMap.push_back(attention.kvHeadFor(h));
+  return facts;
+}
+
 } // namespace q3::vulkan

@@ -26,4 +26,8 @@ std::optional<LinearKernel> linearFacts(mlir::func::FuncOp kernel);
 /// An embedding kernel's table.
 std::optional<EmbeddingKernel> embeddingFacts(mlir::func::FuncOp kernel);
 
+/// An attention kernel's heads, head size, GQA map and scale (the decisions
+/// and the cache's element type are not in it).
+std::optional<AttentionKernel> attentionFacts(mlir::func::FuncOp kernel);
+
 } // namespace q3::vulkan

@@ -79,12 +79,8 @@ CompiledKernel compileKernel(KernelCompiler &compiler, func::FuncOp kernel) {
     qk.cache = storageOf(cache.getElement());
     return compiler.qkNormRope(qk);
   }
-  if (auto attention = dyn_cast_or_null<ir::AttentionOp>(anchor)) {
-    auto query = shapeOf(attention.getQuery());
-    AttentionKernel a{name, query[1], shapeOf(attention.getKeys())[1], query[2], {},
-                      attention.getScale().convertToDouble()};
-    for (int64_t h = 0; h < a.queryHeads; ++h)
-      a.kvHeadMap.push_back(attention.kvHeadFor(h));
+  if (std::optional<AttentionKernel> facts = attentionFacts(kernel)) {
+    AttentionKernel &a = *facts;
     std::optional<int64_t> subgroups = loweringConfigInt(kernel, "subgroups");
     std::optional<int64_t> minSubgroup = loweringConfigInt(kernel, "min_subgroup_size");
     if (!subgroups || !minSubgroup)

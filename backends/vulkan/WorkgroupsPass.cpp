@@ -23,7 +23,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "backends/vulkan/KernelFacts.h"
-#include "backends/vulkan/Kernels.h"
 #include "backends/vulkan/LoweringConfig.h"
 #include "backends/vulkan/VulkanPasses.h"
 #include "ir/Q3Ops.h"
@@ -46,16 +45,9 @@ constexpr int64_t kMaxDecodeAttentionSubgroups = 32;
 /// Subgroups of the one-row attention variant: each keeps one partial state
 /// (max, sum and head_dim accumulators per query head of the largest group)
 /// in shared memory, as attentionSharedBytes counts it.
-int64_t decodeAttentionSubgroups(ir::AttentionOp attention, int64_t subgroups) {
-  auto query = attention.getQuery().getType().cast<ShapedType>();
-  AttentionKernel oneSubgroup;
-  oneSubgroup.queryHeads = query.getDimSize(1);
-  oneSubgroup.headDim = query.getDimSize(2);
-  oneSubgroup.kvHeads = attention.getKeys().getType().cast<ShapedType>().getDimSize(1);
-  for (int64_t h = 0; h < oneSubgroup.queryHeads; ++h)
-    oneSubgroup.kvHeadMap.push_back(attention.kvHeadFor(h));
-  oneSubgroup.subgroups = 1;
-  return std::clamp(kDecodeAttentionSharedBytes / attentionSharedBytes(oneSubgroup), subgroups,
+int64_t decodeAttentionSubgroups(AttentionKernel facts, int64_t subgroups) {
+  facts.subgroups = 1;
+  return std::clamp(kDecodeAttentionSharedBytes / attentionSharedBytes(facts), subgroups,
                     kMaxDecodeAttentionSubgroups);
 }
 
@@ -81,10 +73,10 @@ struct WorkgroupsPass : PassWrapper<WorkgroupsPass, OperationPass<ModuleOp>> {
       if (isa_and_nonnull<ir::QKNormRopeCacheOp>(anchor)) {
         setLoweringConfig(kernel, "subgroups", b.getI64IntegerAttr(4));
         setLoweringConfig(kernel, "cache_binding", b.getStringAttr("layer"));
-      } else if (auto attention = dyn_cast_or_null<ir::AttentionOp>(anchor)) {
+      } else if (std::optional<AttentionKernel> attention = attentionFacts(kernel)) {
         setLoweringConfig(kernel, "subgroups", b.getI64IntegerAttr(4));
         setLoweringConfig(kernel, "decode_subgroups",
-                          b.getI64IntegerAttr(decodeAttentionSubgroups(attention, 4)));
+                          b.getI64IntegerAttr(decodeAttentionSubgroups(*attention, 4)));
         setLoweringConfig(kernel, "min_subgroup_size", b.getI64IntegerAttr(8));
         setLoweringConfig(kernel, "cache_binding", b.getStringAttr("layer"));
       }
