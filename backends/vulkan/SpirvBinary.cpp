@@ -1,5 +1,6 @@
 //===- SpirvBinary.cpp - edits to a serialized SPIR-V module --------------===//
 #include "backends/vulkan/SpirvBinary.h"
+#include "runtime/vulkan/SpirvInstructions.h"
 
 #include <cstring>
 #include <optional>
@@ -8,33 +9,20 @@
 namespace q3::vulkan {
 namespace {
 
-// From the SPIR-V specification (1.6), sections 2.3 and 3.
-constexpr uint32_t kMagic = 0x07230203;
-constexpr size_t kHeaderWords = 5;
+// From the SPIR-V specification (1.6), section 3.
 constexpr uint32_t kOpName = 5;
 constexpr uint32_t kOpDecorate = 71;
 constexpr uint32_t kOpMemberDecorate = 72;
 constexpr uint32_t kOpFunction = 54;
 constexpr uint32_t kDecorationBuiltIn = 11;
 
-struct Instruction {
-  size_t at;      // word index
-  uint32_t words; // length including the opcode word
-  uint32_t opcode;
-};
+using runtime::vulkan::spirv::Instruction;
 
 std::vector<Instruction> instructions(const std::vector<uint32_t> &binary) {
-  if (binary.size() < kHeaderWords || binary[0] != kMagic)
-    throw std::runtime_error("not a SPIR-V module");
-  std::vector<Instruction> list;
-  for (size_t at = kHeaderWords; at < binary.size();) {
-    uint32_t words = binary[at] >> 16;
-    if (words == 0 || at + words > binary.size())
-      throw std::runtime_error("malformed SPIR-V instruction stream");
-    list.push_back({at, words, binary[at] & 0xFFFF});
-    at += words;
-  }
-  return list;
+  std::optional<std::vector<Instruction>> list = runtime::vulkan::spirv::instructions(binary);
+  if (!list)
+    throw std::runtime_error("not a well-formed SPIR-V module");
+  return *list;
 }
 
 /// The literal string of an OpName (operand words after the target id).

@@ -1,4 +1,5 @@
 #include "runtime/vulkan/SpirvCheck.h"
+#include "runtime/vulkan/SpirvInstructions.h"
 
 #include <spirv-tools/libspirv.hpp>
 
@@ -9,24 +10,19 @@
 namespace q3::runtime::vulkan {
 namespace {
 
-constexpr uint32_t kMagic = 0x07230203;
 constexpr uint32_t kOpEntryPoint = 15;
 constexpr uint32_t kExecutionModelGLCompute = 5;
-constexpr size_t kHeaderWords = 5;
 
 /// The names of the module's GLCompute entry points (the words are valid).
 std::vector<std::string> computeEntryPoints(const std::vector<uint32_t> &words) {
   std::vector<std::string> names;
-  for (size_t at = kHeaderWords; at < words.size();) {
-    const uint32_t count = words[at] >> 16, opcode = words[at] & 0xFFFF;
-    if (count == 0)
-      break;
-    if (opcode == kOpEntryPoint && count > 3 && words[at + 1] == kExecutionModelGLCompute) {
-      const char *name = reinterpret_cast<const char *>(&words[at + 3]);
-      names.emplace_back(name, strnlen(name, (count - 3) * 4));
+  for (const spirv::Instruction &op :
+       spirv::instructions(words).value_or(std::vector<spirv::Instruction>{}))
+    if (op.opcode == kOpEntryPoint && op.words > 3 &&
+        words[op.at + 1] == kExecutionModelGLCompute) {
+      const char *name = reinterpret_cast<const char *>(&words[op.at + 3]);
+      names.emplace_back(name, strnlen(name, (op.words - 3) * 4));
     }
-    at += count;
-  }
   return names;
 }
 
@@ -37,7 +33,7 @@ std::string checkSpirv(const uint8_t *bytes, size_t size, const std::string &ent
     return "expected a whole number of 32-bit words, found " + std::to_string(size) + " bytes";
   std::vector<uint32_t> words(size / 4);
   std::memcpy(words.data(), bytes, size);
-  if (words.size() < kHeaderWords || words[0] != kMagic)
+  if (words.size() < spirv::kHeaderWords || words[0] != spirv::kMagic)
     return "expected the SPIR-V magic number 0x07230203";
   std::string problem;
   spvtools::SpirvTools tools(SPV_ENV_VULKAN_1_1);

@@ -1,4 +1,5 @@
 #include "runtime/vulkan/SpirvPoison.h"
+#include "runtime/vulkan/SpirvInstructions.h"
 
 #include <map>
 #include <set>
@@ -6,7 +7,6 @@
 namespace q3::runtime::vulkan {
 namespace {
 
-constexpr size_t kHeaderWords = 5, kBoundWord = 3;
 constexpr uint32_t kOpTypeInt = 21, kOpTypeFloat = 22, kOpTypeVector = 23, kOpTypePointer = 32,
                    kOpConstant = 43, kOpConstantComposite = 44, kOpFunction = 54, kOpVariable = 59,
                    kStorageClassFunction = 7;
@@ -48,40 +48,37 @@ struct Rewriter {
 } // namespace
 
 std::vector<uint32_t> poisonFunctionVariables(const std::vector<uint32_t> &words) {
-  if (words.size() <= kHeaderWords)
-    return words;
+  const std::optional<std::vector<spirv::Instruction>> ops = spirv::instructions(words);
+  if (!ops)
+    return words; // not a valid module: leave it to the validator
   Rewriter rewriter;
-  rewriter.bound = words[kBoundWord];
+  rewriter.bound = words[spirv::kBoundWord];
   std::vector<uint32_t> body; // everything from the first function on, rewritten
   size_t firstFunction = words.size();
-  for (size_t at = kHeaderWords; at < words.size();) {
-    const uint32_t count = words[at] >> 16, opcode = words[at] & 0xFFFF;
-    if (count == 0 || at + count > words.size())
-      return words; // not a valid module: leave it to the validator
-    const uint32_t *w = &words[at];
-    if (opcode == kOpTypeInt || opcode == kOpTypeFloat) {
+  for (const spirv::Instruction &op : *ops) {
+    const uint32_t *w = &words[op.at];
+    if (op.opcode == kOpTypeInt || op.opcode == kOpTypeFloat) {
       if (w[2] == 32)
         rewriter.scalarTypes.insert(w[1]);
-    } else if (opcode == kOpTypeVector) {
+    } else if (op.opcode == kOpTypeVector) {
       rewriter.vectorTypes[w[1]] = w[2];
       rewriter.vectorSizes[w[1]] = w[3];
-    } else if (opcode == kOpTypePointer && w[2] == kStorageClassFunction) {
+    } else if (op.opcode == kOpTypePointer && w[2] == kStorageClassFunction) {
       rewriter.pointees[w[1]] = w[3];
-    } else if (opcode == kOpFunction && firstFunction == words.size()) {
-      firstFunction = at;
+    } else if (op.opcode == kOpFunction && firstFunction == words.size()) {
+      firstFunction = op.at;
     }
-    const bool local = opcode == kOpVariable && count == 4 && w[3] == kStorageClassFunction;
+    const bool local = op.opcode == kOpVariable && op.words == 4 && w[3] == kStorageClassFunction;
     const uint32_t poison = local ? rewriter.poisonOf(rewriter.pointees[w[1]]) : 0;
-    if (at >= firstFunction) {
+    if (op.at >= firstFunction) {
       if (poison != 0)
         body.insert(body.end(), {instruction(kOpVariable, 5), w[1], w[2], w[3], poison});
       else
-        body.insert(body.end(), w, w + count);
+        body.insert(body.end(), w, w + op.words);
     }
-    at += count;
   }
   std::vector<uint32_t> result(words.begin(), words.begin() + long(firstFunction));
-  result[kBoundWord] = rewriter.bound;
+  result[spirv::kBoundWord] = rewriter.bound;
   result.insert(result.end(), rewriter.constants.begin(), rewriter.constants.end());
   result.insert(result.end(), body.begin(), body.end());
   return result;
