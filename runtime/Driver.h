@@ -56,7 +56,11 @@ public:
   /// Host bytes that stay valid and unchanged while the driver lives (the
   /// weights): the CPU driver reads them in place, a GPU driver uploads them.
   virtual int64_t wrapHost(const void *data, int64_t bytes) = 0;
+  /// Writes reach the kernels of every dispatch issued after them; a driver
+  /// may carry a small one in the next submission rather than wait for it.
+  /// The range must not be one that an unfinished dispatch still reads.
   virtual void write(const BufferRange &to, const void *from) = 0;
+  /// Waits for every dispatch issued so far, then copies what they wrote.
   virtual void read(const BufferRange &from, void *to) = 0;
 
   /// Whether move() works and memory allocate() returned costs only the

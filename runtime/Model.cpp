@@ -95,6 +95,9 @@ struct Model::State {
   /// the logits product (`logitsRows` 0), which otherwise runs on its last
   /// `logitsRows` rows.
   void runChunk(int64_t rows, int64_t startPos, int64_t logitsRows);
+  /// After a chunk has finished, while profiling on a driver that times
+  /// its dispatches: adds the device's times to the steps' profiles.
+  void addDispatchTimes();
   /// Runs one dispatch over rows [firstRow, rows) of the activation buffers
   /// (firstRow > 0 only for the row-independent logits product).
   void runStep(size_t index, int64_t rows, int64_t startPos, int64_t firstRow = 0);
@@ -298,13 +301,18 @@ void Model::State::runChunk(int64_t rows, int64_t startPos, int64_t logitsRows) 
     if (logitsRows > 0)
       runStep(last, rows, startPos, rows - logitsRows);
   }
+  // Not waited for here: the caller reads the logits (a Vulkan driver
+  // submits the read with the pass) or calls finish(), then
+  // addDispatchTimes().
   driver->endPass();
-  driver->finish();
-  if (profiling && driver->timesDispatches()) {
-    std::vector<double> seconds = driver->dispatchSeconds();
-    for (size_t i = 0; i < seconds.size() && i < stepProfiles.size(); ++i)
-      stepProfiles[i].seconds += seconds[i];
-  }
+}
+
+void Model::State::addDispatchTimes() {
+  if (!profiling || !driver->timesDispatches())
+    return;
+  std::vector<double> seconds = driver->dispatchSeconds();
+  for (size_t i = 0; i < seconds.size() && i < stepProfiles.size(); ++i)
+    stepProfiles[i].seconds += seconds[i];
 }
 
 // Rows of the dispatch that times each variant: enough for the prefill tiles
@@ -497,11 +505,14 @@ const std::vector<float> &Model::forward(const std::vector<int32_t> &tokens, Log
     // product (a row-wise product over a fixed grid of columns).
     const int64_t logitsRows = which == Logits::All ? chunk : (lastChunk ? 1 : 0);
     s.runChunk(chunk, s.position, logitsRows);
-    s.position += chunk; // runChunk waited for the chunk
+    s.position += chunk;
     if (which == Logits::All)
       s.driver->read({output, 0, chunk * rowBytes}, s.logits.data() + begin * s.vocab);
     else if (lastChunk)
       s.driver->read({output, (chunk - 1) * rowBytes, rowBytes}, s.logits.data());
+    else
+      s.driver->finish(); // the next chunk's token write reuses the buffer
+    s.addDispatchTimes();
   }
   return s.logits;
 }

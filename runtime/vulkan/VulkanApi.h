@@ -76,6 +76,7 @@ public:
   X(vkCmdPipelineBarrier)                                                                          \
   X(vkCmdCopyBuffer)                                                                               \
   X(vkCmdFillBuffer)                                                                               \
+  X(vkCmdUpdateBuffer)                                                                             \
   X(vkCmdWriteTimestamp)                                                                           \
   X(vkCmdResetQueryPool)                                                                           \
   X(vkCreateQueryPool)                                                                             \
@@ -85,7 +86,8 @@ public:
   X(vkDestroyFence)                                                                                \
   X(vkResetFences)                                                                                 \
   X(vkWaitForFences)                                                                               \
-  X(vkQueueSubmit)
+  X(vkQueueSubmit)                                                                                 \
+  X(vkGetFenceStatus)
 
 /// The loader and the function pointers, resolved in three steps as Vulkan
 /// prescribes: global functions, then per instance, then per device.

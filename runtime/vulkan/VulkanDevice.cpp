@@ -326,4 +326,19 @@ VulkanDevice::~VulkanDevice() {
   }
 }
 
+int chooseMemoryType(const VkPhysicalDeviceMemoryProperties &memory, uint32_t typeBits,
+                     VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred) {
+  int chosen = -1;
+  for (uint32_t t = 0; t < memory.memoryTypeCount && t < VK_MAX_MEMORY_TYPES; ++t) {
+    const VkMemoryPropertyFlags flags = memory.memoryTypes[t].propertyFlags;
+    if (!(typeBits & (1u << t)) || (flags & required) != required)
+      continue;
+    if ((flags & preferred) == preferred)
+      return int(t);
+    if (chosen < 0)
+      chosen = int(t);
+  }
+  return chosen;
+}
+
 } // namespace q3::runtime::vulkan

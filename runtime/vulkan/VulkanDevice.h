@@ -102,4 +102,14 @@ private:
   uint32_t queueFamily_ = 0;
 };
 
+/// The memory type a buffer gets: among the types `typeBits` allows that
+/// have every `required` flag, the first that also has every `preferred`
+/// one, else the first; -1 when none qualifies. The order matters because
+/// drivers list their types best-first: a discrete NVIDIA GPU lists plain
+/// DEVICE_LOCAL before the host-visible window onto the same memory, and
+/// host memory that is write-combined (fast to write, slow to read back:
+/// every CPU load goes to memory) before the HOST_CACHED type reads want.
+int chooseMemoryType(const VkPhysicalDeviceMemoryProperties &memory, uint32_t typeBits,
+                     VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred);
+
 } // namespace q3::runtime::vulkan

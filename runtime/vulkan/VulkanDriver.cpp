@@ -10,21 +10,41 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace q3::runtime::vulkan {
 namespace {
 
 constexpr int64_t kStagingSlotBytes = int64_t(32) << 20; // two slots: the staging ring
+// The most one read copies back at a time (larger reads run in parts); the
+// read-back buffer grows to what the reads need up to this.
+constexpr int64_t kReadbackBytes = int64_t(32) << 20;
+// vkCmdUpdateBuffer's limit: smaller writes (a step's token ids) ride in the
+// next submission instead of a staging round trip of their own.
+constexpr int64_t kMaxInlineWriteBytes = 65536;
+// How long a wait polls the fence before it sleeps: longer than a decode
+// step, while a long prefill's wait sleeps rather than keep a core busy.
+constexpr auto kFencePollTime = std::chrono::milliseconds(20);
 constexpr uint32_t kSetsPerPool = 1024;
 constexpr uint32_t kMaxTimestamps = 8192;
 constexpr size_t kMaxRecordedPasses = 32;
 
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
 
 bool envFlag(const char *name) {
   const char *value = std::getenv(name);
@@ -147,6 +167,11 @@ VulkanDriver::VulkanDriver(const Artifact &artifact, const std::string &path,
             info.subgroupSizeControl ? "" : " and cannot change it"));
     }
     features.subgroupSizeControl = info.subgroupSizeControl;
+    // Not on a CPU device by default: lavapipe's kernels run on the cores
+    // a poll would take.
+    const char *poll = std::getenv("Q3_VULKAN_FENCE_POLL");
+    pollFence_ =
+        poll && *poll ? std::strcmp(poll, "0") != 0 : info.vkType != VK_PHYSICAL_DEVICE_TYPE_CPU;
     device_ = std::make_unique<VulkanDevice>(*instance_, index, features);
     api_ = &device_->api();
     checkDevice(path);
@@ -188,8 +213,13 @@ VulkanDriver::~VulkanDriver() {
     destroyBuffer(buffer);
   destroyBuffer(stepParams_);
   destroyBuffer(staging_);
+  destroyBuffer(readback_);
   destroyBuffer(probe_);
   destroyBuffer(probeSink_);
+  for (VkQueryPool pool : retiredQueryPools_)
+    api_->vkDestroyQueryPool(device, pool, nullptr);
+  if (adHoc_.timestamps)
+    api_->vkDestroyQueryPool(device, adHoc_.timestamps, nullptr);
   if (fence_)
     api_->vkDestroyFence(device, fence_, nullptr);
   if (pool_)
@@ -379,15 +409,7 @@ VulkanDriver::Buffer VulkanDriver::createBuffer(int64_t bytes, VkMemoryPropertyF
   VkMemoryRequirements needs{};
   api_->vkGetBufferMemoryRequirements(device, buffer.buffer, &needs);
   const VkPhysicalDeviceMemoryProperties &memory = device_->memory();
-  int chosen = -1;
-  for (uint32_t t = 0; t < memory.memoryTypeCount; ++t) {
-    if (!(needs.memoryTypeBits & (1u << t)) ||
-        (memory.memoryTypes[t].propertyFlags & required) != required)
-      continue;
-    if (chosen < 0 || ((memory.memoryTypes[t].propertyFlags & preferred) == preferred &&
-                       (memory.memoryTypes[chosen].propertyFlags & preferred) != preferred))
-      chosen = int(t);
-  }
+  const int chosen = chooseMemoryType(memory, needs.memoryTypeBits, required, preferred);
   if (chosen < 0) {
     api_->vkDestroyBuffer(device, buffer.buffer, nullptr);
     throw VulkanError(std::string("no memory type for ") + what);
@@ -466,7 +488,8 @@ void VulkanDriver::upload(Buffer &to, int64_t offset, const void *from, int64_t 
     return;
   }
   // The staging ring: two host-visible slots; while the device copies one,
-  // the host fills the other.
+  // the host fills the other. What was issued before runs first.
+  finish();
   ensureStaging();
   VkDevice device = device_->handle();
   VkFence slotFences[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE};
@@ -508,29 +531,84 @@ void VulkanDriver::upload(Buffer &to, int64_t offset, const void *from, int64_t 
     api_->vkDestroyFence(device, f, nullptr);
 }
 
+void VulkanDriver::ensureReadback(int64_t bytes) {
+  if (readback_.buffer && readback_.bytes >= bytes)
+    return;
+  if (readback_.buffer) { // too small: an earlier read may still copy into it
+    finish();
+    destroyBuffer(readback_);
+  }
+  // HOST_CACHED where the device has it: the CPU reads it at memory speed,
+  // while reading write-combined host memory (the first host-visible type
+  // on NVIDIA) is a bus transaction per load, ~1 ms for one row of logits.
+  readback_ =
+      createBuffer(std::max<int64_t>(bytes, int64_t(1) << 20),
+                   VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                   VK_MEMORY_PROPERTY_HOST_CACHED_BIT, "the read-back buffer");
+}
+
 void VulkanDriver::download(const Buffer &from, int64_t offset, void *to, int64_t bytes) {
   if (from.mapped && !forceStaging_) {
+    finish();
     std::memcpy(to, from.mapped + offset, size_t(bytes));
     return;
   }
-  ensureStaging();
+  ensureReadback(std::min(bytes, kReadbackBytes));
   auto *target = static_cast<uint8_t *>(to);
-  for (int64_t done = 0; done < bytes; done += 2 * kStagingSlotBytes) {
-    const int64_t chunk = std::min(2 * kStagingSlotBytes, bytes - done);
+  for (int64_t done = 0; done < bytes; done += readback_.bytes) {
+    const int64_t chunk = std::min(readback_.bytes, bytes - done);
+    // The copy joins whatever was issued and not yet submitted (a decode
+    // step's token write and pass): one submission and one wait per step.
     VkCommandBuffer commands = beginOneShot();
+    VkMemoryBarrier before{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    before.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
+    before.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+    api_->vkCmdPipelineBarrier(commands, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                               VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, nullptr, 0,
+                               nullptr);
     VkBufferCopy region{VkDeviceSize(offset + done), 0, VkDeviceSize(chunk)};
-    api_->vkCmdCopyBuffer(commands, from.buffer, staging_.buffer, 1, &region);
-    submitAndWait(commands);
-    std::memcpy(target + done, staging_.mapped, size_t(chunk));
+    api_->vkCmdCopyBuffer(commands, from.buffer, readback_.buffer, 1, &region);
+    VkMemoryBarrier after{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    after.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    after.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    api_->vkCmdPipelineBarrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                               0, 1, &after, 0, nullptr, 0, nullptr);
+    check(api_->vkEndCommandBuffer(commands), "recording a read-back");
+    queue(commands, true);
+    finish();
+    std::memcpy(target + done, readback_.mapped, size_t(chunk));
   }
 }
 
 void VulkanDriver::write(const BufferRange &to, const void *from) {
-  upload(buffers_.at(size_t(to.buffer)), to.offset, from, to.bytes);
+  Buffer &buffer = buffers_.at(size_t(to.buffer));
+  const bool inline_ = !(buffer.mapped && !forceStaging_) && !inPass_ && to.bytes > 0 &&
+                       to.bytes <= kMaxInlineWriteBytes && to.bytes % 4 == 0 && to.offset % 4 == 0;
+  if (!inline_) {
+    upload(buffer, to.offset, from, to.bytes);
+    return;
+  }
+  // Into the open ad-hoc recording (after the dispatches issued before it)
+  // or the pending transfers, which the next submission carries first.
+  VkCommandBuffer commands = recording_ == &adHoc_ ? adHoc_.commands : openTransfers();
+  VkMemoryBarrier before{VK_STRUCTURE_TYPE_MEMORY_BARRIER}; // after earlier reads and writes
+  before.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  before.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  api_->vkCmdPipelineBarrier(commands,
+                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, nullptr, 0, nullptr);
+  api_->vkCmdUpdateBuffer(commands, buffer.buffer, VkDeviceSize(to.offset), VkDeviceSize(to.bytes),
+                          from);
+  VkMemoryBarrier after{VK_STRUCTURE_TYPE_MEMORY_BARRIER}; // before later kernels and copies
+  after.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  after.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                        VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  api_->vkCmdPipelineBarrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             0, 1, &after, 0, nullptr, 0, nullptr);
 }
 
 void VulkanDriver::read(const BufferRange &from, void *to) {
-  finish();
   download(buffers_.at(size_t(from.buffer)), from.offset, to, from.bytes);
 }
 
@@ -550,43 +628,105 @@ VkCommandBuffer VulkanDriver::beginOneShot() {
   return commands;
 }
 
-void VulkanDriver::submit(VkCommandBuffer commands) {
+VkCommandBuffer VulkanDriver::openTransfers() {
+  if (!transfers_)
+    transfers_ = beginOneShot();
+  return transfers_;
+}
+
+void VulkanDriver::closeIssued() {
+  // At most one of the two is open: a write while ad-hoc dispatches record
+  // goes into their command buffer, and a dispatch closes the transfers.
+  if (transfers_) {
+    check(api_->vkEndCommandBuffer(transfers_), "recording writes");
+    queued_.push_back(transfers_);
+    oneShots_.push_back(transfers_);
+    transfers_ = VK_NULL_HANDLE;
+  }
+  if (recording_ == &adHoc_) {
+    recording_ = nullptr;
+    check(api_->vkEndCommandBuffer(adHoc_.commands), "recording commands");
+    queued_.push_back(adHoc_.commands);
+    oneShots_.push_back(adHoc_.commands);
+    if (adHoc_.timestamps)
+      retiredQueryPools_.push_back(adHoc_.timestamps);
+    adHoc_ = Recording{};
+  }
+}
+
+void VulkanDriver::queue(VkCommandBuffer commands, bool oneShot) {
+  closeIssued();
+  queued_.push_back(commands);
+  if (oneShot)
+    oneShots_.push_back(commands);
+}
+
+void VulkanDriver::flush() {
+  closeIssued();
+  if (queued_.empty())
+    return;
+  waitSubmitted(); // one batch in flight: it signals fence_
   VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  info.commandBufferCount = 1;
-  info.pCommandBuffers = &commands;
+  info.commandBufferCount = uint32_t(queued_.size());
+  info.pCommandBuffers = queued_.data();
   failIfInjected("submit", submits_, injectLostAt_);
   check(api_->vkQueueSubmit(device_->queue(), 1, &info, fence_), "submitting to the device");
+  queued_.clear();
+  passQueued_ = false;
   submitted_ = true;
 }
 
+void VulkanDriver::waitForFence() {
+  VkDevice device = device_->handle();
+  // A GPU's fence wait sleeps until an interrupt wakes the thread, tens of
+  // microseconds after the work ended: a few percent of a small model's
+  // decode step. Poll first (pollFence_).
+  if (pollFence_) {
+    const auto deadline = std::chrono::steady_clock::now() + kFencePollTime;
+    for (;;) {
+      const VkResult status = api_->vkGetFenceStatus(device, fence_);
+      if (status == VK_SUCCESS)
+        return;
+      if (status != VK_NOT_READY)
+        check(status, "waiting for the device");
+      if (std::chrono::steady_clock::now() > deadline)
+        break;
+      for (int i = 0; i < 32; ++i)
+        cpuRelax();
+    }
+  }
+  check(api_->vkWaitForFences(device, 1, &fence_, VK_TRUE, UINT64_MAX), "waiting for the device");
+}
+
+void VulkanDriver::waitSubmitted() {
+  if (submitted_) {
+    submitted_ = false;
+    waitForFence();
+    api_->vkResetFences(device_->handle(), 1, &fence_);
+  }
+  // What ran once is freed once it ran; what is still queued is not.
+  std::vector<VkCommandBuffer> keep;
+  for (VkCommandBuffer commands : oneShots_) {
+    if (std::find(queued_.begin(), queued_.end(), commands) != queued_.end())
+      keep.push_back(commands);
+    else
+      api_->vkFreeCommandBuffers(device_->handle(), pool_, 1, &commands);
+  }
+  oneShots_ = std::move(keep);
+  for (VkQueryPool pool : retiredQueryPools_)
+    api_->vkDestroyQueryPool(device_->handle(), pool, nullptr);
+  retiredQueryPools_.clear();
+}
+
 void VulkanDriver::submitAndWait(VkCommandBuffer commands) {
-  finish();
   check(api_->vkEndCommandBuffer(commands), "recording commands");
-  submit(commands);
+  queue(commands, true);
   finish();
-  api_->vkFreeCommandBuffers(device_->handle(), pool_, 1, &commands);
 }
 
 void VulkanDriver::finish() {
-  const bool adHoc = recording_ == &adHoc_;
-  if (adHoc) {
-    // Dispatches issued outside a pass run now.
-    recording_ = nullptr;
-    check(api_->vkEndCommandBuffer(adHoc_.commands), "recording commands");
-    submit(adHoc_.commands);
-  }
-  if (submitted_) {
-    submitted_ = false;
-    check(api_->vkWaitForFences(device_->handle(), 1, &fence_, VK_TRUE, UINT64_MAX),
-          "waiting for the device");
-    api_->vkResetFences(device_->handle(), 1, &fence_);
-  }
-  if (adHoc) {
-    api_->vkFreeCommandBuffers(device_->handle(), pool_, 1, &adHoc_.commands);
-    if (adHoc_.timestamps)
-      api_->vkDestroyQueryPool(device_->handle(), adHoc_.timestamps, nullptr);
-    adHoc_ = Recording{};
-  }
+  flush();
+  waitSubmitted();
 }
 
 VulkanDriver::Recording VulkanDriver::startRecording() {
@@ -693,6 +833,7 @@ void VulkanDriver::dispatch(int64_t kernelId, const std::vector<BufferRange> &ra
   if (!recording_) {
     if (inPass_)
       throw VulkanError("a dispatch while a recorded pass replays");
+    closeIssued(); // the writes issued before it go first
     adHoc_ = startRecording();
     recording_ = &adHoc_;
   }
@@ -831,7 +972,11 @@ void VulkanDriver::traceDispatch(const VulkanKernel &spec, int64_t rows,
 //===- Passes -------------------------------------------------------------------===//
 
 bool VulkanDriver::beginPass(const PassShape &shape, int64_t startPos) {
-  finish();
+  // The step parameters are rewritten below, so what reads them must have
+  // run; writes issued since stay queued and go with this pass.
+  if (passQueued_ || recording_ == &adHoc_)
+    flush();
+  waitSubmitted();
   reinterpret_cast<int32_t *>(stepParams_.mapped)[kStepStartPosition] = int32_t(startPos);
   if (trace_)
     return false; // each dispatch runs on its own (traceDispatch)
@@ -859,7 +1004,9 @@ void VulkanDriver::endPass() {
     check(api_->vkEndCommandBuffer(pass.commands), "recording a pass");
   recording_ = nullptr;
   inPass_ = replaying_ = false;
-  submit(pass.commands);
+  // Submitted with what follows it before a wait (a read of the logits).
+  queue(pass.commands, false);
+  passQueued_ = true;
   lastSubmitted_ = &pass;
 }
 
@@ -952,7 +1099,7 @@ std::optional<Driver::Bandwidth> VulkanDriver::measureReadBandwidth(int reads) {
                               uint32_t(r + 1));
   }
   check(api_->vkEndCommandBuffer(recording.commands), "recording the bandwidth probe");
-  submit(recording.commands);
+  queue(recording.commands, false);
   finish();
   std::vector<uint64_t> ticks(poolInfo.queryCount);
   check(api_->vkGetQueryPoolResults(device_->handle(), queries, 0, poolInfo.queryCount,

@@ -55,6 +55,9 @@ public:
   const DeviceInfo &device() const { return device_->info(); }
   /// The workgroup and subgroup size chosen for a kernel's first variant.
   std::pair<uint32_t, uint32_t> workgroupOf(const std::string &kernel) const;
+  /// Queue submissions so far (a decode step is one: its token write, pass
+  /// and logits read go together).
+  int submissions() const { return submits_; }
 
 private:
   struct Buffer {
@@ -101,11 +104,20 @@ private:
                       const char *what);
   void destroyBuffer(Buffer &buffer);
   void ensureStaging(); // the staging ring, made on first use
+  void ensureReadback(int64_t bytes); // the read-back buffer, at least `bytes`
   void upload(Buffer &to, int64_t offset, const void *from, int64_t bytes);
   void download(const Buffer &from, int64_t offset, void *to, int64_t bytes);
   VkCommandBuffer beginOneShot();
+  /// Command buffers wait in queued_, in issue order, until flush() submits
+  /// them as one batch (a decode step: its token write, its pass and the
+  /// read of its logits); finish() flushes and waits.
+  VkCommandBuffer openTransfers(); // small writes not yet queued
+  void closeIssued();              // queues the open transfers or ad-hoc dispatches
+  void queue(VkCommandBuffer commands, bool oneShot);
+  void flush();
+  void waitSubmitted();
+  void waitForFence();
   void submitAndWait(VkCommandBuffer commands);
-  void submit(VkCommandBuffer commands);
   Recording startRecording();
   VkDescriptorSet descriptorSet(const Pipeline &pipeline, const std::vector<Binding> &bindings);
   void recordDispatch(Recording &recording, const Pipeline &pipeline, uint32_t groups,
@@ -126,11 +138,17 @@ private:
   std::vector<Buffer> buffers_;
   Buffer stepParams_;
   Buffer staging_;
+  Buffer readback_;          // host-visible, host-cached where the device has it
   Buffer probe_, probeSink_; // the read-bandwidth kernel's buffers, made on first use
   int64_t allocatedBytes_ = 0;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
-  bool submitted_ = false;
+  bool submitted_ = false;                // a batch is in flight and signals fence_
+  std::vector<VkCommandBuffer> queued_;   // issued, not yet submitted
+  std::vector<VkCommandBuffer> oneShots_; // freed once they ran
+  std::vector<VkQueryPool> retiredQueryPools_;
+  VkCommandBuffer transfers_ = VK_NULL_HANDLE; // write()s recorded, not yet queued
+  bool passQueued_ = false;
   std::vector<VkDescriptorPool> descriptorPools_;
   uint32_t setsLeft_ = 0;
   std::map<std::pair<VkDescriptorSetLayout, std::vector<Binding>>, VkDescriptorSet> sets_;
@@ -142,6 +160,7 @@ private:
   bool inPass_ = false, replaying_ = false;
   bool profiling_ = false;
   bool forceStaging_ = false;
+  bool pollFence_ = false; // $Q3_VULKAN_FENCE_POLL, else on every device but a CPU
   // $Q3_VULKAN_TRACE: every dispatch runs alone and its tensors' statistics
   // go to stderr, to find the first kernel a device computes differently.
   bool trace_ = false;

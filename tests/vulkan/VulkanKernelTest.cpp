@@ -281,6 +281,43 @@ TEST_F(VulkanKernelTest, EmbeddingGathersRowsFromEveryPart) {
   }
 }
 
+TEST_F(VulkanKernelTest, AStepWithStagedMemoryIsOneSubmission) {
+  // A discrete GPU's kernel buffers are not host-visible: a decode step's
+  // token write, its replayed pass and the read of its result go to the
+  // device as one batch with one wait (forced here on lavapipe), and each
+  // step still sees its own tokens.
+  const int64_t vocab = 40, hidden = 16, rows = 2;
+  ::setenv("Q3_VULKAN_FORCE_STAGING", "1", 1);
+  vulkan::KernelCompiler compiler(context);
+  DeviceKernel device(compiler.embedding({"embedding", vocab, hidden, Storage::F32}, 64));
+  ::unsetenv("Q3_VULKAN_FORCE_STAGING");
+  rv::VulkanDriver &driver = device.driver();
+  std::vector<float> table = randomValues(size_t(vocab * hidden), rng);
+  const int64_t tableId = device.upload(table);
+  const int64_t tokenId = driver.allocate(rows * 4);
+  const int64_t out = driver.allocate(rows * hidden * 4);
+  const int64_t kernel = driver.kernel("embedding");
+  for (int32_t step = 0; step < 4; ++step) {
+    const std::vector<int32_t> tokens = {step * 3, int32_t(vocab) - 1 - step};
+    const int before = driver.submissions();
+    driver.write({tokenId, 0, rows * 4}, tokens.data());
+    if (!driver.beginPass({rows, 0}, step))
+      driver.dispatch(kernel,
+                      {{tableId, 0, int64_t(table.size() * 4)},
+                       {tokenId, 0, rows * 4},
+                       {out, 0, rows * hidden * 4}},
+                      {rows, rows, rows}, 0);
+    driver.endPass();
+    std::vector<float> got(size_t(rows * hidden));
+    driver.read({out, 0, rows * hidden * 4}, got.data());
+    EXPECT_EQ(driver.submissions() - before, 1) << "step " << step;
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t c = 0; c < hidden; ++c)
+        ASSERT_EQ(got[size_t(t * hidden + c)], table[size_t(tokens[size_t(t)] * hidden + c)])
+            << "step " << step << " row " << t << " column " << c;
+  }
+}
+
 //===- q/k-norm + RoPE + cache, then attention ------------------------------===//
 
 struct AttentionCase {

@@ -30,12 +30,15 @@ const std::string kGoldenDir = Q3_GOLDEN_DIR;
 /// `golden` compiled for Vulkan into a temporary artifact (removed with it).
 class CompiledGolden {
 public:
-  explicit CompiledGolden(const std::string &golden) : weights_(kGoldenDir + "/" + golden) {
+  /// `ubatch`: the rows a prefill chunk runs (longer prompts run in chunks).
+  explicit CompiledGolden(const std::string &golden, int64_t ubatch = 4096)
+      : weights_(kGoldenDir + "/" + golden) {
     std::vector<std::string> warnings;
     frontend::ModelConfig config = frontend::resolveModelConfig(weights_, &warnings);
     mlir::MLIRContext context;
     auto module = ir::buildQwen3Graph(context, config);
     passes::PipelineOptions options;
+    options.maxSeqLen = ubatch;
     if (mlir::failed(passes::runPipeline(*module, options)))
       throw std::runtime_error("pipeline failed");
     path_ = (std::filesystem::temp_directory_path() /
@@ -103,14 +106,34 @@ TEST(VulkanModel, LastRowLogitsEqualTheLastRowOfAll) {
 
 TEST(VulkanModel, StagingRingGivesTheSameBits) {
   // lavapipe's memory is host-visible, so the driver maps it; a discrete
-  // GPU's is not, and uploads and read-backs go through the staging ring.
-  CompiledGolden compiled("sharded_gqa2_bf16");
-  std::vector<float> mapped = compiled.load()->forward(kPrompt);
+  // GPU's is not: token writes ride in the next submission and logits come
+  // back through the read-back buffer, batched with the pass that wrote
+  // them; a GPU's waits poll the fence. A prompt in chunks of 5 rows, then
+  // decode steps.
+  CompiledGolden compiled("sharded_gqa2_bf16", 5);
+  auto run = [&] {
+    auto model = compiled.load();
+    std::vector<float> logits = model->forward(kPrompt);
+    for (int32_t token : {4, 5, 6}) {
+      const std::vector<float> &row = model->forward({token}, runtime::Model::Logits::Last);
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    const std::vector<float> &last =
+        model->forward({7, 8, 9, 10, 11, 12, 13}, runtime::Model::Logits::Last);
+    logits.insert(logits.end(), last.begin(), last.end());
+    return logits;
+  };
+  std::vector<float> mapped = run();
   ::setenv("Q3_VULKAN_FORCE_STAGING", "1", 1);
-  std::vector<float> staged = compiled.load()->forward(kPrompt);
+  std::vector<float> staged = run();
+  ::setenv("Q3_VULKAN_FENCE_POLL", "1", 1); // as on a GPU
+  std::vector<float> polled = run();
+  ::unsetenv("Q3_VULKAN_FENCE_POLL");
   ::unsetenv("Q3_VULKAN_FORCE_STAGING");
   ASSERT_EQ(mapped.size(), staged.size());
   EXPECT_EQ(maxDiff(mapped.data(), staged.data(), mapped.size()), 0.0f);
+  ASSERT_EQ(mapped.size(), polled.size());
+  EXPECT_EQ(maxDiff(mapped.data(), polled.data(), mapped.size()), 0.0f);
 }
 
 TEST(VulkanModel, ProfileTimesEveryKernelOnTheDevice) {
