@@ -548,9 +548,10 @@ void VulkanDriver::ensureReadback(int64_t bytes) {
 }
 
 void VulkanDriver::download(const Buffer &from, int64_t offset, void *to, int64_t bytes) {
-  if (from.mapped && !forceStaging_) {
+  if ((from.mapped && !forceStaging_) || bytes <= 0) {
     finish();
-    std::memcpy(to, from.mapped + offset, size_t(bytes));
+    if (bytes > 0)
+      std::memcpy(to, from.mapped + offset, size_t(bytes));
     return;
   }
   ensureReadback(std::min(bytes, kReadbackBytes));
