@@ -63,7 +63,7 @@ std::string formatBytes(uint64_t bytes) {
 
 //===- VulkanInstance -------------------------------------------------------===//
 
-std::unique_ptr<VulkanInstance> VulkanInstance::create(bool validation) {
+std::unique_ptr<VulkanInstance> VulkanInstance::create(bool validation, bool synchronization) {
   VulkanApi &api = VulkanApi::load();
   std::unique_ptr<VulkanInstance> self(new VulkanInstance(api));
   uint32_t version = VK_API_VERSION_1_0;
@@ -90,8 +90,17 @@ std::unique_ptr<VulkanInstance> VulkanInstance::create(bool validation) {
                         " is not installed (Debian: vulkan-validationlayers)");
     layers.push_back(kValidationLayer);
     extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    if (synchronization)
+      extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME); // the layer's own
   }
+  const VkValidationFeatureEnableEXT syncChecks =
+      VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+  VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  features.enabledValidationFeatureCount = 1;
+  features.pEnabledValidationFeatures = &syncChecks;
   VkInstanceCreateInfo info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  if (validation && synchronization)
+    info.pNext = &features;
   info.pApplicationInfo = &app;
   info.enabledLayerCount = uint32_t(layers.size());
   info.ppEnabledLayerNames = layers.data();

@@ -42,7 +42,10 @@ std::string formatBytes(uint64_t bytes); // "2.0 GiB"
 /// "vulkan validation:" and counted.
 class VulkanInstance {
 public:
-  static std::unique_ptr<VulkanInstance> create(bool validation);
+  /// `validation`: run under the Khronos validation layer; `synchronization`
+  /// also turns on its synchronization checks (hazards between dispatches,
+  /// copies and host access that a missing barrier leaves).
+  static std::unique_ptr<VulkanInstance> create(bool validation, bool synchronization = false);
   ~VulkanInstance();
 
   VulkanApi &api() { return api_; }

@@ -105,7 +105,11 @@ VulkanDriver::VulkanDriver(const Artifact &artifact, const std::string &path,
   poisonLocals_ = envFlag("Q3_VULKAN_POISON_LOCALS");
   parseInjection(injectAllocAt_, injectLostAt_);
   try {
-    instance_ = VulkanInstance::create(envFlag("Q3_VULKAN_VALIDATION"));
+    // Q3_VULKAN_VALIDATION=1: the validation layer; =sync: with its
+    // synchronization checks.
+    const char *validation = std::getenv("Q3_VULKAN_VALIDATION");
+    instance_ = VulkanInstance::create(envFlag("Q3_VULKAN_VALIDATION"),
+                                       validation && std::strcmp(validation, "sync") == 0);
     int index = options.device;
     if (index < 0) {
       index = instance_->defaultDevice();
