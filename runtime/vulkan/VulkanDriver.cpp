@@ -10,15 +10,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 namespace q3::runtime::vulkan {
 namespace {
@@ -30,21 +25,12 @@ constexpr int64_t kReadbackBytes = int64_t(32) << 20;
 // vkCmdUpdateBuffer's limit: smaller writes (a step's token ids) ride in the
 // next submission instead of a staging round trip of their own.
 constexpr int64_t kMaxInlineWriteBytes = 65536;
-// How long a wait polls the fence before it sleeps: longer than a decode
-// step, while a long prefill's wait sleeps rather than keep a core busy.
-constexpr auto kFencePollTime = std::chrono::milliseconds(20);
 constexpr uint32_t kSetsPerPool = 1024;
 constexpr uint32_t kMaxTimestamps = 8192;
 constexpr size_t kMaxRecordedPasses = 32;
 
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#endif
-}
 
 bool envFlag(const char *name) {
   const char *value = std::getenv(name);
@@ -174,7 +160,7 @@ VulkanDriver::VulkanDriver(const Artifact &artifact, const std::string &path,
     // Not on a CPU device by default: lavapipe's kernels run on the cores
     // a poll would take.
     const char *poll = std::getenv("Q3_VULKAN_FENCE_POLL");
-    pollFence_ =
+    const bool pollFence =
         poll && *poll ? std::strcmp(poll, "0") != 0 : info.vkType != VK_PHYSICAL_DEVICE_TYPE_CPU;
     device_ = std::make_unique<VulkanDevice>(*instance_, index, features);
     api_ = &device_->api();
@@ -185,8 +171,8 @@ VulkanDriver::VulkanDriver(const Artifact &artifact, const std::string &path,
     pool.queueFamilyIndex = device_->queueFamily();
     check(api_->vkCreateCommandPool(device_->handle(), &pool, nullptr, &pool_),
           "creating a command pool");
-    VkFenceCreateInfo fence{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    check(api_->vkCreateFence(device_->handle(), &fence, nullptr, &fence_), "creating a fence");
+    batches_ =
+        std::make_unique<SubmitQueue>(*api_, device_->handle(), device_->queue(), pool_, pollFence);
     stepParams_ = createBuffer(int64_t(kStepParamsWords) * 4,
                                VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                                    VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
@@ -220,12 +206,9 @@ VulkanDriver::~VulkanDriver() {
   destroyBuffer(readback_);
   destroyBuffer(probe_);
   destroyBuffer(probeSink_);
-  for (VkQueryPool pool : retiredQueryPools_)
-    api_->vkDestroyQueryPool(device, pool, nullptr);
+  batches_.reset();
   if (adHoc_.timestamps)
     api_->vkDestroyQueryPool(device, adHoc_.timestamps, nullptr);
-  if (fence_)
-    api_->vkDestroyFence(device, fence_, nullptr);
   if (pool_)
     api_->vkDestroyCommandPool(device, pool_, nullptr);
 }
@@ -644,83 +627,31 @@ void VulkanDriver::closeIssued() {
   // goes into their command buffer, and a dispatch closes the transfers.
   if (transfers_) {
     check(api_->vkEndCommandBuffer(transfers_), "recording writes");
-    queued_.push_back(transfers_);
-    oneShots_.push_back(transfers_);
+    batches_->add(transfers_, /*oneShot=*/true);
     transfers_ = VK_NULL_HANDLE;
   }
   if (recording_ == &adHoc_) {
     recording_ = nullptr;
     check(api_->vkEndCommandBuffer(adHoc_.commands), "recording commands");
-    queued_.push_back(adHoc_.commands);
-    oneShots_.push_back(adHoc_.commands);
+    batches_->add(adHoc_.commands, /*oneShot=*/true);
     if (adHoc_.timestamps)
-      retiredQueryPools_.push_back(adHoc_.timestamps);
+      batches_->retire(adHoc_.timestamps);
     adHoc_ = Recording{};
   }
 }
 
 void VulkanDriver::queue(VkCommandBuffer commands, bool oneShot) {
   closeIssued();
-  queued_.push_back(commands);
-  if (oneShot)
-    oneShots_.push_back(commands);
+  batches_->add(commands, oneShot);
 }
 
 void VulkanDriver::flush() {
   closeIssued();
-  if (queued_.empty())
+  if (!batches_->hasQueued())
     return;
-  waitSubmitted(); // one batch in flight: it signals fence_
-  VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  info.commandBufferCount = uint32_t(queued_.size());
-  info.pCommandBuffers = queued_.data();
   failIfInjected("submit", submits_, injectLostAt_);
-  check(api_->vkQueueSubmit(device_->queue(), 1, &info, fence_), "submitting to the device");
-  queued_.clear();
+  batches_->submit();
   passQueued_ = false;
-  submitted_ = true;
-}
-
-void VulkanDriver::waitForFence() {
-  VkDevice device = device_->handle();
-  // A GPU's fence wait sleeps until an interrupt wakes the thread, tens of
-  // microseconds after the work ended: a few percent of a small model's
-  // decode step. Poll first (pollFence_).
-  if (pollFence_) {
-    const auto deadline = std::chrono::steady_clock::now() + kFencePollTime;
-    for (;;) {
-      const VkResult status = api_->vkGetFenceStatus(device, fence_);
-      if (status == VK_SUCCESS)
-        return;
-      if (status != VK_NOT_READY)
-        check(status, "waiting for the device");
-      if (std::chrono::steady_clock::now() > deadline)
-        break;
-      for (int i = 0; i < 32; ++i)
-        cpuRelax();
-    }
-  }
-  check(api_->vkWaitForFences(device, 1, &fence_, VK_TRUE, UINT64_MAX), "waiting for the device");
-}
-
-void VulkanDriver::waitSubmitted() {
-  if (submitted_) {
-    submitted_ = false;
-    waitForFence();
-    api_->vkResetFences(device_->handle(), 1, &fence_);
-  }
-  // What ran once is freed once it ran; what is still queued is not.
-  std::vector<VkCommandBuffer> keep;
-  for (VkCommandBuffer commands : oneShots_) {
-    if (std::find(queued_.begin(), queued_.end(), commands) != queued_.end())
-      keep.push_back(commands);
-    else
-      api_->vkFreeCommandBuffers(device_->handle(), pool_, 1, &commands);
-  }
-  oneShots_ = std::move(keep);
-  for (VkQueryPool pool : retiredQueryPools_)
-    api_->vkDestroyQueryPool(device_->handle(), pool, nullptr);
-  retiredQueryPools_.clear();
 }
 
 void VulkanDriver::submitAndWait(VkCommandBuffer commands) {
@@ -731,7 +662,7 @@ void VulkanDriver::submitAndWait(VkCommandBuffer commands) {
 
 void VulkanDriver::finish() {
   flush();
-  waitSubmitted();
+  batches_->wait();
 }
 
 VulkanDriver::Recording VulkanDriver::startRecording() {
@@ -981,7 +912,7 @@ bool VulkanDriver::beginPass(const PassShape &shape, int64_t startPos) {
   // run; writes issued since stay queued and go with this pass.
   if (passQueued_ || recording_ == &adHoc_)
     flush();
-  waitSubmitted();
+  batches_->wait();
   reinterpret_cast<int32_t *>(stepParams_.mapped)[kStepStartPosition] = int32_t(startPos);
   if (trace_)
     return false; // each dispatch runs on its own (traceDispatch)

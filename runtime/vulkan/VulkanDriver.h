@@ -20,6 +20,7 @@
 #pragma once
 
 #include "runtime/Driver.h"
+#include "runtime/vulkan/SubmitQueue.h"
 #include "runtime/vulkan/VulkanDevice.h"
 #include "runtime/vulkan/VulkanManifest.h"
 
@@ -108,15 +109,13 @@ private:
   void upload(Buffer &to, int64_t offset, const void *from, int64_t bytes);
   void download(const Buffer &from, int64_t offset, void *to, int64_t bytes);
   VkCommandBuffer beginOneShot();
-  /// Command buffers wait in queued_, in issue order, until flush() submits
+  /// Command buffers wait in batches_, in issue order, until flush() submits
   /// them as one batch (a decode step: its token write, its pass and the
   /// read of its logits); finish() flushes and waits.
   VkCommandBuffer openTransfers(); // small writes not yet queued
   void closeIssued();              // queues the open transfers or ad-hoc dispatches
   void queue(VkCommandBuffer commands, bool oneShot);
   void flush();
-  void waitSubmitted();
-  void waitForFence();
   void submitAndWait(VkCommandBuffer commands);
   Recording startRecording();
   VkDescriptorSet descriptorSet(const Pipeline &pipeline, const std::vector<Binding> &bindings);
@@ -142,11 +141,7 @@ private:
   Buffer probe_, probeSink_; // the read-bandwidth kernel's buffers, made on first use
   int64_t allocatedBytes_ = 0;
   VkCommandPool pool_ = VK_NULL_HANDLE;
-  VkFence fence_ = VK_NULL_HANDLE;
-  bool submitted_ = false;                // a batch is in flight and signals fence_
-  std::vector<VkCommandBuffer> queued_;   // issued, not yet submitted
-  std::vector<VkCommandBuffer> oneShots_; // freed once they ran
-  std::vector<VkQueryPool> retiredQueryPools_;
+  std::unique_ptr<SubmitQueue> batches_;
   VkCommandBuffer transfers_ = VK_NULL_HANDLE; // write()s recorded, not yet queued
   bool passQueued_ = false;
   std::vector<VkDescriptorPool> descriptorPools_;
@@ -160,7 +155,6 @@ private:
   bool inPass_ = false, replaying_ = false;
   bool profiling_ = false;
   bool forceStaging_ = false;
-  bool pollFence_ = false; // $Q3_VULKAN_FENCE_POLL, else on every device but a CPU
   // $Q3_VULKAN_TRACE: every dispatch runs alone and its tensors' statistics
   // go to stderr, to find the first kernel a device computes differently.
   bool trace_ = false;
