@@ -1,4 +1,5 @@
 #include "runtime/ThreadPool.h"
+#include "runtime/CpuRelax.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,24 +8,12 @@
 
 #include <fmt/format.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
-
 namespace q3::runtime {
 
 // How long a waiting thread polls before it sleeps. Back-to-back dispatches
 // arrive well within this, so a decode step never pays a futex wake-up; an idle
 // pool stops burning CPU soon after.
 static constexpr auto kSpinTime = std::chrono::microseconds(200);
-
-static void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
 
 ThreadPool::ThreadPool(int threads) {
   if (threads < 0)

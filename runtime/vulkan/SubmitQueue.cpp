@@ -1,11 +1,9 @@
 #include "runtime/vulkan/SubmitQueue.h"
 
+#include "runtime/CpuRelax.h"
+
 #include <algorithm>
 #include <chrono>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 namespace q3::runtime::vulkan {
 namespace {
@@ -13,12 +11,6 @@ namespace {
 // How long a wait polls the fence before it sleeps: longer than a decode
 // step, while a long prefill's wait sleeps rather than keep a core busy.
 constexpr auto kFencePollTime = std::chrono::milliseconds(20);
-
-void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#endif
-}
 
 } // namespace
 

@@ -93,9 +93,9 @@ VulkanDriver::VulkanDriver(const Artifact &artifact, const std::string &path,
   try {
     // Q3_VULKAN_VALIDATION=1: the validation layer; =sync: with its
     // synchronization checks.
-    const char *validation = std::getenv("Q3_VULKAN_VALIDATION");
-    instance_ = VulkanInstance::create(envFlag("Q3_VULKAN_VALIDATION"),
-                                       validation && std::strcmp(validation, "sync") == 0);
+    const bool validate = envFlag("Q3_VULKAN_VALIDATION");
+    instance_ = VulkanInstance::create(
+        validate, validate && std::strcmp(std::getenv("Q3_VULKAN_VALIDATION"), "sync") == 0);
     int index = options.device;
     if (index < 0) {
       index = instance_->defaultDevice();
@@ -535,10 +535,13 @@ void VulkanDriver::ensureReadback(int64_t bytes) {
 }
 
 void VulkanDriver::download(const Buffer &from, int64_t offset, void *to, int64_t bytes) {
-  if ((from.mapped && !forceStaging_) || bytes <= 0) {
+  if (bytes <= 0) { // nothing to copy; still waits, as read() promises
     finish();
-    if (bytes > 0)
-      std::memcpy(to, from.mapped + offset, size_t(bytes));
+    return;
+  }
+  if (from.mapped && !forceStaging_) {
+    finish();
+    std::memcpy(to, from.mapped + offset, size_t(bytes));
     return;
   }
   ensureReadback(std::min(bytes, kReadbackBytes));
@@ -570,9 +573,10 @@ void VulkanDriver::download(const Buffer &from, int64_t offset, void *to, int64_
 
 void VulkanDriver::write(const BufferRange &to, const void *from) {
   Buffer &buffer = buffers_.at(size_t(to.buffer));
-  const bool inline_ = !(buffer.mapped && !forceStaging_) && !inPass_ && to.bytes > 0 &&
-                       to.bytes <= kMaxInlineWriteBytes && to.bytes % 4 == 0 && to.offset % 4 == 0;
-  if (!inline_) {
+  const bool recordInline = !(buffer.mapped && !forceStaging_) && !inPass_ && to.bytes > 0 &&
+                            to.bytes <= kMaxInlineWriteBytes && to.bytes % 4 == 0 &&
+                            to.offset % 4 == 0;
+  if (!recordInline) {
     upload(buffer, to.offset, from, to.bytes);
     return;
   }
@@ -651,7 +655,6 @@ void VulkanDriver::flush() {
     return;
   failIfInjected("submit", submits_, injectLostAt_);
   batches_->submit();
-  passQueued_ = false;
 }
 
 void VulkanDriver::submitAndWait(VkCommandBuffer commands) {
@@ -909,8 +912,9 @@ void VulkanDriver::traceDispatch(const VulkanKernel &spec, int64_t rows,
 
 bool VulkanDriver::beginPass(const PassShape &shape, int64_t startPos) {
   // The step parameters are rewritten below, so what reads them must have
-  // run; writes issued since stay queued and go with this pass.
-  if (passQueued_ || recording_ == &adHoc_)
+  // run (an earlier pass still queued is submitted now); writes issued
+  // since, still open, go with this pass.
+  if (batches_->hasQueued() || recording_ == &adHoc_)
     flush();
   batches_->wait();
   reinterpret_cast<int32_t *>(stepParams_.mapped)[kStepStartPosition] = int32_t(startPos);
@@ -942,7 +946,6 @@ void VulkanDriver::endPass() {
   inPass_ = replaying_ = false;
   // Submitted with what follows it before a wait (a read of the logits).
   queue(pass.commands, false);
-  passQueued_ = true;
   lastSubmitted_ = &pass;
 }
 

@@ -143,7 +143,6 @@ private:
   VkCommandPool pool_ = VK_NULL_HANDLE;
   std::unique_ptr<SubmitQueue> batches_;
   VkCommandBuffer transfers_ = VK_NULL_HANDLE; // write()s recorded, not yet queued
-  bool passQueued_ = false;
   std::vector<VkDescriptorPool> descriptorPools_;
   uint32_t setsLeft_ = 0;
   std::map<std::pair<VkDescriptorSetLayout, std::vector<Binding>>, VkDescriptorSet> sets_;
