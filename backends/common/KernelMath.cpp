@@ -245,4 +245,16 @@ SoftmaxMerge mergeSoftmax(OpBuilder &b, Location loc, Value maxA, Value sumA, Va
 
 float lowestScore() { return -3.0e38f; }
 
+DecodeSplit decodeSplit(OpBuilder &b, Location loc, Value positions, int64_t splits,
+                        int64_t minPositions) {
+  auto constant = [&](int64_t v) { return b.create<arith::ConstantIndexOp>(loc, v); };
+  auto ceilDiv = [&](Value a, Value d) {
+    Value up = b.create<arith::AddIOp>(loc, a, b.create<arith::SubIOp>(loc, d, constant(1)));
+    return b.create<arith::DivSIOp>(loc, up, d).getResult();
+  };
+  Value even = ceilDiv(positions, constant(splits));
+  Value span = b.create<arith::MaxSIOp>(loc, even, constant(minPositions));
+  return {span, ceilDiv(positions, span)};
+}
+
 } // namespace q3::kernels

@@ -120,6 +120,20 @@ struct SoftmaxMerge {
 };
 SoftmaxMerge mergeSoftmax(mlir::OpBuilder &b, mlir::Location loc, mlir::Value maxA,
                           mlir::Value sumA, mlir::Value maxB, mlir::Value sumB);
+//===- Decode attention split over positions ------------------------------===//
+
+/// How `positions` visible keys split into runs of at most `splits`
+/// workgroups: `span` positions each (at least `minPositions`, so a short
+/// context is not cut into runs too small to pay for their merge) and the
+/// `active` runs that hold any; split s takes [s * span, min((s + 1) *
+/// span, positions)). Index values; signed arithmetic (they are
+/// non-negative, and MLIR 16 lowers no unsigned index op to SPIR-V).
+struct DecodeSplit {
+  mlir::Value span, active;
+};
+DecodeSplit decodeSplit(mlir::OpBuilder &b, mlir::Location loc, mlir::Value positions,
+                        int64_t splits, int64_t minPositions);
+
 /// The starting max of a softmax: the lowest finite f32 rather than -inf,
 /// so merging two empty partial states gives exp(0) = 1 times sums of 0,
 /// not exp(-inf + inf) = NaN.

@@ -102,4 +102,14 @@ std::string mergeSoftmaxFunctionText(const std::string &name) {
       });
 }
 
+std::string decodeSplitFunctionText(const std::string &name, int64_t splits, int64_t minPositions) {
+  return functionText(
+      name, [](MLIRContext &c) { return std::vector<Type>{IndexType::get(&c)}; },
+      [](MLIRContext &c) { return std::vector<Type>(2, IndexType::get(&c)); },
+      [&](OpBuilder &b, Location loc, ValueRange args) {
+        const DecodeSplit split = decodeSplit(b, loc, args[0], splits, minPositions);
+        return std::vector<Value>{split.span, split.active};
+      });
+}
+
 } // namespace q3::kernels

@@ -33,4 +33,9 @@ std::string swigluFunctionText(const std::string &name, int64_t lanes);
 /// (mergeSoftmax).
 std::string mergeSoftmaxFunctionText(const std::string &name);
 
+/// `func.func private @<name>(%positions: index) -> (index, index)`: the
+/// span and active count of a decode attention split into at most `splits`
+/// runs of at least `minPositions` positions (decodeSplit).
+std::string decodeSplitFunctionText(const std::string &name, int64_t splits, int64_t minPositions);
+
 } // namespace q3::kernels

@@ -69,44 +69,36 @@ std::string splitWorkspaceViews(const AttentionKernel &kernel) {
 std::string splitDecode(const AttentionKernel &kernel, const std::string &decodeCall) {
   return fmt::format(
       R"mlir(      %cSplits = arith.constant {splits} : index
-      %cSplitsLess = arith.constant {splitsLess} : index
-      %cSpanMin = arith.constant {spanMin} : index
-      %evenUp = arith.addi %count0, %cSplitsLess : index
-      %even = arith.divui %evenUp, %cSplits : index
-      %span = arith.maxui %even, %cSpanMin : index
-      %spanLess = arith.subi %span, %c1 : index
-      %activeUp = arith.addi %count0, %spanLess : index
-      %active = arith.divui %activeUp, %span : index
-      %participates = arith.cmpi ult, %split, %active : index
+      %run:2 = func.call @{name}_decode_split(%count0) : (index) -> (index, index)
+      %participates = arith.cmpi ult, %split, %run#1 : index
       scf.if %participates {{
-        %from = arith.muli %split, %span : index
-        %fromSpan = arith.addi %from, %span : index
+        %from = arith.muli %split, %run#0 : index
+        %fromSpan = arith.addi %from, %run#0 : index
         %to = arith.minui %fromSpan, %count0 : index
-        %direct = arith.cmpi eq, %active, %c1 : index
+        %direct = arith.cmpi eq, %run#1, %c1 : index
         %groupSplits = arith.muli %headGroup, %cSplits : index
         %splitIndex = arith.addi %groupSplits, %split : index
         %record = arith.muli %splitIndex, %cHeads : index
         {decodeCall}
-        %merged = arith.cmpi ugt, %active, %c1 : index
+        %merged = arith.cmpi ugt, %run#1, %c1 : index
         scf.if %merged {{
           %cCounterStride = arith.constant {counterStride} : index
           %counterAt = arith.muli %headGroup, %cCounterStride : index
           %oneI = arith.constant 1 : i32
           %arrivedBefore = memref.atomic_rmw addi %oneI, %counters[%counterAt] : (i32, memref<?xi32>) -> i32
           %arrived = arith.addi %arrivedBefore, %oneI : i32
-          %activeI = arith.index_cast %active : index to i32
+          %activeI = arith.index_cast %run#1 : index to i32
           %last = arith.cmpi eq, %arrived, %activeI : i32
           scf.if %last {{
             %firstRecord = arith.muli %groupSplits, %cHeads : index
-            func.call @{name}_merge(%out, %partials, %t, %h0, %firstRecord, %active) : ({queryType}, {partialsType}, index, index, index, index) -> ()
+            func.call @{name}_merge(%out, %partials, %t, %h0, %firstRecord, %run#1) : ({queryType}, {partialsType}, index, index, index, index) -> ()
             %zeroI = arith.constant 0 : i32
             memref.store %zeroI, %counters[%counterAt] : memref<?xi32>
           }}
         }}
       }}
 )mlir",
-      fmt::arg("splits", kernel.decodeSplits), fmt::arg("splitsLess", kernel.decodeSplits - 1),
-      fmt::arg("spanMin", kernel.splitPositions), fmt::arg("decodeCall", decodeCall),
+      fmt::arg("splits", kernel.decodeSplits), fmt::arg("decodeCall", decodeCall),
       fmt::arg("counterStride", kCounterStride), fmt::arg("name", kernel.name),
       fmt::arg("queryType", typesOf(kernel).query), fmt::arg("partialsType", partialsType(kernel)));
 }
@@ -169,6 +161,8 @@ std::string splitMergeFunction(const AttentionKernel &kernel) {
   for (int64_t p = 0; p < kernel.headsPerWorkgroup(); ++p)
     heads += mergeHead(kernel, p);
   return kernels::mergeSoftmaxFunctionText(kernel.name + "_merge_softmax") +
+         kernels::decodeSplitFunctionText(kernel.name + "_decode_split", kernel.decodeSplits,
+                                          kernel.splitPositions) +
          fmt::format(
              R"mlir(
 func.func private @{name}_merge(%out: {queryType}, %partials: {partialsType}, %t0: index, %h0: index, %first: index, %active: index) {{
