@@ -201,10 +201,6 @@ void validateKernels(const Manifest &m) {
     if (!names.insert(k.name).second)
       fail(where + ".name", "expected a unique kernel name, found '" + k.name + "' twice");
     validateMatmul(k.matmul, where + ".matmul");
-    if (k.workspaceBytes != 0 && m.format != kCpuFormat)
-      fail(where + ".workspace_bytes", "expected none in a " + m.format +
-                                           " artifact (a CPU kernel's scratch), found " +
-                                           std::to_string(k.workspaceBytes));
     validateVariants(k, where);
     for (size_t s = 0; s < k.operands.size(); ++s)
       validateSlot(m, k.operands[s], fmt::format("{}.operands[{}]", where, s));

@@ -12,6 +12,12 @@
 // its (max, sum, accumulators) in shared memory and the workgroup merges
 // them (KernelMath's mergeSoftmax) into the output row.
 //
+// With decode splits (the one-row variant, decodeSplits > 1), workgroup
+// (run, g) covers one run of KernelMath's decodeSplit and writes each query
+// head's merged but unnormalized state (max, sum, value sums) to its record
+// in the workspace; buildAttentionMerge's dispatch, right after, combines a
+// head's runs into the output row.
+//
 //===----------------------------------------------------------------------===//
 #include "backends/common/KernelMath.h"
 #include "backends/vulkan/GpuKernelBuilder.h"
@@ -58,8 +64,12 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
   const int64_t NS = kernel.subgroups;
   Type f32 = FloatType::getF32(&context);
   Type cached = cacheElementType(context, kernel.cache);
-  GpuKernelBuilder k(context, kernel.name,
-                     {{"query", f32}, {"keys", cached}, {"values", cached}, {"out", f32}},
+  const bool split = kernel.decodeSplits > 1 && kernel.oneRowVariant;
+  std::vector<TensorBinding> bindings = {
+      {"query", f32}, {"keys", cached}, {"values", cached}, {"out", f32}};
+  if (kernel.decodeSplits > 1)
+    bindings.push_back({"workspace", f32});
+  GpuKernelBuilder k(context, kernel.name, bindings,
                      /*defaultWorkgroupSize=*/int32_t(NS * 32), /*extraPushWords=*/1);
   Value capacity = k.extraPushWord(0);
   Value sharedMax = k.sharedArray(f32, NS * G);
@@ -95,11 +105,23 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
     return k.lt(k.index(j), size);
   };
 
+  // Workgroup id = (t, g), or with splits (one row) id = (run, g): run r
+  // takes positions [from, to) of decodeSplit's runs, if it is active.
   Value id = k.workgroupId();
-  Value t = k.div(id, k.index(Hkv)), g = k.rem(id, k.index(Hkv));
-  k.ifThen(k.lt(t, k.rows()), [&] {
+  Value g = k.rem(id, k.index(Hkv));
+  Value t = split ? k.index(0) : k.div(id, k.index(Hkv));
+  Value visible = k.add(k.add(k.startPosition(), t), k.index(1));
+  Value run, from = k.index(0), to = visible, works = k.lt(t, k.rows());
+  if (split) {
+    run = k.div(id, k.index(Hkv));
+    kernels::DecodeSplit runs =
+        kernels::decodeSplit(k.b, k.loc, visible, kernel.decodeSplits, kernel.splitPositions);
+    from = k.mul(run, runs.span);
+    to = k.min(k.add(from, runs.span), visible);
+    works = k.lt(run, runs.active);
+  }
+  k.ifThen(works, [&] {
     Value lane = k.laneId(), sg = k.subgroupId(), S = k.subgroupSize();
-    Value visible = k.add(k.add(k.startPosition(), t), k.index(1));
     Value scale = k.f32(kernel.scale);
     // This lane's elements d_e = lane + e * S (those below D).
     std::vector<Value> dims, inRange;
@@ -128,7 +150,8 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
     const size_t perHead = size_t(2 + E);
     Value headRows = k.mul(g, capacity); // KV head g's first cached row
     std::vector<Value> state = k.forLoop(
-        sg, visible, k.numSubgroups(), init, [&](Value s, const std::vector<Value> &carried) {
+        k.add(from, sg), to, k.numSubgroups(), init,
+        [&](Value s, const std::vector<Value> &carried) {
           Value row = k.add(headRows, s);
           Value keyBase = k.add(k.tensorOffset(1), k.mul(row, k.index(D)));
           Value valueBase = k.add(k.tensorOffset(2), k.mul(row, k.index(D)));
@@ -185,7 +208,6 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
             return std::vector<Value>{m.max, m.sum,
                                       k.fma(value, m.scaleB, k.mul(acc[2], m.scaleA))};
           });
-      Value result = k.b.create<arith::DivFOp>(k.loc, merged[2], merged[1]);
       // The query head of member j (scf needs a dynamic j: a select over G).
       Value head = headOf(g, 0);
       for (int64_t jj = 1; jj < G; ++jj)
@@ -195,10 +217,62 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
         if (Value valid = memberValid(g, jj))
           store = k.select(k.eq(j, k.index(jj)), valid, store);
       k.ifThen(store, [&] {
+        if (split) { // the run's record of this head: max, sum, value sums
+          Value record =
+              k.add(k.tensorOffset(4),
+                    k.mul(k.add(k.mul(head, k.index(kernel.decodeSplits)), run), k.index(D + 2)));
+          k.store(merged[2], k.tensor(4), k.add(record, k.add(d, k.index(2))));
+          k.ifThen(k.eq(d, k.index(0)), [&] {
+            k.store(merged[0], k.tensor(4), record);
+            k.store(merged[1], k.tensor(4), k.add(record, k.index(1)));
+          });
+          return;
+        }
+        Value result = k.b.create<arith::DivFOp>(k.loc, merged[2], merged[1]);
         Value out = k.add(k.tensorOffset(3),
                           k.add(k.mul(k.add(k.mul(t, k.index(Hq)), head), k.index(D)), d));
         k.store(result, k.tensor(3), out);
       });
+    });
+  });
+  return k.finish();
+}
+
+int64_t attentionWorkspaceBytes(const AttentionKernel &kernel) {
+  if (kernel.decodeSplits <= 1)
+    return 0;
+  return 4 * kernel.queryHeads * kernel.decodeSplits * (kernel.headDim + 2);
+}
+
+OwningOpRef<ModuleOp> buildAttentionMerge(MLIRContext &context, const AttentionKernel &kernel) {
+  const int64_t D = kernel.headDim, S = kernel.decodeSplits;
+  Type f32 = FloatType::getF32(&context);
+  Type cached = cacheElementType(context, kernel.cache);
+  GpuKernelBuilder k(
+      context, kernel.name,
+      {{"query", f32}, {"keys", cached}, {"values", cached}, {"out", f32}, {"workspace", f32}},
+      /*defaultWorkgroupSize=*/64, /*extraPushWords=*/1);
+  // Workgroup h merges query head h's runs; invocations take elements d.
+  Value head = k.workgroupId();
+  k.ifThen(k.lt(head, k.index(kernel.queryHeads)), [&] {
+    Value visible = k.add(k.startPosition(), k.index(1)); // one row
+    kernels::DecodeSplit runs = kernels::decodeSplit(k.b, k.loc, visible, S, kernel.splitPositions);
+    Value firstRecord = k.add(k.tensorOffset(4), k.mul(head, k.index(S * (D + 2))));
+    k.forLoop(k.localId(), k.index(D), k.workgroupSize(), [&](Value d) {
+      std::vector<Value> merged =
+          k.forLoop(k.index(0), runs.active, k.index(1),
+                    {k.f32(kernels::lowestScore()), k.f32(0.0), k.f32(0.0)},
+                    [&](Value r, const std::vector<Value> &acc) {
+                      Value record = k.add(firstRecord, k.mul(r, k.index(D + 2)));
+                      kernels::SoftmaxMerge m = kernels::mergeSoftmax(
+                          k.b, k.loc, acc[0], acc[1], k.load(k.tensor(4), record),
+                          k.load(k.tensor(4), k.add(record, k.index(1))));
+                      Value value = k.load(k.tensor(4), k.add(record, k.add(d, k.index(2))));
+                      return std::vector<Value>{m.max, m.sum,
+                                                k.fma(value, m.scaleB, k.mul(acc[2], m.scaleA))};
+                    });
+      Value result = k.b.create<arith::DivFOp>(k.loc, merged[2], merged[1]);
+      k.store(result, k.tensor(3), k.add(k.tensorOffset(3), k.add(k.mul(head, k.index(D)), d)));
     });
   });
   return k.finish();

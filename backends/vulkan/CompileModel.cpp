@@ -57,15 +57,15 @@ void validate(const CompiledKernel::Module &module, const std::string &entryPoin
 
 } // namespace
 
-void runVulkanTargetPasses(ModuleOp module) {
+void runVulkanTargetPasses(ModuleOp module, const VulkanTargetOptions &options) {
   PassManager pm(module.getContext());
-  addVulkanTargetPasses(pm);
+  addVulkanTargetPasses(pm, options);
   if (failed(pm.run(module)))
     throw std::runtime_error("the Vulkan target passes failed");
 }
 
-CompiledVulkanModel compileForVulkan(ModuleOp module) {
-  runVulkanTargetPasses(module);
+CompiledVulkanModel compileForVulkan(ModuleOp module, const VulkanTargetOptions &options) {
+  runVulkanTargetPasses(module, options);
   MLIRContext &context = *module.getContext();
   loadKernelDialects(context);
   CompiledVulkanModel compiled;
@@ -92,8 +92,8 @@ CompiledVulkanModel compileForVulkan(ModuleOp module) {
   return compiled;
 }
 
-std::string vulkanKernelSource(ModuleOp module) {
-  runVulkanTargetPasses(module);
+std::string vulkanKernelSource(ModuleOp module, const VulkanTargetOptions &options) {
+  runVulkanTargetPasses(module, options);
   MLIRContext &context = *module.getContext();
   loadKernelDialects(context);
   KernelCompiler compiler(context, /*lowering=*/false);

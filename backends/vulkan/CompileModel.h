@@ -2,6 +2,7 @@
 #pragma once
 
 #include "backends/vulkan/KernelCompiler.h"
+#include "backends/vulkan/VulkanPasses.h"
 
 #include "runtime/Artifact.h"
 #include "runtime/Manifest.h"
@@ -25,17 +26,18 @@ struct CompiledVulkanModel {
 /// Runs the Vulkan target passes (VulkanPasses.h) on a dispatch-stage
 /// module: the decisions recorded in every kernel's lowering config. Throws
 /// when a pass fails.
-void runVulkanTargetPasses(mlir::ModuleOp module);
+void runVulkanTargetPasses(mlir::ModuleOp module, const VulkanTargetOptions &options = {});
 
 /// Runs the Vulkan target passes (VulkanPasses.h) on `module`, which must
 /// be at the dispatch stage, then generates, lowers and validates every
 /// kernel and records the schedule, buffer plan and weight plan. Throws
 /// std::runtime_error naming the op when a kernel has no Vulkan version.
-CompiledVulkanModel compileForVulkan(mlir::ModuleOp module);
+CompiledVulkanModel compileForVulkan(mlir::ModuleOp module,
+                                     const VulkanTargetOptions &options = {});
 
 /// The kernels of `module` (after the target passes) as MLIR, before
 /// lowering: `q3c dump --target vulkan --emit=kernels`.
-std::string vulkanKernelSource(mlir::ModuleOp module);
+std::string vulkanKernelSource(mlir::ModuleOp module, const VulkanTargetOptions &options = {});
 
 /// Writes `model` as one artifact file (runtime/Artifact.h), with `extra`
 /// sections (the tokenizer's) and signed by `signer` when given.

@@ -9,6 +9,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <numeric>
 #include <stdexcept>
 
@@ -172,21 +173,27 @@ CompiledKernel KernelCompiler::attention(const AttentionKernel &kernel) {
   rv::VulkanKernel &spec = out.spec;
   spec.name = kernel.name;
   spec.elementBytes = {4, storageBytes(kernel.cache), storageBytes(kernel.cache), 4};
+  const bool split = kernel.decodeSplits > 1;
+  if (split)
+    spec.elementBytes.push_back(4); // the workspace
   spec.pushScalars = {kCapacityScalar};
   // One row (a decode step) has one workgroup per KV head: a variant of its
   // own with more subgroups splitting the positions, when the lowering
-  // config asks for more.
-  const bool decodeVariant = kernel.decodeSubgroups != kernel.subgroups;
+  // config asks for more, and with decode splits also more workgroups per
+  // KV head, whose runs a second dispatch merges.
+  const bool decodeVariant = split || kernel.decodeSubgroups != kernel.subgroups;
   auto add = [&](const std::string &entryPoint, int64_t subgroups, int64_t minRows,
                  int64_t maxRows) {
     AttentionKernel variantKernel = kernel;
     variantKernel.name = entryPoint;
     variantKernel.subgroups = subgroups;
+    variantKernel.oneRowVariant = maxRows == 1;
+    const int64_t splits = variantKernel.oneRowVariant ? kernel.decodeSplits : 1;
     rv::KernelVariant variant;
     variant.entryPoint = entryPoint;
     variant.minRows = minRows;
     variant.maxRows = maxRows;
-    variant.grid = {rv::GridSpec::Rows::Each, 1, kernel.kvHeads, 1, false};
+    variant.grid = {rv::GridSpec::Rows::Each, 1, kernel.kvHeads * splits, 1, false};
     variant.subgroups = subgroups;
     variant.maxInvocations = subgroups * 128;
     variant.sharedBytes = attentionSharedBytes(variantKernel);
@@ -195,6 +202,18 @@ CompiledKernel KernelCompiler::attention(const AttentionKernel &kernel) {
   };
   if (decodeVariant)
     add(kernel.name + "_decode", kernel.decodeSubgroups, 1, 1);
+  if (split) {
+    AttentionKernel mergeKernel = kernel;
+    mergeKernel.name = kernel.name + "_decode_merge";
+    rv::KernelVariant merge;
+    merge.entryPoint = mergeKernel.name;
+    merge.minRows = merge.maxRows = 1;
+    merge.afterPrevious = true;
+    merge.grid = {rv::GridSpec::Rows::One, 1, kernel.queryHeads, 1, false};
+    merge.invocations = std::clamp<int64_t>(kernel.headDim, 32, 256);
+    out.modules.push_back(lower(buildAttentionMerge(context_, mergeKernel), merge));
+    spec.variants.push_back(merge);
+  }
   add(kernel.name, kernel.subgroups, decodeVariant ? 2 : 1, 0);
   return out;
 }

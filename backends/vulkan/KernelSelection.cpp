@@ -46,6 +46,10 @@ MatMulTiling tilingOf(func::FuncOp kernel) {
 CompiledKernel compileKernel(KernelCompiler &compiler, func::FuncOp kernel) {
   const std::string name = kernel.getSymName().str();
   const int64_t perPart = loweringConfigInt(kernel, "weight_rows_per_part").value_or(0);
+  if (ir::loweringOf(kernel).getWorkspaceBytes() != 0 && !attentionFacts(kernel))
+    throw std::runtime_error("kernel @" + name +
+                             " has workspace_bytes in its q3.lowering, which only a split "
+                             "decode attention uses on Vulkan");
   if (std::optional<LinearKernel> linear = linearFacts(kernel)) {
     std::optional<int64_t> rows = loweringConfigInt(kernel, "decode_rows");
     std::optional<int64_t> workgroup = loweringConfigInt(kernel, "decode_workgroup");
@@ -89,6 +93,17 @@ CompiledKernel compileKernel(KernelCompiler &compiler, func::FuncOp kernel) {
     a.decodeSubgroups = loweringConfigInt(kernel, "decode_subgroups").value_or(*subgroups);
     a.minSubgroupSize = *minSubgroup;
     a.cache = storageOf(cacheElementOf(kernel));
+    a.decodeSplits = loweringConfigInt(kernel, "decode_splits").value_or(1);
+    a.splitPositions = loweringConfigInt(kernel, "decode_split_positions").value_or(1);
+    if (a.decodeSplits < 1 || a.splitPositions < 1)
+      throw std::runtime_error("kernel @" + name +
+                               ": decode_splits and decode_split_positions must be positive");
+    // The workspace the runtime allocates is what #q3.lowering says.
+    if (ir::loweringOf(kernel).getWorkspaceBytes() != attentionWorkspaceBytes(a))
+      throw std::runtime_error(
+          "kernel @" + name + " with " + std::to_string(a.decodeSplits) +
+          " decode splits needs workspace_bytes = " + std::to_string(attentionWorkspaceBytes(a)) +
+          " in its q3.lowering, not " + std::to_string(ir::loweringOf(kernel).getWorkspaceBytes()));
     return compiler.attention(a);
   }
   throw std::runtime_error("no Vulkan kernel for '" +

@@ -140,10 +140,31 @@ struct AttentionKernel {
   int64_t decodeSubgroups = 4;
   int64_t minSubgroupSize = 8;
   Storage cache = Storage::F32; // the cached keys' and values' element type
+  /// Workgroups per KV head of the one-row variant, each over its own run
+  /// of at least `splitPositions` positions (KernelMath's decodeSplit).
+  /// Above 1, that variant writes each query head's partial state per run
+  /// to a fifth binding, the workspace (attentionWorkspaceBytes), and a
+  /// second dispatch (buildAttentionMerge) merges the runs into the output;
+  /// every variant then declares the workspace, so that their push
+  /// constants (which follow the tensor offsets) agree.
+  int64_t decodeSplits = 1;
+  int64_t splitPositions = 1;
+  /// buildAttention builds the one-row variant (split when decodeSplits >
+  /// 1), else the variant for any rows.
+  bool oneRowVariant = false;
 };
 mlir::OwningOpRef<mlir::ModuleOp> buildAttention(mlir::MLIRContext &context,
                                                  const AttentionKernel &kernel);
 int64_t attentionSharedBytes(const AttentionKernel &kernel);
+/// The merge of a split decode step: one workgroup per query head combines
+/// the active runs' records (max, sum, head_dim value sums) with the shared
+/// mergeSoftmax and writes the normalized output row. Bindings as
+/// buildAttention's with splits: query, keys, values, out, workspace.
+mlir::OwningOpRef<mlir::ModuleOp> buildAttentionMerge(mlir::MLIRContext &context,
+                                                      const AttentionKernel &kernel);
+/// The workspace of a split decode step: a record of 2 + head_dim f32 per
+/// (query head, run); 0 without splits.
+int64_t attentionWorkspaceBytes(const AttentionKernel &kernel);
 
 /// The device's read bandwidth (q3run bench): every invocation reads
 /// `vectorsPerInvocation` 16-byte vectors strided over the buffer and

@@ -102,6 +102,7 @@ private:
     k.gridKind = lowering.getGridKind() == "fixed" ? manifest::GridKind::Fixed
                                                    : manifest::GridKind::PerRow;
     k.gridCount = lowering.getGridCount();
+    k.workspaceBytes = lowering.getWorkspaceBytes();
     for (const Binding &b : step.operands)
       k.operands.push_back(slotOf(b));
     for (const Binding &b : step.results)

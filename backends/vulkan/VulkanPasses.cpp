@@ -2,11 +2,12 @@
 
 namespace q3::vulkan {
 
-void addVulkanTargetPasses(mlir::OpPassManager &pm) {
+void addVulkanTargetPasses(mlir::OpPassManager &pm, const VulkanTargetOptions &options) {
   pm.addPass(createMatVecPass());
   pm.addPass(createTileMatMulPass());
   pm.addPass(createSplitWeightsPass());
   pm.addPass(createWorkgroupsPass());
+  pm.addPass(createSplitDecodeAttentionPass(options.decodeSplits));
 }
 
 void registerVulkanPasses() {
@@ -14,6 +15,7 @@ void registerVulkanPasses() {
   mlir::registerPass(createTileMatMulPass);
   mlir::registerPass(createSplitWeightsPass);
   mlir::registerPass(createWorkgroupsPass);
+  mlir::registerPass([] { return createSplitDecodeAttentionPass(); });
 }
 
 } // namespace q3::vulkan

@@ -31,9 +31,21 @@ std::unique_ptr<mlir::Pass> createSplitWeightsPass();
 /// q/k-norm + RoPE and attention (which also binds one layer's cache at a
 /// time, `cache_binding = "layer"`), invocations for the embedding.
 std::unique_ptr<mlir::Pass> createWorkgroupsPass();
+/// vulkan-split-decode-attention: a decode step's attention in up to
+/// `splits` workgroups per KV head (0: the default, 1: none), their partial
+/// states in the kernel's workspace, merged by a second dispatch
+/// (`decode_splits`, `decode_split_positions`, `workspace_bytes`).
+std::unique_ptr<mlir::Pass> createSplitDecodeAttentionPass(int64_t splits = 0);
+/// The most runs per KV head vulkan-split-decode-attention takes.
+inline constexpr int64_t kMaxDecodeAttentionSplits = 256;
 
-/// The five passes above, in order.
-void addVulkanTargetPasses(mlir::OpPassManager &pm);
+/// What q3c's flags decide among the Vulkan target's choices.
+struct VulkanTargetOptions {
+  int64_t decodeSplits = 0; // --decode-splits (0: the pass's default)
+};
+
+/// The passes above, in order.
+void addVulkanTargetPasses(mlir::OpPassManager &pm, const VulkanTargetOptions &options = {});
 /// Registers them with the pass registry (for q3-opt).
 void registerVulkanPasses();
 

@@ -765,6 +765,37 @@ void VulkanDriver::recordDispatch(Recording &recording, const Pipeline &pipeline
                              0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
+namespace {
+
+/// The variants a dispatch of `rows` rows runs: the first whose rows fit
+/// that is not a second stage, then the stages that run after it.
+std::vector<size_t> stagesFor(const VulkanKernel &spec, int64_t rows) {
+  std::vector<size_t> stages;
+  for (size_t v = 0; v < spec.variants.size() && stages.empty(); ++v)
+    if (!spec.variants[v].afterPrevious && rows >= spec.variants[v].minRows &&
+        (spec.variants[v].maxRows == 0 || rows <= spec.variants[v].maxRows))
+      stages.push_back(v);
+  if (stages.empty())
+    throw VulkanError(fmt::format("kernel {} has no variant for {} rows", spec.name, rows));
+  while (stages.back() + 1 < spec.variants.size() && spec.variants[stages.back() + 1].afterPrevious)
+    stages.push_back(stages.back() + 1);
+  return stages;
+}
+
+/// Workgroups of a dispatch of `rows` rows over `partRows` weight rows
+/// (VulkanManifest.h's GridSpec).
+int64_t workgroupCount(const GridSpec &grid, int64_t rows, int64_t partRows, bool inParts,
+                       int64_t subgroupsPerWorkgroup) {
+  const int64_t units = inParts && grid.partUnits ? partRows : grid.units;
+  const int64_t perWorkgroup = grid.perWorkgroup * (grid.perSubgroup ? subgroupsPerWorkgroup : 1);
+  const int64_t rowFactor = grid.rows == GridSpec::Rows::One    ? 1
+                            : grid.rows == GridSpec::Rows::Each ? rows
+                                                                : ceilDiv(rows, grid.rowTile);
+  return rowFactor * ceilDiv(std::max<int64_t>(units, 1), perWorkgroup);
+}
+
+} // namespace
+
 void VulkanDriver::dispatch(int64_t kernelId, const std::vector<BufferRange> &ranges,
                             const std::vector<int64_t> &scalars, int64_t) {
   const Kernel &kernel = kernels_.at(size_t(kernelId));
@@ -777,86 +808,15 @@ void VulkanDriver::dispatch(int64_t kernelId, const std::vector<BufferRange> &ra
     recording_ = &adHoc_;
   }
   const int64_t rows = scalars.at(0);
-  size_t chosen = spec.variants.size();
-  for (size_t v = 0; v < spec.variants.size(); ++v)
-    if (rows >= spec.variants[v].minRows &&
-        (spec.variants[v].maxRows == 0 || rows <= spec.variants[v].maxRows)) {
-      chosen = v;
-      break;
-    }
-  if (chosen == spec.variants.size())
-    throw VulkanError(fmt::format("kernel {} has no variant for {} rows", spec.name, rows));
-  const Pipeline &pipeline = kernel.pipelines[chosen];
-  const KernelVariant &variant = spec.variants[chosen];
+  const std::vector<size_t> stages = stagesFor(spec, rows);
   const bool halves = spec.split && spec.split->halves;
   if (ranges.size() + (halves ? 1 : 0) != spec.elementBytes.size())
     throw VulkanError(fmt::format("kernel {} takes {} tensors, the schedule binds {}", spec.name,
                                   spec.elementBytes.size() - (halves ? 1 : 0), ranges.size()));
-  const DeviceInfo &info = device_->info();
-  const int64_t align = int64_t(info.limits.minStorageBufferOffsetAlignment);
-  const int64_t maxRange = int64_t(info.limits.maxStorageBufferRange);
   const int64_t parts = spec.split ? ceilDiv(spec.split->rows, spec.split->rowsPerPart) : 1;
-  for (int64_t part = 0; part < parts; ++part) {
-    std::vector<Binding> bindings = {{stepParams_.buffer, 0, VkDeviceSize(stepParams_.bytes)}};
-    std::vector<uint32_t> push(kPushFirstTensorOffset + spec.elementBytes.size() +
-                               spec.pushScalars.size());
-    int64_t partFirst = 0, partRows = variant.grid.units;
-    if (spec.split) {
-      partFirst = part * spec.split->rowsPerPart;
-      partRows = std::min(spec.split->rowsPerPart, spec.split->rows - partFirst);
-    }
-    // The window starts at the aligned offset below the range and covers as
-    // much of the buffer as one binding may (so one descriptor set serves
-    // every shape that starts in it); the rest of the offset is pushed.
-    auto bind = [&](const BufferRange &range, int64_t offset, int64_t bytes) {
-      const size_t b = bindings.size() - 1; // the tensor binding's index
-      const Buffer &buffer = buffers_.at(size_t(range.buffer));
-      const int64_t start = offset / align * align;
-      const int64_t window = std::min(buffer.bytes - start, maxRange);
-      if (offset - start + bytes > window)
-        throw VulkanError(fmt::format(
-            "kernel {} binds {} of one buffer, more than the device's {} per binding "
-            "(maxStorageBufferRange): run fewer rows at a time",
-            spec.name, formatBytes(uint64_t(bytes)), formatBytes(uint64_t(maxRange))));
-      const int64_t delta = offset - start;
-      if (delta % spec.elementBytes[b] != 0)
-        throw VulkanError(fmt::format("kernel {}: tensor {} starts at byte {}, not a multiple "
-                                      "of its {}-byte elements",
-                                      spec.name, b, offset, spec.elementBytes[b]));
-      bindings.push_back(
-          {buffer.buffer, VkDeviceSize(start), VkDeviceSize(std::max<int64_t>(window, 4))});
-      push[kPushFirstTensorOffset + b] = uint32_t(delta / spec.elementBytes[b]);
-    };
-    for (size_t i = 0; i < ranges.size(); ++i) {
-      if (spec.split && int64_t(i) == spec.split->binding) {
-        const int64_t rowBytes = spec.split->rowBytes;
-        bind(ranges[i], ranges[i].offset + partFirst * rowBytes, partRows * rowBytes);
-        if (halves)
-          bind(ranges[i], ranges[i].offset + (spec.split->rows + partFirst) * rowBytes,
-               partRows * rowBytes);
-        continue;
-      }
-      bind(ranges[i], ranges[i].offset, ranges[i].bytes);
-    }
-    push[kPushRows] = uint32_t(rows);
-    push[kPushPartFirstRow] = uint32_t(partFirst);
-    push[kPushPartRows] = uint32_t(partRows);
-    for (size_t s = 0; s < spec.pushScalars.size(); ++s)
-      push[kPushFirstTensorOffset + spec.elementBytes.size() + s] =
-          uint32_t(scalars.at(size_t(spec.pushScalars[s])));
-    // The grid (VulkanManifest.h's GridSpec).
-    const GridSpec &grid = variant.grid;
-    const int64_t units = spec.split && grid.partUnits ? partRows : grid.units;
-    const int64_t perWorkgroup =
-        grid.perWorkgroup *
-        (grid.perSubgroup ? int64_t(pipeline.workgroupSize / pipeline.subgroupSize) : 1);
-    const int64_t rowFactor = grid.rows == GridSpec::Rows::One    ? 1
-                              : grid.rows == GridSpec::Rows::Each ? rows
-                                                                  : ceilDiv(rows, grid.rowTile);
-    const int64_t groups = rowFactor * ceilDiv(std::max<int64_t>(units, 1), perWorkgroup);
-    recordDispatch(*recording_, pipeline, uint32_t(groups), descriptorSet(pipeline, bindings),
-                   push);
-  }
+  for (size_t stage : stages)
+    for (int64_t part = 0; part < parts; ++part)
+      recordPart(kernel, stage, part, ranges, scalars);
   if (recording_->timestamps && recording_->queries < kMaxTimestamps) {
     api_->vkCmdWriteTimestamp(recording_->commands, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
                               recording_->timestamps, recording_->queries);
@@ -864,6 +824,69 @@ void VulkanDriver::dispatch(int64_t kernelId, const std::vector<BufferRange> &ra
   }
   if (trace_)
     traceDispatch(spec, rows, ranges);
+}
+
+void VulkanDriver::recordPart(const Kernel &kernel, size_t stage, int64_t part,
+                              const std::vector<BufferRange> &ranges,
+                              const std::vector<int64_t> &scalars) {
+  const VulkanKernel &spec = kernel.spec;
+  const Pipeline &pipeline = kernel.pipelines[stage];
+  const KernelVariant &variant = spec.variants[stage];
+  const bool halves = spec.split && spec.split->halves;
+  const DeviceInfo &info = device_->info();
+  const int64_t align = int64_t(info.limits.minStorageBufferOffsetAlignment);
+  const int64_t maxRange = int64_t(info.limits.maxStorageBufferRange);
+  std::vector<Binding> bindings = {{stepParams_.buffer, 0, VkDeviceSize(stepParams_.bytes)}};
+  std::vector<uint32_t> push(kPushFirstTensorOffset + spec.elementBytes.size() +
+                             spec.pushScalars.size());
+  int64_t partFirst = 0, partRows = variant.grid.units;
+  if (spec.split) {
+    partFirst = part * spec.split->rowsPerPart;
+    partRows = std::min(spec.split->rowsPerPart, spec.split->rows - partFirst);
+  }
+  // The window starts at the aligned offset below the range and covers as
+  // much of the buffer as one binding may (so one descriptor set serves
+  // every shape that starts in it); the rest of the offset is pushed.
+  auto bind = [&](const BufferRange &range, int64_t offset, int64_t bytes) {
+    const size_t b = bindings.size() - 1; // the tensor binding's index
+    const Buffer &buffer = buffers_.at(size_t(range.buffer));
+    const int64_t start = offset / align * align;
+    const int64_t window = std::min(buffer.bytes - start, maxRange);
+    if (offset - start + bytes > window)
+      throw VulkanError(
+          fmt::format("kernel {} binds {} of one buffer, more than the device's {} per binding "
+                      "(maxStorageBufferRange): run fewer rows at a time",
+                      spec.name, formatBytes(uint64_t(bytes)), formatBytes(uint64_t(maxRange))));
+    const int64_t delta = offset - start;
+    if (delta % spec.elementBytes[b] != 0)
+      throw VulkanError(fmt::format("kernel {}: tensor {} starts at byte {}, not a multiple "
+                                    "of its {}-byte elements",
+                                    spec.name, b, offset, spec.elementBytes[b]));
+    bindings.push_back(
+        {buffer.buffer, VkDeviceSize(start), VkDeviceSize(std::max<int64_t>(window, 4))});
+    push[kPushFirstTensorOffset + b] = uint32_t(delta / spec.elementBytes[b]);
+  };
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (spec.split && int64_t(i) == spec.split->binding) {
+      const int64_t rowBytes = spec.split->rowBytes;
+      bind(ranges[i], ranges[i].offset + partFirst * rowBytes, partRows * rowBytes);
+      if (halves)
+        bind(ranges[i], ranges[i].offset + (spec.split->rows + partFirst) * rowBytes,
+             partRows * rowBytes);
+      continue;
+    }
+    bind(ranges[i], ranges[i].offset, ranges[i].bytes);
+  }
+  const int64_t rows = scalars.at(0);
+  push[kPushRows] = uint32_t(rows);
+  push[kPushPartFirstRow] = uint32_t(partFirst);
+  push[kPushPartRows] = uint32_t(partRows);
+  for (size_t s = 0; s < spec.pushScalars.size(); ++s)
+    push[kPushFirstTensorOffset + spec.elementBytes.size() + s] =
+        uint32_t(scalars.at(size_t(spec.pushScalars[s])));
+  const int64_t groups = workgroupCount(variant.grid, rows, partRows, bool(spec.split),
+                                        int64_t(pipeline.workgroupSize / pipeline.subgroupSize));
+  recordDispatch(*recording_, pipeline, uint32_t(groups), descriptorSet(pipeline, bindings), push);
 }
 
 void VulkanDriver::traceDispatch(const VulkanKernel &spec, int64_t rows,

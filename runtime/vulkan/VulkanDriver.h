@@ -121,6 +121,10 @@ private:
   VkDescriptorSet descriptorSet(const Pipeline &pipeline, const std::vector<Binding> &bindings);
   void recordDispatch(Recording &recording, const Pipeline &pipeline, uint32_t groups,
                       VkDescriptorSet set, const std::vector<uint32_t> &push);
+  /// Records one dispatch of variant `stage` of `kernel` over weight part
+  /// `part` (0 when the weight is whole).
+  void recordPart(const Kernel &kernel, size_t stage, int64_t part,
+                  const std::vector<BufferRange> &ranges, const std::vector<int64_t> &scalars);
   void dropRecordings();
   void traceDispatch(const VulkanKernel &spec, int64_t rows,
                      const std::vector<BufferRange> &ranges);

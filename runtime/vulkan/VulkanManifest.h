@@ -43,6 +43,11 @@ struct KernelVariant {
   std::string section;    // the artifact section holding the SPIR-V words
   std::string entryPoint; // its GLCompute entry point
   int64_t minRows = 1, maxRows = 0; // used for dispatches of minRows..maxRows rows (0: any)
+  /// Runs right after the variant before it, on the same dispatch (its rows
+  /// and bindings), reading what that one wrote: a second stage, such as
+  /// the merge of a split decode attention. The driver dispatches the first
+  /// variant whose rows fit and then each one that follows it so.
+  bool afterPrevious = false;
   GridSpec grid;
   /// The workgroup: `subgroups` subgroups when set, else `invocations`,
   /// clamped to the device's limits (a multiple of the subgroup size).
@@ -120,6 +125,7 @@ inline void to_json(nlohmann::json &j, const KernelVariant &v) {
        {"entry_point", v.entryPoint},
        {"min_rows", v.minRows},
        {"max_rows", v.maxRows},
+       {"after_previous", v.afterPrevious},
        {"grid", v.grid},
        {"subgroups", v.subgroups},
        {"invocations", v.invocations},
@@ -132,6 +138,7 @@ inline void from_json(const nlohmann::json &j, KernelVariant &v) {
   j.at("entry_point").get_to(v.entryPoint);
   j.at("min_rows").get_to(v.minRows);
   j.at("max_rows").get_to(v.maxRows);
+  v.afterPrevious = j.value("after_previous", false);
   j.at("grid").get_to(v.grid);
   j.at("subgroups").get_to(v.subgroups);
   j.at("invocations").get_to(v.invocations);
@@ -174,6 +181,10 @@ inline void from_json(const nlohmann::json &j, VulkanKernel &k) {
     k.split = j.at("split").get<WeightSplit>();
   if (k.variants.empty())
     throw std::invalid_argument("kernel " + k.name + ": no variants");
+  if (k.variants.front().afterPrevious)
+    throw std::invalid_argument("kernel " + k.name +
+                                ": its first variant has no previous one to "
+                                "run after");
   for (int64_t bytes : k.elementBytes)
     if (bytes != 2 && bytes != 4 && bytes != 8 && bytes != 16)
       throw std::invalid_argument("kernel " + k.name + ": element_bytes must be 2, 4, 8 or 16");

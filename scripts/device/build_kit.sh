@@ -48,6 +48,9 @@ mkdir -p $D/q06; cp $R/config.json $D/q06/
 md5sum < $R/model.safetensors | cut -d' ' -f1 > $D/expect/r06.md5
 $Q3C compile $R --target vulkan --no-tokenizer -o $D/art/q06.vk.q3 > /dev/null
 $Q3C compile $R --target vulkan --kv-cache=f16 --no-tokenizer -o $D/art/q06.vk.kvf16.q3 > /dev/null
+for s in 1 8 64; do # decode attention's runs per KV head beside the default (32)
+  $Q3C compile $R --target vulkan --decode-splits=$s --no-tokenizer -o $D/art/q06.vk.split$s.q3 > /dev/null
+done
 $Q3C compile $R --cpu=x86-64-v4 --no-tokenizer -o $D/art/q06.v4.q3 > /dev/null
 $Q3C compile $R --cpu=x86-64-v3 --no-tokenizer -o $D/art/q06.v3.q3 > /dev/null
 $REF logits --model $R --tokens 9,1,2,3 -o $D/expect/r06.ref.npy > /dev/null

@@ -113,6 +113,9 @@ step 120 env Q3_VULKAN_FENCE_POLL=0 $Q bench $A/q06.vk.q3 --weights $R -p 16 -g 
 step 120 $Q bench $A/q06.vk.q3 --weights $R -p 512 -g 64 -r 3
 step 180 $Q bench $A/q06.vk.q3 --weights $R -p 2048 -g 32 -r 2
 step 180 $Q bench $A/q06.vk.kvf16.q3 --weights $R -p 2048 -g 32 -r 2
+el "== Vulkan decode after 2048 by decode attention's runs per KV head (default 32 above)"
+for s in 1 8 64; do [ -f $A/q06.vk.split$s.q3 ] && step 120 $Q bench $A/q06.vk.split$s.q3 --weights $R -p 2048 -g 32 -r 1; done
+step 120 $Q bench $A/q06.vk.q3 --weights $R -p 2048 -g 32 -r 1 --profile
 el "== CPU backend on this machine's cores"
 [ ${SKIPCPU:-0} = 0 ] && step 120 $Q bench $CPUART --weights $R -p 128 -g 64 -r 3
 [ ${SKIPCPU:-0} = 0 ] && [ $(left) -gt 150 ] && step 120 $Q bench $CPUART --weights $R -p 2048 -g 32 -r 1

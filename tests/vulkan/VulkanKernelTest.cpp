@@ -327,6 +327,7 @@ struct AttentionCase {
   std::vector<int64_t> map; // empty: h / (Hq / Hkv)
   Storage cache = Storage::F32;
   int64_t decodeSubgroups = 4; // the one-row variant's (vulkan-workgroups)
+  int64_t decodeSplits = 1, splitPositions = 1; // vulkan-split-decode-attention
 };
 void PrintTo(const AttentionCase &c, std::ostream *os) { *os << c.label; }
 
@@ -348,6 +349,8 @@ TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
   vulkan::AttentionKernel attentionKernel{"attention", Hq, Hkv, D, map, scale};
   attentionKernel.cache = c.cache;
   attentionKernel.decodeSubgroups = c.decodeSubgroups;
+  attentionKernel.decodeSplits = c.decodeSplits;
+  attentionKernel.splitPositions = c.splitPositions;
   DeviceKernel rope(compiler.qkNormRope(ropeKernel));
   DeviceKernel attention(compiler.attention(attentionKernel));
 
@@ -445,12 +448,16 @@ TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
   int64_t ak = attention.upload(cachedKeys.data(), int64_t(cachedKeys.size()));
   int64_t av = attention.upload(cachedValues.data(), int64_t(cachedValues.size()));
   int64_t out = attention.driver().allocate(int64_t(want.size() * 4));
+  std::vector<runtime::BufferRange> ranges = {{aq, 0, int64_t(query.size() * 4)},
+                                              {ak, 0, cacheBytes},
+                                              {av, 0, cacheBytes},
+                                              {out, 0, int64_t(want.size() * 4)}};
+  // A split decode's workspace, filled with NaN: a record the merge reads
+  // that no run wrote shows.
+  if (const int64_t bytes = vulkan::attentionWorkspaceBytes(attentionKernel))
+    ranges.push_back({attention.upload(std::vector<float>(size_t(bytes / 4), NAN)), 0, bytes});
   attention.driver().beginPass({c.rows, false}, c.startPos);
-  attention.driver().dispatch(attention.driver().kernel("attention"),
-                              {{aq, 0, int64_t(query.size() * 4)},
-                               {ak, 0, cacheBytes},
-                               {av, 0, cacheBytes},
-                               {out, 0, int64_t(want.size() * 4)}},
+  attention.driver().dispatch(attention.driver().kernel("attention"), ranges,
                               {c.rows, visible, capacity}, 0);
   attention.driver().endPass();
   attention.driver().finish();
@@ -481,6 +488,19 @@ INSTANTIATE_TEST_SUITE_P(
             "decode_variant_first_row", 4, 2, 16, 0, 1, Storage::F32, {}, Storage::F32, 32},
         AttentionCase{
             "decode_variant_two_rows", 4, 2, 16, 5, 2, Storage::F32, {}, Storage::F32, 32},
+        // Decode split over workgroups (vulkan-split-decode-attention):
+        // 8 runs of 26 positions, one run (the first row), 2 of 8 runs
+        // active, GQA with an uneven map, MQA, and the multi-row variant
+        // of a split kernel.
+        AttentionCase{
+            "split_runs_hd128", 4, 2, 128, 200, 1, Storage::BF16, {}, Storage::F32, 31, 8, 16},
+        AttentionCase{"split_first_row", 4, 2, 16, 0, 1, Storage::F32, {}, Storage::F32, 32, 8, 4},
+        AttentionCase{"split_few_active", 4, 2, 16, 5, 1, Storage::F32, {}, Storage::F32, 4, 8, 4},
+        AttentionCase{
+            "split_uneven_map", 3, 2, 16, 90, 1, Storage::F32, {1, 0, 1}, Storage::F32, 4, 5, 8},
+        AttentionCase{
+            "split_mqa_bf16_cache", 6, 1, 8, 300, 1, Storage::F16, {}, Storage::BF16, 8, 64, 4},
+        AttentionCase{"split_two_rows", 4, 2, 16, 50, 2, Storage::F32, {}, Storage::F32, 32, 8, 4},
         AttentionCase{"bf16_cache_prefill_mqa", 6, 1, 8, 5, 3, Storage::F16, {}, Storage::BF16},
         AttentionCase{
             "bf16_cache_decode_hd128", 8, 2, 128, 40, 1, Storage::BF16, {}, Storage::BF16}),

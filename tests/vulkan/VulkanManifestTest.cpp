@@ -19,7 +19,8 @@
 namespace q3::testing {
 namespace {
 
-nlohmann::json vulkanManifestJson(const std::string &golden) {
+vulkan::CompiledVulkanModel compiledGolden(const std::string &golden,
+                                           const vulkan::VulkanTargetOptions &target = {}) {
   std::vector<std::string> warnings;
   frontend::ModelConfig config =
       frontend::resolveModelConfig(std::string(Q3_GOLDEN_DIR) + "/" + golden, &warnings);
@@ -29,7 +30,11 @@ nlohmann::json vulkanManifestJson(const std::string &golden) {
   options.maxSeqLen = 64;
   if (mlir::failed(passes::runPipeline(*module, options)))
     throw std::runtime_error("pipeline failed");
-  return manifest::toJson(vulkan::compileForVulkan(*module).manifest);
+  return vulkan::compileForVulkan(*module, target);
+}
+
+nlohmann::json vulkanManifestJson(const std::string &golden) {
+  return manifest::toJson(compiledGolden(golden).manifest);
 }
 
 TEST(VulkanManifest, JsonAndBackIsTheSameValidManifest) {
@@ -62,6 +67,44 @@ TEST(VulkanManifest, ACacheLayerIsReadOnlyAfterTheStepThatWritesIt) {
               std::string::npos)
         << error.what();
   }
+}
+
+TEST(VulkanManifest, ASplitDecodeAttentionHasAWorkspaceAndAMergeStage) {
+  // gqa4_tied_bf16: 8 query heads on 2 KV heads, head_dim 8; the default splits
+  // are ceil(256 / 2) = 128 runs per KV head.
+  vulkan::CompiledVulkanModel compiled = compiledGolden("gqa4_tied_bf16");
+  const manifest::Kernel *attention = nullptr;
+  for (const manifest::Kernel &k : compiled.manifest.kernels)
+    if (k.name == "attention_0")
+      attention = &k;
+  ASSERT_NE(attention, nullptr);
+  EXPECT_EQ(attention->workspaceBytes, 4 * 8 * 128 * (8 + 2));
+  const nlohmann::json target = compiled.vulkan;
+  nlohmann::json variants;
+  for (const nlohmann::json &k : target["kernels"])
+    if (k["name"] == "attention_0")
+      variants = k["variants"];
+  ASSERT_EQ(variants.size(), 3u);
+  EXPECT_EQ(variants[0]["entry_point"], "attention_0_decode");
+  EXPECT_EQ(variants[1]["entry_point"], "attention_0_decode_merge");
+  EXPECT_EQ(variants[1]["after_previous"], true);
+  EXPECT_EQ(variants[2]["after_previous"], false);
+  EXPECT_EQ(nlohmann::json(target.get<runtime::vulkan::VulkanTarget>()), target);
+
+  // A first variant cannot run after a previous one.
+  nlohmann::json broken = target;
+  for (nlohmann::json &k : broken["kernels"])
+    if (k["name"] == "attention_0")
+      k["variants"].erase(0);
+  EXPECT_THROW(broken.get<runtime::vulkan::VulkanTarget>(), std::invalid_argument);
+
+  // --decode-splits=1: no split, no workspace, no merge.
+  vulkan::CompiledVulkanModel unsplit = compiledGolden("gqa4_tied_bf16", {1});
+  for (const manifest::Kernel &k : unsplit.manifest.kernels)
+    EXPECT_EQ(k.workspaceBytes, 0) << k.name;
+  for (const runtime::vulkan::VulkanKernel &k : unsplit.vulkan.kernels)
+    for (const runtime::vulkan::KernelVariant &v : k.variants)
+      EXPECT_FALSE(v.afterPrevious) << v.entryPoint;
 }
 
 } // namespace

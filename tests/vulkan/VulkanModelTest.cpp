@@ -85,6 +85,28 @@ TEST(VulkanModel, DecodeEqualsTheFullForwardPass) {
   }
 }
 
+TEST(VulkanModel, SplitDecodeAttentionEqualsTheFullForwardPass) {
+  // Past 300 positions a decode step's attention runs in 5 runs of 64
+  // positions per KV head (vulkan-split-decode-attention), which a second
+  // dispatch merges; the prompt's prefill does not split.
+  CompiledGolden compiled("gqa4_tied_bf16");
+  auto model = compiled.load(320);
+  const int64_t vocab = model->vocabSize();
+  std::vector<int32_t> tokens;
+  for (int32_t i = 0; i < 304; ++i)
+    tokens.push_back(int32_t((i * 37 + 5) % vocab));
+  std::vector<float> full = model->forward(tokens);
+  model->reset();
+  model->forward(std::vector<int32_t>(tokens.begin(), tokens.begin() + 300),
+                 runtime::Model::Logits::Last);
+  for (size_t t = 300; t < tokens.size(); ++t) {
+    const std::vector<float> &row = model->forward({tokens[t]}, runtime::Model::Logits::Last);
+    ASSERT_EQ(int64_t(row.size()), vocab);
+    EXPECT_LE(maxDiff(row.data(), full.data() + t * vocab, size_t(vocab)), 5e-5f)
+        << "position " << t;
+  }
+}
+
 TEST(VulkanModel, LastRowLogitsEqualTheLastRowOfAll) {
   CompiledGolden compiled("gqa2_hdsmaller_tied_f16");
   auto model = compiled.load();

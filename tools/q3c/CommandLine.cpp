@@ -129,10 +129,11 @@ cl::opt<int64_t> targetPrefillRows(
 cl::opt<int64_t> targetDecodeSplits(
     "decode-splits", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
     cl::init(0),
-    cl::desc("Workgroups each KV head's decode attention is split into, 1 to 16, so more "
-             "threads than KV heads stream a long context's cache (default 0: measured by "
-             "--tune, else enough for the CPUs of this machine with --cpu=host, for 16 threads "
-             "otherwise)"),
+    cl::desc("Workgroups each KV head's decode attention is split into, so more threads "
+             "than KV heads stream a long context's cache: 1 to 16 on the CPU (default 0: "
+             "measured by --tune, else enough for the CPUs of this machine with --cpu=host, for "
+             "16 threads otherwise), 1 to 256 for Vulkan (default 0: 256 workgroups over the "
+             "KV heads)"),
     cl::cat(q3Category));
 cl::opt<int64_t> targetDecodeChunks(
     "decode-chunks", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
@@ -279,6 +280,12 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
     cpuOptions.weightPacking = weightPackingFromFlags();
     options.target = cpu::cpuTargetPipeline(cpuOptions);
   }
+  return options;
+}
+
+vulkan::VulkanTargetOptions vulkanOptionsFromFlags() {
+  vulkan::VulkanTargetOptions options;
+  options.decodeSplits = targetDecodeSplits;
   return options;
 }
 

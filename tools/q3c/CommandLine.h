@@ -5,6 +5,7 @@
 #include "backends/cpu/DecodeSplitTuner.h"
 #include "backends/cpu/DecodeTuner.h"
 #include "backends/cpu/Tuner.h"
+#include "backends/vulkan/VulkanPasses.h"
 #include "passes/Pipeline.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -67,6 +68,9 @@ extern llvm::cl::opt<std::string> targetKvCache;
 /// when `target` is set and --emit is not), with `target`'s passes ("" for
 /// none, "cpu").
 passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target);
+
+/// The Vulkan target's choices the flags make (--decode-splits).
+vulkan::VulkanTargetOptions vulkanOptionsFromFlags();
 
 /// What `--tune` measured on this machine (nothing for other targets or
 /// when the choices were given).

@@ -256,7 +256,7 @@ static void compileVulkan(mlir::ModuleOp module, text::StageProgress &progress,
                           const std::string &modelFolder, const runtime::SecretKey *signer,
                           std::chrono::steady_clock::time_point start) {
   progress.stage(3, "kernels (SPIR-V)");
-  vulkan::CompiledVulkanModel compiled = vulkan::compileForVulkan(module);
+  vulkan::CompiledVulkanModel compiled = vulkan::compileForVulkan(module, vulkanOptionsFromFlags());
   progress.stage(4, "writing");
   EmbeddedWeightsPayload weights;
   embedIfAsked(compiled.manifest, modelFolder, sections, weights);

@@ -84,14 +84,16 @@ int runDump() {
                                  (!emitStage.getNumOccurrences() || emitStage == "target");
   std::string text;
   if (kernels) {
-    text = pipelineTarget == "vulkan" ? vulkan::vulkanKernelSource(*module)
-                                      : cpu::cpuKernelsSource(*module);
+    text = pipelineTarget == "vulkan"
+               ? vulkan::vulkanKernelSource(*module, vulkanOptionsFromFlags())
+               : cpu::cpuKernelsSource(*module);
   } else if (dumpStats) {
     passes::PipelineStatistics stats = passes::collectStatistics(*graph, *module);
     text = dumpJson ? statisticsJson(stats) : statisticsText(stats);
   } else {
     if (vulkanTargetStage)
-      vulkan::runVulkanTargetPasses(*module); // the Vulkan decisions, in the lowering configs
+      vulkan::runVulkanTargetPasses(
+          *module, vulkanOptionsFromFlags()); // the Vulkan decisions, in the lowering configs
     llvm::raw_string_ostream os(text);
     module->print(os);
     os << "\n";
