@@ -73,8 +73,8 @@ CompiledKernel::Module KernelCompiler::lower(OwningOpRef<ModuleOp> module,
 }
 
 CompiledKernel KernelCompiler::linear(const LinearKernel &kernel, const MatMulTiling &tiling,
-                                      int64_t perPart, int64_t matVecRows,
-                                      int64_t decodeWorkgroup) {
+                                      int64_t perPart, const MatVecShape &matVec) {
+  const int64_t matVecRows = matVec.rows;
   CompiledKernel out;
   rv::VulkanKernel &spec = out.spec;
   spec.name = kernel.name;
@@ -106,13 +106,22 @@ CompiledKernel KernelCompiler::linear(const LinearKernel &kernel, const MatMulTi
     variant.entryPoint = kernel.name + (rows == 1 ? "_decode" : "_rows" + std::to_string(rows));
     variant.minRows = rows == 1 ? 1 : 2;
     variant.maxRows = rows;
-    variant.grid = {rv::GridSpec::Rows::One, 1, kernel.outFeatures, 1, /*perSubgroup=*/true,
-                    /*partUnits=*/true};
-    variant.invocations = decodeWorkgroup;
+    variant.grid = {rv::GridSpec::Rows::One, 1,
+                    kernel.outFeatures,      1,
+                    /*perSubgroup=*/true,
+                    /*partUnits=*/true,      matVec.columnSubgroups};
     variant.maxInvocations = 1024;
+    if (matVec.columnSubgroups > 1) {
+      variant.subgroups = matVec.subgroups();
+      variant.sharedBytes = matVecSharedBytes(rows, matVec.columnSubgroups, variant.subgroups);
+    } else {
+      variant.invocations = matVec.workgroup;
+    }
     LinearKernel variantKernel = kernel;
     variantKernel.name = variant.entryPoint;
-    out.modules.push_back(lower(buildMatVec(context_, variantKernel, rows), variant));
+    out.modules.push_back(
+        lower(buildMatVec(context_, variantKernel, rows, matVec.columnSubgroups, variant.subgroups),
+              variant));
     spec.variants.push_back(variant);
   }
 

@@ -42,12 +42,10 @@ public:
 
   /// `rowsPerPart` > 0: the weight runs in parts of that many rows (see
   /// rowsPerPart() and vulkan-split-weights). Dispatches of up to
-  /// `matVecRows` rows run as matrix-vector products in workgroups of
-  /// `decodeWorkgroup` invocations (see vulkan-matvec), longer ones as the
-  /// tiled GEMM.
-  CompiledKernel linear(const LinearKernel &kernel, const MatMulTiling &tiling,
-                        int64_t rowsPerPart, int64_t matVecRows = 8,
-                        int64_t decodeWorkgroup = 128);
+  /// `matVec.rows` rows run as matrix-vector products shaped by `matVec`
+  /// (see vulkan-matvec), longer ones as the tiled GEMM.
+  CompiledKernel linear(const LinearKernel &kernel, const MatMulTiling &tiling, int64_t rowsPerPart,
+                        const MatVecShape &matVec = {});
   CompiledKernel embedding(const EmbeddingKernel &kernel, int64_t rowsPerPart);
   CompiledKernel qkNormRope(const QKNormRopeKernel &kernel);
   CompiledKernel attention(const AttentionKernel &kernel);

@@ -55,7 +55,16 @@ CompiledKernel compileKernel(KernelCompiler &compiler, func::FuncOp kernel) {
     std::optional<int64_t> workgroup = loweringConfigInt(kernel, "decode_workgroup");
     if (!rows || !workgroup)
       missing(kernel, "decode_rows");
-    return compiler.linear(*linear, tilingOf(kernel), perPart, *rows, *workgroup);
+    MatVecShape matVec{*rows, *workgroup,
+                       loweringConfigInt(kernel, "decode_column_subgroups").value_or(1)};
+    if (matVec.columnSubgroups < 1 || matVec.columnSubgroups > kMaxColumnSubgroups ||
+        (matVec.columnSubgroups & (matVec.columnSubgroups - 1)) != 0)
+      throw std::runtime_error("kernel @" + name +
+                               ": decode_column_subgroups must be a power of "
+                               "two from 1 to " +
+                               std::to_string(kMaxColumnSubgroups) + ", not " +
+                               std::to_string(matVec.columnSubgroups));
+    return compiler.linear(*linear, tilingOf(kernel), perPart, matVec);
   }
   if (std::optional<EmbeddingKernel> table = embeddingFacts(kernel)) {
     llvm::ArrayRef<int64_t> workgroup = ir::loweringOf(kernel).getWorkgroupSize();

@@ -85,8 +85,27 @@ bool linearVectorInput(mlir::MLIRContext &context, const LinearKernel &kernel);
 /// Sum x^2 rides along and both reduce with subgroup sums. A weight in
 /// parts runs one dispatch per part (push constants give the part's first
 /// row and its rows).
+/// With `columnSubgroups` C > 1, C subgroups split each column's K and add
+/// their sums through shared memory; the workgroup then has at most
+/// `subgroups` subgroups, a multiple of C.
 mlir::OwningOpRef<mlir::ModuleOp> buildMatVec(mlir::MLIRContext &context,
-                                              const LinearKernel &kernel, int64_t maxRows);
+                                              const LinearKernel &kernel, int64_t maxRows,
+                                              int64_t columnSubgroups = 1, int64_t subgroups = 0);
+/// Shared memory bytes of buildMatVec's kernel.
+int64_t matVecSharedBytes(int64_t maxRows, int64_t columnSubgroups, int64_t subgroups);
+
+/// The most subgroups that split one column (a workgroup of 8 x 128
+/// invocations for the widest subgroups devices have).
+inline constexpr int64_t kMaxColumnSubgroups = 8;
+
+/// How a product's matrix-vector variants run (vulkan-matvec's decisions).
+struct MatVecShape {
+  int64_t rows = 8;            // the most rows of the multi-row variant (decode_rows)
+  int64_t workgroup = 128;     // invocations per workgroup with one subgroup a column
+  int64_t columnSubgroups = 1; // subgroups per column (decode_column_subgroups)
+  /// Subgroups per workgroup when columnSubgroups > 1: 4, or C if larger.
+  int64_t subgroups() const { return columnSubgroups > 4 ? columnSubgroups : 4; }
+};
 
 /// The prefill product's tiling (VulkanTarget decides it; the lowering
 /// config records it): a workgroup of `threads` invocations computes a

@@ -3,7 +3,7 @@
 namespace q3::vulkan {
 
 void addVulkanTargetPasses(mlir::OpPassManager &pm, const VulkanTargetOptions &options) {
-  pm.addPass(createMatVecPass());
+  pm.addPass(createMatVecPass(options.decodeColumnSubgroups));
   pm.addPass(createTileMatMulPass());
   pm.addPass(createSplitWeightsPass());
   pm.addPass(createWorkgroupsPass());
@@ -11,7 +11,7 @@ void addVulkanTargetPasses(mlir::OpPassManager &pm, const VulkanTargetOptions &o
 }
 
 void registerVulkanPasses() {
-  mlir::registerPass(createMatVecPass);
+  mlir::registerPass([] { return createMatVecPass(); });
   mlir::registerPass(createTileMatMulPass);
   mlir::registerPass(createSplitWeightsPass);
   mlir::registerPass(createWorkgroupsPass);

@@ -17,8 +17,10 @@
 namespace q3::vulkan {
 
 /// vulkan-matvec: decode products (one row) as matrix-vector products, one
-/// subgroup per output column (`decode`, `decode_workgroup`).
-std::unique_ptr<mlir::Pass> createMatVecPass();
+/// subgroup per output column or, with few columns, several
+/// (`decode`, `decode_workgroup`, `decode_column_subgroups`; `columnSubgroups`
+/// > 0 sets the last for every product).
+std::unique_ptr<mlir::Pass> createMatVecPass(int64_t columnSubgroups = 0);
 /// vulkan-tile-matmul: prefill products as a shared-memory tiled GEMM
 /// (`prefill`, `prefill_tile` = rows, columns, k, register rows, register
 /// columns).
@@ -41,7 +43,8 @@ inline constexpr int64_t kMaxDecodeAttentionSplits = 256;
 
 /// What q3c's flags decide among the Vulkan target's choices.
 struct VulkanTargetOptions {
-  int64_t decodeSplits = 0; // --decode-splits (0: the pass's default)
+  int64_t decodeSplits = 0;          // --decode-splits (0: the pass's default)
+  int64_t decodeColumnSubgroups = 0; // --decode-column-subgroups (0: vulkan-matvec's rule)
 };
 
 /// The passes above, in order.

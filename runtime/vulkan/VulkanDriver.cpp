@@ -321,6 +321,11 @@ VulkanDriver::Pipeline VulkanDriver::createPipeline(const VulkanKernel &kernel,
     throw VulkanError(fmt::format("kernel {}: a workgroup of one {}-wide subgroup exceeds its "
                                   "limit of {} invocations",
                                   variant.entryPoint, sg, cap));
+  if ((size / sg) % variant.grid.subgroupsPerUnit != 0)
+    throw VulkanError(fmt::format(
+        "kernel {}: needs workgroups of a multiple of {} subgroups; with {}-wide subgroups "
+        "the device allows {} invocations",
+        variant.entryPoint, variant.grid.subgroupsPerUnit, sg, cap));
   p.workgroupSize = uint32_t(size);
   p.subgroupSize = uint32_t(sg);
   const uint32_t constants[2] = {p.workgroupSize, p.subgroupSize};
@@ -787,7 +792,8 @@ std::vector<size_t> stagesFor(const VulkanKernel &spec, int64_t rows) {
 int64_t workgroupCount(const GridSpec &grid, int64_t rows, int64_t partRows, bool inParts,
                        int64_t subgroupsPerWorkgroup) {
   const int64_t units = inParts && grid.partUnits ? partRows : grid.units;
-  const int64_t perWorkgroup = grid.perWorkgroup * (grid.perSubgroup ? subgroupsPerWorkgroup : 1);
+  const int64_t perWorkgroup =
+      grid.perWorkgroup * (grid.perSubgroup ? subgroupsPerWorkgroup / grid.subgroupsPerUnit : 1);
   const int64_t rowFactor = grid.rows == GridSpec::Rows::One    ? 1
                             : grid.rows == GridSpec::Rows::Each ? rows
                                                                 : ceilDiv(rows, grid.rowTile);

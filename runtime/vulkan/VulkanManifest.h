@@ -27,7 +27,9 @@ inline constexpr const char *kVulkanFormat = manifest::kVulkanFormat;
 /// `units`, or the rows of the weight part a dispatch runs on with
 /// `partUnits` (a weight in parts: VulkanKernel::split), and
 /// unitsPerWorkgroup is `perWorkgroup` (times the workgroup's subgroups
-/// when `perSubgroup`).
+/// when `perSubgroup`, divided by `subgroupsPerUnit`: a unit that takes
+/// that many subgroups of one workgroup, whose subgroup count the driver
+/// then keeps a multiple of it).
 struct GridSpec {
   enum class Rows { One, Each, Tiles };
   Rows rows = Rows::One;
@@ -36,6 +38,7 @@ struct GridSpec {
   int64_t perWorkgroup = 1;
   bool perSubgroup = false;
   bool partUnits = false;
+  int64_t subgroupsPerUnit = 1;
 };
 
 /// One SPIR-V module of a kernel.
@@ -100,6 +103,8 @@ inline void to_json(nlohmann::json &j, const GridSpec &g) {
        {"part_units", g.partUnits}};
   if (g.rows == GridSpec::Rows::Tiles)
     j["row_tile"] = g.rowTile;
+  if (g.subgroupsPerUnit != 1)
+    j["subgroups_per_unit"] = g.subgroupsPerUnit;
 }
 inline void from_json(const nlohmann::json &j, GridSpec &g) {
   const std::string rows = j.at("rows").get<std::string>();
@@ -116,8 +121,13 @@ inline void from_json(const nlohmann::json &j, GridSpec &g) {
   j.at("per_workgroup").get_to(g.perWorkgroup);
   j.at("per_subgroup").get_to(g.perSubgroup);
   j.at("part_units").get_to(g.partUnits);
+  g.subgroupsPerUnit = j.value("subgroups_per_unit", int64_t(1));
   if (g.rowTile < 1 || g.units < 1 || g.perWorkgroup < 1)
     throw std::invalid_argument("grid: expected row_tile, units and per_workgroup >= 1");
+  if (g.subgroupsPerUnit < 1 || g.subgroupsPerUnit > 64 ||
+      (g.subgroupsPerUnit > 1 && !g.perSubgroup))
+    throw std::invalid_argument(
+        "grid: expected subgroups_per_unit 1 to 64, and above 1 only with per_subgroup");
 }
 
 inline void to_json(nlohmann::json &j, const KernelVariant &v) {

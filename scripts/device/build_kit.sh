@@ -51,6 +51,8 @@ $Q3C compile $R --target vulkan --kv-cache=f16 --no-tokenizer -o $D/art/q06.vk.k
 for s in 1 8 64; do # decode attention's runs per KV head beside the default (32)
   $Q3C compile $R --target vulkan --decode-splits=$s --no-tokenizer -o $D/art/q06.vk.split$s.q3 > /dev/null
 done
+# One subgroup per column in every decode product (the default splits the narrow ones' K).
+$Q3C compile $R --target vulkan --decode-column-subgroups=1 --no-tokenizer -o $D/art/q06.vk.col1.q3 > /dev/null
 $Q3C compile $R --cpu=x86-64-v4 --no-tokenizer -o $D/art/q06.v4.q3 > /dev/null
 $Q3C compile $R --cpu=x86-64-v3 --no-tokenizer -o $D/art/q06.v3.q3 > /dev/null
 $REF logits --model $R --tokens 9,1,2,3 -o $D/expect/r06.ref.npy > /dev/null

@@ -108,6 +108,9 @@ fi
 step 120 $Q bench $A/q06.vk.q3 --weights $R -p 128 -g 64 -r 5
 step 120 $Q bench $A/q06.vk.q3 --weights $R -p 128 -g 64 -r 5 --json > $OUT/vk-pp128.json
 step 120 $Q bench $A/q06.vk.q3 --weights $R -p 128 -g 64 -r 1 --profile
+el "== Vulkan decode with one subgroup per column in every product (--decode-column-subgroups=1)"
+[ -f $A/q06.vk.col1.q3 ] && step 120 $Q bench $A/q06.vk.col1.q3 --weights $R -p 16 -g 64 -r 3 && \
+  step 120 $Q bench $A/q06.vk.col1.q3 --weights $R -p 16 -g 64 -r 1 --profile
 el "== Vulkan decode, fence waits sleeping (Q3_VULKAN_FENCE_POLL=0) against the default poll"
 step 120 env Q3_VULKAN_FENCE_POLL=0 $Q bench $A/q06.vk.q3 --weights $R -p 16 -g 64 -r 5
 step 120 $Q bench $A/q06.vk.q3 --weights $R -p 512 -g 64 -r 3

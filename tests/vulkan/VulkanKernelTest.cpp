@@ -141,6 +141,7 @@ struct LinearCase {
   bool norm, swiglu, residual;
   std::optional<Storage> gain;
   int64_t maxBindingBytes = int64_t(1) << 27;
+  int64_t columnSubgroups = 1; // vulkan-matvec's decode_column_subgroups
 };
 void PrintTo(const LinearCase &c, std::ostream *os) { *os << c.label; }
 
@@ -155,11 +156,14 @@ TEST_P(VulkanLinearTest, MatchesTheReference) {
     kernel.normEps = 1e-6;
   vulkan::KernelCompiler compiler(context);
   const vulkan::MatMulTiling tiling;
-  DeviceKernel device(compiler.linear(
-      kernel, tiling,
-      vulkan::KernelCompiler::rowsPerPart(c.swiglu ? c.out : kernel.weightRows(),
-                                          c.in * vulkan::storageBytes(c.weight),
-                                          c.maxBindingBytes, tiling.tileColumns)));
+  vulkan::MatVecShape matVec;
+  matVec.columnSubgroups = c.columnSubgroups;
+  DeviceKernel device(
+      compiler.linear(kernel, tiling,
+                      vulkan::KernelCompiler::rowsPerPart(c.swiglu ? c.out : kernel.weightRows(),
+                                                          c.in * vulkan::storageBytes(c.weight),
+                                                          c.maxBindingBytes, tiling.tileColumns),
+                      matVec));
 
   std::vector<float> x = randomValues(size_t(c.rows * c.in), rng);
   std::vector<float> w = randomValues(size_t(kernel.weightRows() * c.in), rng, 0.2f);
@@ -241,18 +245,87 @@ INSTANTIATE_TEST_SUITE_P(
         LinearCase{"prefill_f16_residual", 96, 65, 33, Storage::F16, false, false, true, {}},
         // The weight in parts of 64 rows (a binding limit of 64 rows here:
         // the prefill tile's columns).
-        LinearCase{"decode_bf16_in_parts", 64, 200, 1, Storage::BF16, true, false, false, {},
-                   64 * 64 * 2},
-        LinearCase{"prefill_f32_in_parts", 32, 150, 15, Storage::F32, false, false, false, {},
+        LinearCase{
+            "decode_bf16_in_parts", 64, 200, 1, Storage::BF16, true, false, false, {}, 64 * 64 * 2},
+        LinearCase{"prefill_f32_in_parts",
+                   32,
+                   150,
+                   15,
+                   Storage::F32,
+                   false,
+                   false,
+                   false,
+                   {},
                    64 * 32 * 4},
-        LinearCase{"rows5_f16_in_parts", 32, 150, 5, Storage::F16, false, false, true, {},
-                   64 * 32 * 2},
+        LinearCase{
+            "rows5_f16_in_parts", 32, 150, 5, Storage::F16, false, false, true, {}, 64 * 32 * 2},
         // SwiGLU in parts: each dispatch binds a part's gate rows and the
         // same up rows.
         LinearCase{"decode_bf16_swiglu_in_parts", 48, 150, 1, Storage::BF16, true, true, false,
                    Storage::BF16, 64 * 48 * 2},
-        LinearCase{"prefill_bf16_swiglu_in_parts", 48, 150, 20, Storage::BF16, true, true, true,
-                   {}, 64 * 48 * 2}),
+        LinearCase{"prefill_bf16_swiglu_in_parts",
+                   48,
+                   150,
+                   20,
+                   Storage::BF16,
+                   true,
+                   true,
+                   true,
+                   {},
+                   64 * 48 * 2},
+        // Several subgroups per column (vulkan-matvec's decode_column_subgroups),
+        // each part holding units on subgroups up to 8 wide (lavapipe's):
+        // 2 (two columns a workgroup, the last one's second past the end),
+        // 8 (the first parts with one unit more), 4 on the multi-row
+        // variant, and on weights in parts.
+        LinearCase{"decode_bf16_norm_swiglu_gain_c2", 200, 33, 1, Storage::BF16, true, true, false,
+                   Storage::BF16, int64_t(1) << 27, 2},
+        LinearCase{"decode_f16_residual_c8",
+                   600,
+                   33,
+                   1,
+                   Storage::F16,
+                   false,
+                   false,
+                   true,
+                   {},
+                   int64_t(1) << 27,
+                   8},
+        LinearCase{"decode_f32_norm_long_k_c8",
+                   1040,
+                   20,
+                   1,
+                   Storage::F32,
+                   true,
+                   false,
+                   true,
+                   {},
+                   int64_t(1) << 27,
+                   8},
+        LinearCase{"rows7_bf16_norm_residual_c4", 264, 37, 7, Storage::BF16, true, false, true,
+                   Storage::BF16, int64_t(1) << 27, 4},
+        LinearCase{"decode_bf16_in_parts_c2",
+                   160,
+                   200,
+                   1,
+                   Storage::BF16,
+                   true,
+                   false,
+                   false,
+                   {},
+                   64 * 160 * 2,
+                   2},
+        LinearCase{"rows3_bf16_swiglu_in_parts_c4",
+                   264,
+                   150,
+                   3,
+                   Storage::BF16,
+                   true,
+                   true,
+                   true,
+                   {},
+                   64 * 264 * 2,
+                   4}),
     [](const ::testing::TestParamInfo<LinearCase> &info) { return info.param.label; });
 
 //===- Embedding ------------------------------------------------------------===//

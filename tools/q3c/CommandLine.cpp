@@ -135,6 +135,11 @@ cl::opt<int64_t> targetDecodeSplits(
              "16 threads otherwise), 1 to 256 for Vulkan (default 0: 256 workgroups over the "
              "KV heads)"),
     cl::cat(q3Category));
+cl::opt<int64_t> targetDecodeColumnSubgroups(
+    "decode-column-subgroups", cl::sub(dumpCommand), cl::sub(compileCommand), cl::init(0),
+    cl::desc("Vulkan: subgroups that share each output column of the decode products, a power "
+             "of two from 1 to 8 (default 0: enough that a product has 8192 subgroups)"),
+    cl::cat(q3Category));
 cl::opt<int64_t> targetDecodeChunks(
     "decode-chunks", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
     cl::init(0),
@@ -252,6 +257,8 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
   const std::string pipelineStage =
       stage == "kernels" || stage == "target" ? (target == "vulkan" ? "dispatch" : "target") : stage;
   options.stage = passes::parseStage(pipelineStage);
+  if (targetDecodeColumnSubgroups.getNumOccurrences() && target != "vulkan")
+    throw std::invalid_argument("--decode-column-subgroups: a Vulkan choice; add --target vulkan");
   options.disabledPasses.insert(disabledPasses.begin(), disabledPasses.end());
   options.printIRAfterAll = printIRAfterAll;
   options.printIRAfter.insert(printIRAfter.begin(), printIRAfter.end());
@@ -286,6 +293,7 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
 vulkan::VulkanTargetOptions vulkanOptionsFromFlags() {
   vulkan::VulkanTargetOptions options;
   options.decodeSplits = targetDecodeSplits;
+  options.decodeColumnSubgroups = targetDecodeColumnSubgroups;
   return options;
 }
 
