@@ -4,7 +4,7 @@ namespace q3::vulkan {
 
 void addVulkanTargetPasses(mlir::OpPassManager &pm, const VulkanTargetOptions &options) {
   pm.addPass(createMatVecPass(options.decodeColumnSubgroups));
-  pm.addPass(createTileMatMulPass());
+  pm.addPass(createTileMatMulPass(options.prefillTile));
   pm.addPass(createSplitWeightsPass());
   pm.addPass(createWorkgroupsPass());
   pm.addPass(createSplitDecodeAttentionPass(options.decodeSplits));
@@ -12,7 +12,7 @@ void addVulkanTargetPasses(mlir::OpPassManager &pm, const VulkanTargetOptions &o
 
 void registerVulkanPasses() {
   mlir::registerPass([] { return createMatVecPass(); });
-  mlir::registerPass(createTileMatMulPass);
+  mlir::registerPass([] { return createTileMatMulPass(); });
   mlir::registerPass(createSplitWeightsPass);
   mlir::registerPass(createWorkgroupsPass);
   mlir::registerPass([] { return createSplitDecodeAttentionPass(); });

@@ -13,6 +13,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <memory>
+#include <vector>
 
 namespace q3::vulkan {
 
@@ -23,8 +24,8 @@ namespace q3::vulkan {
 std::unique_ptr<mlir::Pass> createMatVecPass(int64_t columnSubgroups = 0);
 /// vulkan-tile-matmul: prefill products as a shared-memory tiled GEMM
 /// (`prefill`, `prefill_tile` = rows, columns, k, register rows, register
-/// columns).
-std::unique_ptr<mlir::Pass> createTileMatMulPass();
+/// columns; `tile`, when given, for every product).
+std::unique_ptr<mlir::Pass> createTileMatMulPass(llvm::ArrayRef<int64_t> tile = {});
 /// vulkan-split-weights: a weight (or embedding table) larger than the
 /// binding size every Vulkan device allows (2^27 bytes) runs in parts
 /// (`weight_rows_per_part`).
@@ -45,6 +46,7 @@ inline constexpr int64_t kMaxDecodeAttentionSplits = 256;
 struct VulkanTargetOptions {
   int64_t decodeSplits = 0;          // --decode-splits (0: the pass's default)
   int64_t decodeColumnSubgroups = 0; // --decode-column-subgroups (0: vulkan-matvec's rule)
+  std::vector<int64_t> prefillTile;  // --prefill-tile (empty: vulkan-tile-matmul's)
 };
 
 /// The passes above, in order.

@@ -53,6 +53,10 @@ for s in 1 8 64; do # decode attention's runs per KV head beside the default (32
 done
 # One subgroup per column in every decode product (the default splits the narrow ones' K).
 $Q3C compile $R --target vulkan --decode-column-subgroups=1 --no-tokenizer -o $D/art/q06.vk.col1.q3 > /dev/null
+# Prefill GEMM tiles beside the default 32,64,16,4,4.
+for t in 64,64,16,8,4 64,128,16,8,8 128,64,16,8,8 64,64,8,4,4; do
+  $Q3C compile $R --target vulkan --prefill-tile=$t --no-tokenizer -o $D/art/q06.vk.tile$t.q3 > /dev/null
+done
 $Q3C compile $R --cpu=x86-64-v4 --no-tokenizer -o $D/art/q06.v4.q3 > /dev/null
 $Q3C compile $R --cpu=x86-64-v3 --no-tokenizer -o $D/art/q06.v3.q3 > /dev/null
 $REF logits --model $R --tokens 9,1,2,3 -o $D/expect/r06.ref.npy > /dev/null

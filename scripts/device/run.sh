@@ -108,6 +108,8 @@ fi
 step 120 $Q bench $A/q06.vk.q3 --weights $R -p 128 -g 64 -r 5
 step 120 $Q bench $A/q06.vk.q3 --weights $R -p 128 -g 64 -r 5 --json > $OUT/vk-pp128.json
 step 120 $Q bench $A/q06.vk.q3 --weights $R -p 128 -g 64 -r 1 --profile
+el "== Vulkan prefill by GEMM tile (--prefill-tile; the default 32,64,16,4,4 above)"
+for f in $A/q06.vk.tile*.q3; do [ -f $f ] && echo "$f" && step 120 $Q bench $f --weights $R -p 512 -g 1 -r 2 && step 60 $Q bench $f --weights $R -p 128 -g 1 -r 2; done
 el "== Vulkan decode with one subgroup per column in every product (--decode-column-subgroups=1)"
 [ -f $A/q06.vk.col1.q3 ] && step 120 $Q bench $A/q06.vk.col1.q3 --weights $R -p 16 -g 64 -r 3 && \
   step 120 $Q bench $A/q06.vk.col1.q3 --weights $R -p 16 -g 64 -r 1 --profile

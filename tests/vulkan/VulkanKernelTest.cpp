@@ -141,7 +141,8 @@ struct LinearCase {
   bool norm, swiglu, residual;
   std::optional<Storage> gain;
   int64_t maxBindingBytes = int64_t(1) << 27;
-  int64_t columnSubgroups = 1; // vulkan-matvec's decode_column_subgroups
+  int64_t columnSubgroups = 1;      // vulkan-matvec's decode_column_subgroups
+  vulkan::MatMulTiling tiling = {}; // vulkan-tile-matmul's prefill_tile
 };
 void PrintTo(const LinearCase &c, std::ostream *os) { *os << c.label; }
 
@@ -155,7 +156,7 @@ TEST_P(VulkanLinearTest, MatchesTheReference) {
   if (c.norm)
     kernel.normEps = 1e-6;
   vulkan::KernelCompiler compiler(context);
-  const vulkan::MatMulTiling tiling;
+  const vulkan::MatMulTiling tiling = c.tiling;
   vulkan::MatVecShape matVec;
   matVec.columnSubgroups = c.columnSubgroups;
   DeviceKernel device(
@@ -325,7 +326,36 @@ INSTANTIATE_TEST_SUITE_P(
                    true,
                    {},
                    64 * 264 * 2,
-                   4}),
+                   4},
+        // Other prefill tiles (--prefill-tile): taller register blocks, a
+        // K step of 8, a small tile on a weight in parts of 32 rows.
+        LinearCase{"prefill_bf16_swiglu_gain_tile64x64x16_8x4", 48, 150, 70, Storage::BF16, true,
+                   true, false, Storage::BF16, int64_t(1) << 27, 1,
+                   vulkan::MatMulTiling{64, 64, 16, 8, 4}},
+        LinearCase{"prefill_f16_residual_tile64x128x8_8x8",
+                   96,
+                   130,
+                   33,
+                   Storage::F16,
+                   false,
+                   false,
+                   true,
+                   {},
+                   int64_t(1) << 27,
+                   1,
+                   vulkan::MatMulTiling{64, 128, 8, 8, 8}},
+        LinearCase{"prefill_f32_norm_in_parts_tile16x32x8_2x2",
+                   40,
+                   100,
+                   21,
+                   Storage::F32,
+                   true,
+                   false,
+                   false,
+                   {},
+                   32 * 40 * 4,
+                   1,
+                   vulkan::MatMulTiling{16, 32, 8, 2, 2}}),
     [](const ::testing::TestParamInfo<LinearCase> &info) { return info.param.label; });
 
 //===- Embedding ------------------------------------------------------------===//

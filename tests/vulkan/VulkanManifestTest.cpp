@@ -99,7 +99,9 @@ TEST(VulkanManifest, ASplitDecodeAttentionHasAWorkspaceAndAMergeStage) {
   EXPECT_THROW(broken.get<runtime::vulkan::VulkanTarget>(), std::invalid_argument);
 
   // --decode-splits=1: no split, no workspace, no merge.
-  vulkan::CompiledVulkanModel unsplit = compiledGolden("gqa4_tied_bf16", {1});
+  vulkan::VulkanTargetOptions noSplit;
+  noSplit.decodeSplits = 1;
+  vulkan::CompiledVulkanModel unsplit = compiledGolden("gqa4_tied_bf16", noSplit);
   for (const manifest::Kernel &k : unsplit.manifest.kernels)
     EXPECT_EQ(k.workspaceBytes, 0) << k.name;
   for (const runtime::vulkan::VulkanKernel &k : unsplit.vulkan.kernels)

@@ -140,6 +140,11 @@ cl::opt<int64_t> targetDecodeColumnSubgroups(
     cl::desc("Vulkan: subgroups that share each output column of the decode products, a power "
              "of two from 1 to 8 (default 0: enough that a product has 8192 subgroups)"),
     cl::cat(q3Category));
+cl::list<int64_t> targetPrefillTile(
+    "prefill-tile", cl::sub(dumpCommand), cl::sub(compileCommand), cl::CommaSeparated,
+    cl::desc("Vulkan: the prefill GEMM's tile for every product: rows, columns, K step, register "
+             "rows, register columns (default 32,64,16,4,4)"),
+    cl::value_desc("R,C,K,r,c"), cl::cat(q3Category));
 cl::opt<int64_t> targetDecodeChunks(
     "decode-chunks", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
     cl::init(0),
@@ -259,6 +264,8 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
   options.stage = passes::parseStage(pipelineStage);
   if (targetDecodeColumnSubgroups.getNumOccurrences() && target != "vulkan")
     throw std::invalid_argument("--decode-column-subgroups: a Vulkan choice; add --target vulkan");
+  if (targetPrefillTile.getNumOccurrences() && target != "vulkan")
+    throw std::invalid_argument("--prefill-tile: a Vulkan choice; add --target vulkan");
   options.disabledPasses.insert(disabledPasses.begin(), disabledPasses.end());
   options.printIRAfterAll = printIRAfterAll;
   options.printIRAfter.insert(printIRAfter.begin(), printIRAfter.end());
@@ -294,6 +301,7 @@ vulkan::VulkanTargetOptions vulkanOptionsFromFlags() {
   vulkan::VulkanTargetOptions options;
   options.decodeSplits = targetDecodeSplits;
   options.decodeColumnSubgroups = targetDecodeColumnSubgroups;
+  options.prefillTile.assign(targetPrefillTile.begin(), targetPrefillTile.end());
   return options;
 }
 
