@@ -52,8 +52,8 @@ int64_t groupSize(const AttentionKernel &kernel) {
 } // namespace
 
 int64_t attentionSharedBytes(const AttentionKernel &kernel) {
-  const int64_t G = groupSize(kernel);
-  return 4 * kernel.subgroups * G * (kernel.headDim + 2);
+  const int64_t members = kernel.rowsPerWorkgroup * groupSize(kernel);
+  return 4 * kernel.subgroups * members * (kernel.headDim + 2);
 }
 
 OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel &kernel) {
@@ -62,9 +62,14 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
   const int64_t G = groupSize(kernel);
   const int64_t E = (D + kernel.minSubgroupSize - 1) / kernel.minSubgroupSize; // per lane
   const int64_t NS = kernel.subgroups;
+  // A workgroup's query vectors ("members"): rows x the group's heads,
+  // member m = (row m / G, head m % G).
+  const int64_t R = kernel.rowsPerWorkgroup, M = R * G;
   Type f32 = FloatType::getF32(&context);
   Type cached = cacheElementType(context, kernel.cache);
   const bool split = kernel.decodeSplits > 1 && kernel.oneRowVariant;
+  if ((split || kernel.oneRowVariant) && R != 1)
+    throw std::invalid_argument("the one-row attention variant takes one row per workgroup");
   std::vector<TensorBinding> bindings = {
       {"query", f32}, {"keys", cached}, {"values", cached}, {"out", f32}};
   if (kernel.decodeSplits > 1)
@@ -72,9 +77,9 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
   GpuKernelBuilder k(context, kernel.name, bindings,
                      /*defaultWorkgroupSize=*/int32_t(NS * 32), /*extraPushWords=*/1);
   Value capacity = k.extraPushWord(0);
-  Value sharedMax = k.sharedArray(f32, NS * G);
-  Value sharedSum = k.sharedArray(f32, NS * G);
-  Value sharedAcc = k.sharedArray(f32, NS * G * D);
+  Value sharedMax = k.sharedArray(f32, NS * M);
+  Value sharedSum = k.sharedArray(f32, NS * M);
+  Value sharedAcc = k.sharedArray(f32, NS * M * D);
 
   // Query head j of group g: a formula for Qwen3's consecutive groups, a
   // table otherwise (a group with fewer than G heads repeats its last one;
@@ -105,13 +110,16 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
     return k.lt(k.index(j), size);
   };
 
-  // Workgroup id = (t, g), or with splits (one row) id = (run, g): run r
-  // takes positions [from, to) of decodeSplit's runs, if it is active.
+  // Workgroup id = (row block, g): rows t0 .. t0 + R - 1 (those below the
+  // dispatch's rows) see positions up to their own; the loop runs to the
+  // last one's. With splits (one row) id = (run, g): run r takes positions
+  // [from, to) of decodeSplit's runs, if it is active.
   Value id = k.workgroupId();
   Value g = k.rem(id, k.index(Hkv));
-  Value t = split ? k.index(0) : k.div(id, k.index(Hkv));
-  Value visible = k.add(k.add(k.startPosition(), t), k.index(1));
-  Value run, from = k.index(0), to = visible, works = k.lt(t, k.rows());
+  Value t0 = split ? k.index(0) : k.mul(k.div(id, k.index(Hkv)), k.index(R));
+  Value lastRow = k.min(k.add(t0, k.index(R - 1)), k.sub(k.rows(), k.index(1)));
+  Value visible = k.add(k.add(k.startPosition(), lastRow), k.index(1));
+  Value run, from = k.index(0), to = visible, works = k.lt(t0, k.rows());
   if (split) {
     run = k.div(id, k.index(Hkv));
     kernels::DecodeSplit runs =
@@ -130,18 +138,25 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
       inRange.push_back(k.lt(d, k.index(D)));
       dims.push_back(k.min(d, k.index(D - 1))); // an in-bounds index for masked lanes
     }
-    std::vector<std::vector<Value>> q(static_cast<size_t>(G));
-    for (int64_t j = 0; j < G; ++j) {
-      Value qBase = k.add(k.tensorOffset(0),
-                          k.mul(k.add(k.mul(t, k.index(Hq)), headOf(g, j)), k.index(D)));
-      for (int64_t e = 0; e < E; ++e)
-        q[size_t(j)].push_back(
-            k.select(inRange[size_t(e)], k.load(k.tensor(0), k.add(qBase, dims[size_t(e)])),
-                     k.f32(0.0)));
+    // Member m's row (rows past the dispatch's reread the last; unstored)
+    // and the positions it sees.
+    std::vector<Value> memberRow, memberVisible;
+    for (int64_t m = 0; m < M; ++m) {
+      memberRow.push_back(k.min(k.add(t0, k.index(m / G)), lastRow));
+      memberVisible.push_back(k.add(k.add(k.startPosition(), memberRow.back()), k.index(1)));
     }
-    // Carried per head: max, sum, E accumulators.
+    std::vector<std::vector<Value>> q(static_cast<size_t>(M));
+    for (int64_t m = 0; m < M; ++m) {
+      Value qBase = k.add(
+          k.tensorOffset(0),
+          k.mul(k.add(k.mul(memberRow[size_t(m)], k.index(Hq)), headOf(g, m % G)), k.index(D)));
+      for (int64_t e = 0; e < E; ++e)
+        q[size_t(m)].push_back(k.select(
+            inRange[size_t(e)], k.load(k.tensor(0), k.add(qBase, dims[size_t(e)])), k.f32(0.0)));
+    }
+    // Carried per member: max, sum, E accumulators.
     std::vector<Value> init;
-    for (int64_t j = 0; j < G; ++j) {
+    for (int64_t m = 0; m < M; ++m) {
       init.push_back(k.f32(kernels::lowestScore()));
       init.push_back(k.f32(0.0));
       for (int64_t e = 0; e < E; ++e)
@@ -161,27 +176,31 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
             values.push_back(k.loadAsF32(k.tensor(2), k.add(valueBase, dims[size_t(e)])));
           }
           std::vector<Value> next;
-          for (int64_t j = 0; j < G; ++j) {
+          for (int64_t m = 0; m < M; ++m) {
             Value partial = k.f32(0.0);
             for (int64_t e = 0; e < E; ++e)
-              partial = k.fma(q[size_t(j)][size_t(e)], keys[size_t(e)], partial);
+              partial = k.fma(q[size_t(m)][size_t(e)], keys[size_t(e)], partial);
             Value score = k.mul(k.subgroupSum(partial), scale);
-            const size_t at = size_t(j) * perHead;
+            const size_t at = size_t(m) * perHead;
             kernels::SoftmaxStep step =
                 kernels::onlineSoftmaxStep(k.b, k.loc, carried[at], carried[at + 1], score);
-            next.push_back(step.max);
-            next.push_back(step.sum);
+            std::vector<Value> updated = {step.max, step.sum};
             for (int64_t e = 0; e < E; ++e)
-              next.push_back(k.fma(step.weight, values[size_t(e)],
-                                   k.mul(carried[at + 2 + size_t(e)], step.rescale)));
+              updated.push_back(k.fma(step.weight, values[size_t(e)],
+                                      k.mul(carried[at + 2 + size_t(e)], step.rescale)));
+            // A row of the block before this position keeps its state
+            // (every row of a one-row block sees every position it loops over).
+            Value sees = R > 1 ? k.lt(s, memberVisible[size_t(m)]) : Value();
+            for (size_t v = 0; v < updated.size(); ++v)
+              next.push_back(sees ? k.select(sees, updated[v], carried[at + v]) : updated[v]);
           }
           return next;
         });
 
     // Each subgroup's partial state into shared memory.
-    for (int64_t j = 0; j < G; ++j) {
-      const size_t at = size_t(j) * perHead;
-      Value slot = k.add(k.mul(sg, k.index(G)), k.index(j));
+    for (int64_t m = 0; m < M; ++m) {
+      const size_t at = size_t(m) * perHead;
+      Value slot = k.add(k.mul(sg, k.index(M)), k.index(m));
       k.ifThen(k.eq(lane, k.index(0)), [&] {
         k.store(state[at], sharedMax, slot);
         k.store(state[at + 1], sharedSum, slot);
@@ -193,15 +212,16 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
         });
     }
     k.barrier();
-    // Merge: invocation i takes outputs (j, d) = (i / D, i % D), ...
+    // Merge: invocation i takes outputs (m, d) = (i / D, i % D), ...
     Value subgroups = k.numSubgroups();
-    k.forLoop(k.localId(), k.index(G * D), k.workgroupSize(), [&](Value i) {
-      Value j = k.div(i, k.index(D)), d = k.rem(i, k.index(D));
+    k.forLoop(k.localId(), k.index(M * D), k.workgroupSize(), [&](Value i) {
+      Value m = k.div(i, k.index(D)), d = k.rem(i, k.index(D));
+      Value j = k.rem(m, k.index(G)), t = k.add(t0, k.div(m, k.index(G)));
       std::vector<Value> merged = k.forLoop(
           k.index(0), subgroups, k.index(1),
           {k.f32(kernels::lowestScore()), k.f32(0.0), k.f32(0.0)},
           [&](Value other, const std::vector<Value> &acc) {
-            Value slot = k.add(k.mul(other, k.index(G)), j);
+            Value slot = k.add(k.mul(other, k.index(M)), m);
             kernels::SoftmaxMerge m = kernels::mergeSoftmax(
                 k.b, k.loc, acc[0], acc[1], k.load(sharedMax, slot), k.load(sharedSum, slot));
             Value value = k.load(sharedAcc, k.add(k.mul(slot, k.index(D)), d));
@@ -212,10 +232,11 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
       Value head = headOf(g, 0);
       for (int64_t jj = 1; jj < G; ++jj)
         head = k.select(k.eq(j, k.index(jj)), headOf(g, jj), head);
-      Value store = k.b.create<arith::ConstantIntOp>(k.loc, 1, 1);
+      Value member = k.b.create<arith::ConstantIntOp>(k.loc, 1, 1);
       for (int64_t jj = 0; jj < G; ++jj)
         if (Value valid = memberValid(g, jj))
-          store = k.select(k.eq(j, k.index(jj)), valid, store);
+          member = k.select(k.eq(j, k.index(jj)), valid, member);
+      Value store = k.andI(k.lt(t, k.rows()), member);
       k.ifThen(store, [&] {
         if (split) { // the run's record of this head: max, sum, value sums
           Value record =

@@ -198,11 +198,14 @@ CompiledKernel KernelCompiler::attention(const AttentionKernel &kernel) {
     variantKernel.subgroups = subgroups;
     variantKernel.oneRowVariant = maxRows == 1;
     const int64_t splits = variantKernel.oneRowVariant ? kernel.decodeSplits : 1;
+    if (variantKernel.oneRowVariant)
+      variantKernel.rowsPerWorkgroup = 1;
     rv::KernelVariant variant;
     variant.entryPoint = entryPoint;
     variant.minRows = minRows;
     variant.maxRows = maxRows;
-    variant.grid = {rv::GridSpec::Rows::Each, 1, kernel.kvHeads * splits, 1, false};
+    variant.grid = {rv::GridSpec::Rows::Tiles, variantKernel.rowsPerWorkgroup,
+                    kernel.kvHeads * splits, 1, false};
     variant.subgroups = subgroups;
     variant.maxInvocations = subgroups * 128;
     variant.sharedBytes = attentionSharedBytes(variantKernel);

@@ -100,6 +100,11 @@ CompiledKernel compileKernel(KernelCompiler &compiler, func::FuncOp kernel) {
       missing(kernel, "subgroups");
     a.subgroups = *subgroups;
     a.decodeSubgroups = loweringConfigInt(kernel, "decode_subgroups").value_or(*subgroups);
+    a.rowsPerWorkgroup = loweringConfigInt(kernel, "prefill_rows_per_workgroup").value_or(1);
+    if (a.rowsPerWorkgroup < 1 || a.rowsPerWorkgroup > 64)
+      throw std::runtime_error("kernel @" + name +
+                               ": prefill_rows_per_workgroup must be 1 to 64, not " +
+                               std::to_string(a.rowsPerWorkgroup));
     a.minSubgroupSize = *minSubgroup;
     a.cache = storageOf(cacheElementOf(kernel));
     a.decodeSplits = loweringConfigInt(kernel, "decode_splits").value_or(1);

@@ -171,6 +171,10 @@ struct AttentionKernel {
   /// buildAttention builds the one-row variant (split when decodeSplits >
   /// 1), else the variant for any rows.
   bool oneRowVariant = false;
+  /// Rows per workgroup of the variant for any rows: each key and value a
+  /// subgroup loads serves this many rows' query heads of the group
+  /// (prefill_rows_per_workgroup); the one-row variant has 1.
+  int64_t rowsPerWorkgroup = 1;
 };
 mlir::OwningOpRef<mlir::ModuleOp> buildAttention(mlir::MLIRContext &context,
                                                  const AttentionKernel &kernel);

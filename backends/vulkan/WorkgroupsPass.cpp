@@ -10,6 +10,13 @@
 //    subgroups as 32 KiB of shared memory holds partial states for, up to
 //    32 (`decode_subgroups`; 8 workgroups of 4 subgroups were 40% of a
 //    0.6B decode step on an H200);
+//  - attention's variant for several rows takes `prefill_rows_per_workgroup`
+//    rows of a KV head per workgroup, so each key and value its subgroups
+//    load serves every row's query heads (a prompt of 2048 rows read the
+//    layer's cache once per row and head group before): the largest power
+//    of two that keeps rows x group heads at most 8 (their running states
+//    live in registers) and its shared memory within 32 KiB: 4 for 0.6B
+//    (2 heads a group), 2 for 8B (4);
 //  - both bind one layer's K and V cache at a time (`cache_binding =
 //    "layer"`): the whole cache of 0.6B at 4096 positions is 470 MB, more
 //    than a binding may span;
@@ -51,6 +58,24 @@ int64_t decodeAttentionSubgroups(AttentionKernel facts, int64_t subgroups) {
                     kMaxDecodeAttentionSubgroups);
 }
 
+constexpr int64_t kMaxAttentionMembers = 8;
+
+/// Rows per workgroup of the multi-row attention variant (see above).
+int64_t attentionRowsPerWorkgroup(AttentionKernel facts, int64_t subgroups) {
+  facts.subgroups = 1;
+  facts.rowsPerWorkgroup = 1;
+  const int64_t group = attentionSharedBytes(facts) / (4 * (facts.headDim + 2)); // heads a group
+  facts.subgroups = subgroups;
+  int64_t rows = 1;
+  while (true) {
+    facts.rowsPerWorkgroup = 2 * rows;
+    if (2 * rows * group > kMaxAttentionMembers ||
+        attentionSharedBytes(facts) > kDecodeAttentionSharedBytes)
+      return rows;
+    rows *= 2;
+  }
+}
+
 struct WorkgroupsPass : PassWrapper<WorkgroupsPass, OperationPass<ModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(WorkgroupsPass)
   StringRef getArgument() const override { return "vulkan-workgroups"; }
@@ -78,6 +103,8 @@ struct WorkgroupsPass : PassWrapper<WorkgroupsPass, OperationPass<ModuleOp>> {
         setLoweringConfig(kernel, "decode_subgroups",
                           b.getI64IntegerAttr(decodeAttentionSubgroups(*attention, 4)));
         setLoweringConfig(kernel, "min_subgroup_size", b.getI64IntegerAttr(8));
+        setLoweringConfig(kernel, "prefill_rows_per_workgroup",
+                          b.getI64IntegerAttr(attentionRowsPerWorkgroup(*attention, 4)));
         setLoweringConfig(kernel, "cache_binding", b.getStringAttr("layer"));
       }
     });

@@ -431,6 +431,7 @@ struct AttentionCase {
   Storage cache = Storage::F32;
   int64_t decodeSubgroups = 4; // the one-row variant's (vulkan-workgroups)
   int64_t decodeSplits = 1, splitPositions = 1; // vulkan-split-decode-attention
+  int64_t rowsPerWorkgroup = 1;                 // vulkan-workgroups' prefill_rows_per_workgroup
 };
 void PrintTo(const AttentionCase &c, std::ostream *os) { *os << c.label; }
 
@@ -454,6 +455,7 @@ TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
   attentionKernel.decodeSubgroups = c.decodeSubgroups;
   attentionKernel.decodeSplits = c.decodeSplits;
   attentionKernel.splitPositions = c.splitPositions;
+  attentionKernel.rowsPerWorkgroup = c.rowsPerWorkgroup;
   DeviceKernel rope(compiler.qkNormRope(ropeKernel));
   DeviceKernel attention(compiler.attention(attentionKernel));
 
@@ -604,6 +606,34 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionCase{
             "split_mqa_bf16_cache", 6, 1, 8, 300, 1, Storage::F16, {}, Storage::BF16, 8, 64, 4},
         AttentionCase{"split_two_rows", 4, 2, 16, 50, 2, Storage::F32, {}, Storage::F32, 32, 8, 4},
+        // Several rows per workgroup (prefill_rows_per_workgroup): a last
+        // block short of rows, the first rows of a prompt (rows that see
+        // fewer positions than subgroups), after a cached start, an uneven
+        // head map, MQA with a bf16 cache, head_dim 128, and a decode variant
+        // beside it.
+        AttentionCase{
+            "rows4_gqa2_prefill", 4, 2, 16, 0, 9, Storage::BF16, {}, Storage::F32, 4, 1, 1, 4},
+        AttentionCase{
+            "rows2_after_start", 4, 2, 16, 37, 7, Storage::F32, {}, Storage::F32, 4, 1, 1, 2},
+        AttentionCase{
+            "rows8_mha_hd32", 2, 2, 32, 3, 19, Storage::F32, {}, Storage::F32, 4, 1, 1, 8},
+        AttentionCase{
+            "rows4_uneven_map", 3, 2, 16, 2, 6, Storage::F32, {1, 0, 1}, Storage::F32, 4, 1, 1, 4},
+        AttentionCase{
+            "rows2_mqa_bf16_cache", 6, 1, 8, 5, 5, Storage::F16, {}, Storage::BF16, 4, 1, 1, 2},
+        AttentionCase{"rows2_hd128_f16_cache",
+                      8,
+                      2,
+                      128,
+                      20,
+                      6,
+                      Storage::BF16,
+                      {},
+                      Storage::F16,
+                      15,
+                      8,
+                      4,
+                      2},
         AttentionCase{"bf16_cache_prefill_mqa", 6, 1, 8, 5, 3, Storage::F16, {}, Storage::BF16},
         AttentionCase{
             "bf16_cache_decode_hd128", 8, 2, 128, 40, 1, Storage::BF16, {}, Storage::BF16}),
