@@ -42,6 +42,8 @@ std::vector<std::vector<int64_t>> headGroups(const AttentionKernel &kernel) {
   return groups;
 }
 
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 int64_t groupSize(const AttentionKernel &kernel) {
   size_t largest = 0;
   for (const auto &group : headGroups(kernel))
@@ -60,7 +62,6 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
   const int64_t D = kernel.headDim, Hq = kernel.queryHeads, Hkv = kernel.kvHeads;
   const std::vector<std::vector<int64_t>> groups = headGroups(kernel);
   const int64_t G = groupSize(kernel);
-  const int64_t E = (D + kernel.minSubgroupSize - 1) / kernel.minSubgroupSize; // per lane
   const int64_t NS = kernel.subgroups;
   // A workgroup's query vectors ("members"): rows x the group's heads,
   // member m = (row m / G, head m % G).
@@ -131,85 +132,100 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
   k.ifThen(works, [&] {
     Value lane = k.laneId(), sg = k.subgroupId(), S = k.subgroupSize();
     Value scale = k.f32(kernel.scale);
-    // This lane's elements d_e = lane + e * S (those below D).
-    std::vector<Value> dims, inRange;
-    for (int64_t e = 0; e < E; ++e) {
-      Value d = k.add(lane, k.mul(k.index(e), S));
-      inRange.push_back(k.lt(d, k.index(D)));
-      dims.push_back(k.min(d, k.index(D - 1))); // an in-bounds index for masked lanes
-    }
-    // Member m's row (rows past the dispatch's reread the last; unstored)
-    // and the positions it sees.
-    std::vector<Value> memberRow, memberVisible;
-    for (int64_t m = 0; m < M; ++m) {
-      memberRow.push_back(k.min(k.add(t0, k.index(m / G)), lastRow));
-      memberVisible.push_back(k.add(k.add(k.startPosition(), memberRow.back()), k.index(1)));
-    }
-    std::vector<std::vector<Value>> q(static_cast<size_t>(M));
-    for (int64_t m = 0; m < M; ++m) {
-      Value qBase = k.add(
-          k.tensorOffset(0),
-          k.mul(k.add(k.mul(memberRow[size_t(m)], k.index(Hq)), headOf(g, m % G)), k.index(D)));
-      for (int64_t e = 0; e < E; ++e)
-        q[size_t(m)].push_back(k.select(
-            inRange[size_t(e)], k.load(k.tensor(0), k.add(qBase, dims[size_t(e)])), k.f32(0.0)));
-    }
-    // Carried per member: max, sum, E accumulators.
-    std::vector<Value> init;
-    for (int64_t m = 0; m < M; ++m) {
-      init.push_back(k.f32(kernels::lowestScore()));
-      init.push_back(k.f32(0.0));
-      for (int64_t e = 0; e < E; ++e)
+    // The subgroups' partial states into shared memory, with E elements of
+    // head_dim per lane (E >= head_dim / subgroup size).
+    auto partialStates = [&](int64_t E) {
+      // This lane's elements d_e = lane + e * S (those below D).
+      std::vector<Value> dims, inRange;
+      for (int64_t e = 0; e < E; ++e) {
+        Value d = k.add(lane, k.mul(k.index(e), S));
+        inRange.push_back(k.lt(d, k.index(D)));
+        dims.push_back(k.min(d, k.index(D - 1))); // an in-bounds index for masked lanes
+      }
+      // Member m's row (rows past the dispatch's reread the last; unstored)
+      // and the positions it sees.
+      std::vector<Value> memberRow, memberVisible;
+      for (int64_t m = 0; m < M; ++m) {
+        memberRow.push_back(k.min(k.add(t0, k.index(m / G)), lastRow));
+        memberVisible.push_back(k.add(k.add(k.startPosition(), memberRow.back()), k.index(1)));
+      }
+      std::vector<std::vector<Value>> q(static_cast<size_t>(M));
+      for (int64_t m = 0; m < M; ++m) {
+        Value qBase = k.add(
+            k.tensorOffset(0),
+            k.mul(k.add(k.mul(memberRow[size_t(m)], k.index(Hq)), headOf(g, m % G)), k.index(D)));
+        for (int64_t e = 0; e < E; ++e)
+          q[size_t(m)].push_back(k.select(
+              inRange[size_t(e)], k.load(k.tensor(0), k.add(qBase, dims[size_t(e)])), k.f32(0.0)));
+      }
+      // Carried per member: max, sum, E accumulators.
+      std::vector<Value> init;
+      for (int64_t m = 0; m < M; ++m) {
+        init.push_back(k.f32(kernels::lowestScore()));
         init.push_back(k.f32(0.0));
-    }
-    const size_t perHead = size_t(2 + E);
-    Value headRows = k.mul(g, capacity); // KV head g's first cached row
-    std::vector<Value> state = k.forLoop(
-        k.add(from, sg), to, k.numSubgroups(), init,
-        [&](Value s, const std::vector<Value> &carried) {
-          Value row = k.add(headRows, s);
-          Value keyBase = k.add(k.tensorOffset(1), k.mul(row, k.index(D)));
-          Value valueBase = k.add(k.tensorOffset(2), k.mul(row, k.index(D)));
-          std::vector<Value> keys, values;
-          for (int64_t e = 0; e < E; ++e) {
-            keys.push_back(k.loadAsF32(k.tensor(1), k.add(keyBase, dims[size_t(e)])));
-            values.push_back(k.loadAsF32(k.tensor(2), k.add(valueBase, dims[size_t(e)])));
-          }
-          std::vector<Value> next;
-          for (int64_t m = 0; m < M; ++m) {
-            Value partial = k.f32(0.0);
-            for (int64_t e = 0; e < E; ++e)
-              partial = k.fma(q[size_t(m)][size_t(e)], keys[size_t(e)], partial);
-            Value score = k.mul(k.subgroupSum(partial), scale);
-            const size_t at = size_t(m) * perHead;
-            kernels::SoftmaxStep step =
-                kernels::onlineSoftmaxStep(k.b, k.loc, carried[at], carried[at + 1], score);
-            std::vector<Value> updated = {step.max, step.sum};
-            for (int64_t e = 0; e < E; ++e)
-              updated.push_back(k.fma(step.weight, values[size_t(e)],
-                                      k.mul(carried[at + 2 + size_t(e)], step.rescale)));
-            // A row of the block before this position keeps its state
-            // (every row of a one-row block sees every position it loops over).
-            Value sees = R > 1 ? k.lt(s, memberVisible[size_t(m)]) : Value();
-            for (size_t v = 0; v < updated.size(); ++v)
-              next.push_back(sees ? k.select(sees, updated[v], carried[at + v]) : updated[v]);
-          }
-          return next;
-        });
+        for (int64_t e = 0; e < E; ++e)
+          init.push_back(k.f32(0.0));
+      }
+      const size_t perHead = size_t(2 + E);
+      Value headRows = k.mul(g, capacity); // KV head g's first cached row
+      std::vector<Value> state = k.forLoop(
+          k.add(from, sg), to, k.numSubgroups(), init,
+          [&](Value s, const std::vector<Value> &carried) {
+            Value row = k.add(headRows, s);
+            Value keyBase = k.add(k.tensorOffset(1), k.mul(row, k.index(D)));
+            Value valueBase = k.add(k.tensorOffset(2), k.mul(row, k.index(D)));
+            std::vector<Value> keys, values;
+            for (int64_t e = 0; e < E; ++e) {
+              keys.push_back(k.loadAsF32(k.tensor(1), k.add(keyBase, dims[size_t(e)])));
+              values.push_back(k.loadAsF32(k.tensor(2), k.add(valueBase, dims[size_t(e)])));
+            }
+            std::vector<Value> next;
+            for (int64_t m = 0; m < M; ++m) {
+              Value partial = k.f32(0.0);
+              for (int64_t e = 0; e < E; ++e)
+                partial = k.fma(q[size_t(m)][size_t(e)], keys[size_t(e)], partial);
+              Value score = k.mul(k.subgroupSum(partial), scale);
+              const size_t at = size_t(m) * perHead;
+              kernels::SoftmaxStep step =
+                  kernels::onlineSoftmaxStep(k.b, k.loc, carried[at], carried[at + 1], score);
+              std::vector<Value> updated = {step.max, step.sum};
+              for (int64_t e = 0; e < E; ++e)
+                updated.push_back(k.fma(step.weight, values[size_t(e)],
+                                        k.mul(carried[at + 2 + size_t(e)], step.rescale)));
+              // A row of the block before this position keeps its state
+              // (every row of a one-row block sees every position it loops over).
+              Value sees = R > 1 ? k.lt(s, memberVisible[size_t(m)]) : Value();
+              for (size_t v = 0; v < updated.size(); ++v)
+                next.push_back(sees ? k.select(sees, updated[v], carried[at + v]) : updated[v]);
+            }
+            return next;
+          });
 
-    // Each subgroup's partial state into shared memory.
-    for (int64_t m = 0; m < M; ++m) {
-      const size_t at = size_t(m) * perHead;
-      Value slot = k.add(k.mul(sg, k.index(M)), k.index(m));
-      k.ifThen(k.eq(lane, k.index(0)), [&] {
-        k.store(state[at], sharedMax, slot);
-        k.store(state[at + 1], sharedSum, slot);
-      });
-      for (int64_t e = 0; e < E; ++e)
-        k.ifThen(inRange[size_t(e)], [&] {
-          k.store(state[at + 2 + size_t(e)], sharedAcc,
-                  k.add(k.mul(slot, k.index(D)), dims[size_t(e)]));
+      // Each subgroup's partial state into shared memory.
+      for (int64_t m = 0; m < M; ++m) {
+        const size_t at = size_t(m) * perHead;
+        Value slot = k.add(k.mul(sg, k.index(M)), k.index(m));
+        k.ifThen(k.eq(lane, k.index(0)), [&] {
+          k.store(state[at], sharedMax, slot);
+          k.store(state[at + 1], sharedSum, slot);
         });
+        for (int64_t e = 0; e < E; ++e)
+          k.ifThen(inRange[size_t(e)], [&] {
+            k.store(state[at + 2 + size_t(e)], sharedAcc,
+                    k.add(k.mul(slot, k.index(D)), dims[size_t(e)]));
+          });
+      }
+    };
+    // E sized for the smallest subgroup the kernel serves would leave
+    // three quarters of a 32-wide subgroup's slots masked but computed, so
+    // wide subgroups take a path of their own (the subgroup size is a
+    // specialization constant: the driver sees which path runs).
+    const int64_t narrowE = ceilDiv(D, kernel.minSubgroupSize), wideE = ceilDiv(D, 32);
+    if (kernel.minSubgroupSize >= 32 || wideE == narrowE) {
+      partialStates(narrowE);
+    } else {
+      k.ifThen(k.ge(S, k.index(32)), [&] { partialStates(wideE); });
+      k.ifThen(k.lt(S, k.index(32)), [&] { partialStates(narrowE); });
     }
     k.barrier();
     // Merge: invocation i takes outputs (m, d) = (i / D, i % D), ...
