@@ -134,6 +134,9 @@ protected:
 
 //===- Matrix products ------------------------------------------------------===//
 
+/// A binding limit no test weight reaches: the weight in one part.
+constexpr int64_t kWhole = int64_t(1) << 27;
+
 struct LinearCase {
   std::string label;
   int64_t in, out, rows;
@@ -278,84 +281,20 @@ INSTANTIATE_TEST_SUITE_P(
         // each part holding units on subgroups up to 8 wide (lavapipe's):
         // 2 (two columns a workgroup, the last one's second past the end),
         // 8 (the first parts with one unit more), 4 on the multi-row
-        // variant, and on weights in parts.
-        LinearCase{"decode_bf16_norm_swiglu_gain_c2", 200, 33, 1, Storage::BF16, true, true, false,
-                   Storage::BF16, int64_t(1) << 27, 2},
-        LinearCase{"decode_f16_residual_c8",
-                   600,
-                   33,
-                   1,
-                   Storage::F16,
-                   false,
-                   false,
-                   true,
-                   {},
-                   int64_t(1) << 27,
-                   8},
-        LinearCase{"decode_f32_norm_long_k_c8",
-                   1040,
-                   20,
-                   1,
-                   Storage::F32,
-                   true,
-                   false,
-                   true,
-                   {},
-                   int64_t(1) << 27,
-                   8},
-        LinearCase{"rows7_bf16_norm_residual_c4", 264, 37, 7, Storage::BF16, true, false, true,
-                   Storage::BF16, int64_t(1) << 27, 4},
-        LinearCase{"decode_bf16_in_parts_c2",
-                   160,
-                   200,
-                   1,
-                   Storage::BF16,
-                   true,
-                   false,
-                   false,
-                   {},
-                   64 * 160 * 2,
-                   2},
-        LinearCase{"rows3_bf16_swiglu_in_parts_c4",
-                   264,
-                   150,
-                   3,
-                   Storage::BF16,
-                   true,
-                   true,
-                   true,
-                   {},
-                   64 * 264 * 2,
-                   4},
-        // Other prefill tiles (--prefill-tile): taller register blocks, a
-        // K step of 8, a small tile on a weight in parts of 32 rows.
-        LinearCase{"prefill_bf16_swiglu_gain_tile64x64x16_8x4", 48, 150, 70, Storage::BF16, true,
-                   true, false, Storage::BF16, int64_t(1) << 27, 1,
-                   vulkan::MatMulTiling{64, 64, 16, 8, 4}},
-        LinearCase{"prefill_f16_residual_tile64x128x8_8x8",
-                   96,
-                   130,
-                   33,
-                   Storage::F16,
-                   false,
-                   false,
-                   true,
-                   {},
-                   int64_t(1) << 27,
-                   1,
-                   vulkan::MatMulTiling{64, 128, 8, 8, 8}},
-        LinearCase{"prefill_f32_norm_in_parts_tile16x32x8_2x2",
-                   40,
-                   100,
-                   21,
-                   Storage::F32,
-                   true,
-                   false,
-                   false,
-                   {},
-                   32 * 40 * 4,
-                   1,
-                   vulkan::MatMulTiling{16, 32, 8, 2, 2}}),
+        // variant, and on weights in parts. Then other prefill tiles
+        // (--prefill-tile): taller register blocks, a K step of 8, a small
+        // tile on a weight in parts of 32 rows.
+        // clang-format off
+        LinearCase{"decode_bf16_norm_swiglu_gain_c2", 200, 33, 1, Storage::BF16, true, true, false, Storage::BF16, kWhole, 2},
+        LinearCase{"decode_f16_residual_c8", 600, 33, 1, Storage::F16, false, false, true, {}, kWhole, 8},
+        LinearCase{"decode_f32_norm_long_k_c8", 1040, 20, 1, Storage::F32, true, false, true, {}, kWhole, 8},
+        LinearCase{"rows7_bf16_norm_residual_c4", 264, 37, 7, Storage::BF16, true, false, true, Storage::BF16, kWhole, 4},
+        LinearCase{"decode_bf16_in_parts_c2", 160, 200, 1, Storage::BF16, true, false, false, {}, 64 * 160 * 2, 2},
+        LinearCase{"rows3_bf16_swiglu_in_parts_c4", 264, 150, 3, Storage::BF16, true, true, true, {}, 64 * 264 * 2, 4},
+        LinearCase{"prefill_bf16_swiglu_gain_tile64x64x16_8x4", 48, 150, 70, Storage::BF16, true, true, false, Storage::BF16, kWhole, 1, {64, 64, 16, 8, 4}},
+        LinearCase{"prefill_f16_residual_tile64x128x8_8x8", 96, 130, 33, Storage::F16, false, false, true, {}, kWhole, 1, {64, 128, 8, 8, 8}},
+        LinearCase{"prefill_f32_norm_in_parts_tile16x32x8_2x2", 40, 100, 21, Storage::F32, true, false, false, {}, 32 * 40 * 4, 1, {16, 32, 8, 2, 2}}),
+    // clang-format on
     [](const ::testing::TestParamInfo<LinearCase> &info) { return info.param.label; });
 
 //===- Embedding ------------------------------------------------------------===//
