@@ -26,7 +26,7 @@
 namespace q3::manifest {
 
 /// The version of the manifest's contents; a reader accepts exactly this one.
-inline constexpr int64_t kManifestVersion = 3;
+inline constexpr int64_t kManifestVersion = 4;
 
 inline constexpr const char *kCpuFormat = "q3c-cpu";
 /// A Vulkan artifact: the same schema, plus the Vulkan kernels' modules and
