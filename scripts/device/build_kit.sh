@@ -48,15 +48,14 @@ mkdir -p $D/q06; cp $R/config.json $D/q06/
 md5sum < $R/model.safetensors | cut -d' ' -f1 > $D/expect/r06.md5
 $Q3C compile $R --target vulkan --no-tokenizer -o $D/art/q06.vk.q3 > /dev/null
 $Q3C compile $R --target vulkan --kv-cache=f16 --no-tokenizer -o $D/art/q06.vk.kvf16.q3 > /dev/null
-for s in 1 8 64; do # decode attention's runs per KV head beside the default (32)
-  $Q3C compile $R --target vulkan --decode-splits=$s --no-tokenizer -o $D/art/q06.vk.split$s.q3 > /dev/null
-done
-# One subgroup per column in every decode product (the default splits the narrow ones' K).
-$Q3C compile $R --target vulkan --decode-column-subgroups=1 --no-tokenizer -o $D/art/q06.vk.col1.q3 > /dev/null
-# Prefill GEMM tiles beside the default 32,64,16,4,4.
-for t in 64,64,16,8,4 64,128,16,8,8 128,64,16,8,8 64,64,8,4,4; do
-  $Q3C compile $R --target vulkan --prefill-tile=$t --no-tokenizer -o $D/art/q06.vk.tile$t.q3 > /dev/null
-done
+# Settings to compare with the default, gzipped for the transfer (run.sh
+# unpacks them): decode attention's runs per KV head (default 32), one
+# subgroup per decode column, prefill GEMM tiles (default 32,64,16,4,4).
+sweep() { $Q3C compile $R --target vulkan --no-tokenizer "$2" -o ${TMPDIR:-/tmp}/kit-sweep.q3 > /dev/null
+  gzip -9 -c ${TMPDIR:-/tmp}/kit-sweep.q3 > $D/art/q06.vk.$1.q3.gz; }
+for s in 1 8 64; do sweep split$s --decode-splits=$s; done
+sweep col1 --decode-column-subgroups=1
+for t in 64,64,16,8,4 64,128,16,8,8 128,64,16,8,8 64,64,8,4,4; do sweep tile$t --prefill-tile=$t; done
 $Q3C compile $R --cpu=x86-64-v4 --no-tokenizer -o $D/art/q06.v4.q3 > /dev/null
 $Q3C compile $R --cpu=x86-64-v3 --no-tokenizer -o $D/art/q06.v3.q3 > /dev/null
 $REF logits --model $R --tokens 9,1,2,3 -o $D/expect/r06.ref.npy > /dev/null

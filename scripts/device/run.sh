@@ -17,6 +17,7 @@ if [ $DRY = 0 ]; then
 fi
 export LD_LIBRARY_PATH=$PWD/.dev/lib
 Q=.dev/bin/q3run; A=.dev/art; E=.dev/expect; P=/tmp/parity; mkdir -p $P
+for f in $A/*.q3.gz; do [ -f "$f" ] && gunzip -c "$f" > "${f%.gz}"; done # build_kit.sh's sweep
 ls /usr/local/nvidia/share/vulkan/icd.d/ /usr/share/vulkan/icd.d/ /etc/vulkan/icd.d/ 2>&1 | head; find / -xdev -name 'nvidia_icd*.json' 2>/dev/null | head -5
 step 60 $Q --list-devices || VK_LOADER_DEBUG=error,warn,driver timeout 30 $Q --list-devices 2>&1 | head -40
 if ! $Q --list-devices 2>/dev/null | grep -q -i nvidia && [ $DRY = 0 ]; then
