@@ -109,19 +109,11 @@ fi
 step 120 $Q bench $A/q06.vk.q3 --weights $R -p 128 -g 64 -r 5
 step 120 $Q bench $A/q06.vk.q3 --weights $R -p 128 -g 64 -r 5 --json > $OUT/vk-pp128.json
 step 120 $Q bench $A/q06.vk.q3 --weights $R -p 128 -g 64 -r 1 --profile
-el "== Vulkan prefill by GEMM tile (--prefill-tile; the default 32,64,16,4,4 above)"
-for f in $A/q06.vk.tile*.q3; do [ -f $f ] && echo "$f" && step 120 $Q bench $f --weights $R -p 512 -g 1 -r 2 && step 60 $Q bench $f --weights $R -p 128 -g 1 -r 2; done
-el "== Vulkan decode with one subgroup per column in every product (--decode-column-subgroups=1)"
-[ -f $A/q06.vk.col1.q3 ] && step 120 $Q bench $A/q06.vk.col1.q3 --weights $R -p 16 -g 64 -r 3 && \
-  step 120 $Q bench $A/q06.vk.col1.q3 --weights $R -p 16 -g 64 -r 1 --profile
 el "== Vulkan decode, fence waits sleeping (Q3_VULKAN_FENCE_POLL=0) against the default poll"
 step 120 env Q3_VULKAN_FENCE_POLL=0 $Q bench $A/q06.vk.q3 --weights $R -p 16 -g 64 -r 5
 step 120 $Q bench $A/q06.vk.q3 --weights $R -p 512 -g 64 -r 3
 step 180 $Q bench $A/q06.vk.q3 --weights $R -p 2048 -g 32 -r 2
 step 180 $Q bench $A/q06.vk.kvf16.q3 --weights $R -p 2048 -g 32 -r 2
-el "== Vulkan decode after 2048 by decode attention's runs per KV head (default 32 above)"
-for s in 1 8 64; do [ -f $A/q06.vk.split$s.q3 ] && step 120 $Q bench $A/q06.vk.split$s.q3 --weights $R -p 2048 -g 32 -r 1; done
-step 120 $Q bench $A/q06.vk.q3 --weights $R -p 2048 -g 32 -r 1 --profile
 el "== CPU backend on this machine's cores"
 [ ${SKIPCPU:-0} = 0 ] && step 120 $Q bench $CPUART --weights $R -p 128 -g 64 -r 3
 [ ${SKIPCPU:-0} = 0 ] && [ $(left) -gt 150 ] && step 120 $Q bench $CPUART --weights $R -p 2048 -g 32 -r 1
@@ -138,4 +130,15 @@ if [ -x $L/bin/llama-bench ] && [ $(left) -gt 120 ]; then
   [ $(left) -gt 60 ] && step 150 $LB -ngl 0 -dev none -nopo 1 -t $(nproc) -p 2048 -n 0 -r 1 -o md
   [ $(left) -gt 60 ] && step 150 $LB -ngl 0 -dev none -nopo 1 -t $(nproc) -p 0 -n 32 -d 2048 -r 1 -o md
 fi
+# This part's comparisons (build_kit.sh's sweep), after llama.cpp, each
+# while time is left.
+el "== Vulkan decode with one subgroup per column in every product (--decode-column-subgroups=1)"
+[ -f $A/q06.vk.col1.q3 ] && [ $(left) -gt 40 ] && step 60 $Q bench $A/q06.vk.col1.q3 --weights $R -p 16 -g 64 -r 3
+[ $(left) -gt 40 ] && step 60 $Q bench $A/q06.vk.q3 --weights $R -p 16 -g 64 -r 1 --profile
+[ -f $A/q06.vk.col1.q3 ] && [ $(left) -gt 40 ] && step 60 $Q bench $A/q06.vk.col1.q3 --weights $R -p 16 -g 64 -r 1 --profile
+el "== Vulkan decode after 2048 by decode attention's runs per KV head (default 32 above)"
+for s in 1 8 64; do [ -f $A/q06.vk.split$s.q3 ] && [ $(left) -gt 40 ] && step 60 $Q bench $A/q06.vk.split$s.q3 --weights $R -p 2048 -g 32 -r 1; done
+[ $(left) -gt 40 ] && step 60 $Q bench $A/q06.vk.q3 --weights $R -p 2048 -g 32 -r 1 --profile
+el "== Vulkan prefill by GEMM tile (--prefill-tile; the default 32,64,16,4,4 above)"
+for f in $A/q06.vk.tile*.q3; do [ -f "$f" ] && [ $(left) -gt 40 ] && echo "$f" && step 60 $Q bench "$f" --weights $R -p 512 -g 1 -r 2 && step 60 $Q bench "$f" --weights $R -p 128 -g 1 -r 2; done
 el "done"
