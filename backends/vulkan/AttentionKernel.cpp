@@ -44,24 +44,24 @@ std::vector<std::vector<int64_t>> headGroups(const AttentionKernel &kernel) {
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int64_t groupSize(const AttentionKernel &kernel) {
+} // namespace
+
+int64_t attentionGroupSize(const AttentionKernel &kernel) {
   size_t largest = 0;
   for (const auto &group : headGroups(kernel))
     largest = std::max(largest, group.size());
   return int64_t(largest);
 }
 
-} // namespace
-
 int64_t attentionSharedBytes(const AttentionKernel &kernel) {
-  const int64_t members = kernel.rowsPerWorkgroup * groupSize(kernel);
+  const int64_t members = kernel.rowsPerWorkgroup * attentionGroupSize(kernel);
   return 4 * kernel.subgroups * members * (kernel.headDim + 2);
 }
 
 OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel &kernel) {
   const int64_t D = kernel.headDim, Hq = kernel.queryHeads, Hkv = kernel.kvHeads;
   const std::vector<std::vector<int64_t>> groups = headGroups(kernel);
-  const int64_t G = groupSize(kernel);
+  const int64_t G = attentionGroupSize(kernel);
   const int64_t NS = kernel.subgroups;
   // A workgroup's query vectors ("members"): rows x the group's heads,
   // member m = (row m / G, head m % G).

@@ -57,8 +57,7 @@ CompiledKernel compileKernel(KernelCompiler &compiler, func::FuncOp kernel) {
       missing(kernel, "decode_rows");
     MatVecShape matVec{*rows, *workgroup,
                        loweringConfigInt(kernel, "decode_column_subgroups").value_or(1)};
-    if (matVec.columnSubgroups < 1 || matVec.columnSubgroups > kMaxColumnSubgroups ||
-        (matVec.columnSubgroups & (matVec.columnSubgroups - 1)) != 0)
+    if (!validColumnSubgroups(matVec.columnSubgroups))
       throw std::runtime_error("kernel @" + name +
                                ": decode_column_subgroups must be a power of "
                                "two from 1 to " +

@@ -97,6 +97,11 @@ int64_t matVecSharedBytes(int64_t maxRows, int64_t columnSubgroups, int64_t subg
 /// The most subgroups that split one column (a workgroup of 8 x 128
 /// invocations for the widest subgroups devices have).
 inline constexpr int64_t kMaxColumnSubgroups = 8;
+/// Whether `c` subgroups per column is one the kernel takes: a power of two
+/// up to kMaxColumnSubgroups.
+inline bool validColumnSubgroups(int64_t c) {
+  return c >= 1 && c <= kMaxColumnSubgroups && (c & (c - 1)) == 0;
+}
 
 /// How a product's matrix-vector variants run (vulkan-matvec's decisions).
 struct MatVecShape {
@@ -179,6 +184,8 @@ struct AttentionKernel {
 mlir::OwningOpRef<mlir::ModuleOp> buildAttention(mlir::MLIRContext &context,
                                                  const AttentionKernel &kernel);
 int64_t attentionSharedBytes(const AttentionKernel &kernel);
+/// Query heads of the largest GQA group (those on one KV head).
+int64_t attentionGroupSize(const AttentionKernel &kernel);
 /// The merge of a split decode step: one workgroup per query head combines
 /// the active runs' records (max, sum, head_dim value sums) with the shared
 /// mergeSoftmax and writes the normalized output row. Bindings as

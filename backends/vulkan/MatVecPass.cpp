@@ -67,7 +67,7 @@ struct MatVecPass : PassWrapper<MatVecPass, OperationPass<ModuleOp>> {
   }
   void runOnOperation() override {
     const int64_t forced = columnSubgroupsOption;
-    if (forced < 0 || forced > kMaxColumnSubgroups || (forced & (forced - 1)) != 0) {
+    if (forced != 0 && !validColumnSubgroups(forced)) {
       getOperation().emitError() << "vulkan-matvec: column-subgroups must be 0 (the default) or "
                                     "a power of two up to "
                                  << kMaxColumnSubgroups << ", got " << forced;

@@ -62,9 +62,7 @@ constexpr int64_t kMaxAttentionMembers = 8;
 
 /// Rows per workgroup of the multi-row attention variant (see above).
 int64_t attentionRowsPerWorkgroup(AttentionKernel facts, int64_t subgroups) {
-  facts.subgroups = 1;
-  facts.rowsPerWorkgroup = 1;
-  const int64_t group = attentionSharedBytes(facts) / (4 * (facts.headDim + 2)); // heads a group
+  const int64_t group = attentionGroupSize(facts);
   facts.subgroups = subgroups;
   int64_t rows = 1;
   while (true) {

@@ -556,19 +556,12 @@ void VulkanDriver::download(const Buffer &from, int64_t offset, void *to, int64_
     // The copy joins whatever was issued and not yet submitted (a decode
     // step's token write and pass): one submission and one wait per step.
     VkCommandBuffer commands = beginOneShot();
-    VkMemoryBarrier before{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    before.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
-    before.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
-    api_->vkCmdPipelineBarrier(commands, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                               VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, nullptr, 0,
-                               nullptr);
+    memoryBarrier(commands, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
+                  VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
     VkBufferCopy region{VkDeviceSize(offset + done), 0, VkDeviceSize(chunk)};
     api_->vkCmdCopyBuffer(commands, from.buffer, readback_.buffer, 1, &region);
-    VkMemoryBarrier after{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    after.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-    after.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-    api_->vkCmdPipelineBarrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT,
-                               0, 1, &after, 0, nullptr, 0, nullptr);
+    memoryBarrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                  VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
     check(api_->vkEndCommandBuffer(commands), "recording a read-back");
     queue(commands, true);
     finish();
@@ -588,21 +581,17 @@ void VulkanDriver::write(const BufferRange &to, const void *from) {
   // Into the open ad-hoc recording (after the dispatches issued before it)
   // or the pending transfers, which the next submission carries first.
   VkCommandBuffer commands = recording_ == &adHoc_ ? adHoc_.commands : openTransfers();
-  VkMemoryBarrier before{VK_STRUCTURE_TYPE_MEMORY_BARRIER}; // after earlier reads and writes
-  before.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  before.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-  api_->vkCmdPipelineBarrier(commands,
-                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                             VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, nullptr, 0, nullptr);
+  // After the earlier kernels' and copies' writes, ...
+  memoryBarrier(commands, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT);
   api_->vkCmdUpdateBuffer(commands, buffer.buffer, VkDeviceSize(to.offset), VkDeviceSize(to.bytes),
                           from);
-  VkMemoryBarrier after{VK_STRUCTURE_TYPE_MEMORY_BARRIER}; // before later kernels and copies
-  after.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-  after.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                        VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  api_->vkCmdPipelineBarrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                             0, 1, &after, 0, nullptr, 0, nullptr);
+  // ... and before the later kernels and copies.
+  memoryBarrier(commands, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                    VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
 }
 
 void VulkanDriver::read(const BufferRange &from, void *to) {
@@ -684,12 +673,9 @@ VulkanDriver::Recording VulkanDriver::startRecording() {
   VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   check(api_->vkBeginCommandBuffer(recording.commands, &begin), "beginning a command buffer");
   // What the host and earlier submissions wrote is visible to the kernels.
-  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  barrier.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
-  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-  api_->vkCmdPipelineBarrier(recording.commands, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier, 0, nullptr, 0,
-                             nullptr);
+  memoryBarrier(recording.commands, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT,
+                VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
   if (profiling_ && device_->info().timestampPeriodNs > 0) {
     VkQueryPoolCreateInfo pool{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
     pool.queryType = VK_QUERY_TYPE_TIMESTAMP;
@@ -746,6 +732,16 @@ VkDescriptorSet VulkanDriver::descriptorSet(const Pipeline &pipeline,
   return set;
 }
 
+void VulkanDriver::memoryBarrier(VkCommandBuffer commands, VkPipelineStageFlags srcStages,
+                                 VkAccessFlags srcAccess, VkPipelineStageFlags dstStages,
+                                 VkAccessFlags dstAccess) {
+  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  barrier.srcAccessMask = srcAccess;
+  barrier.dstAccessMask = dstAccess;
+  api_->vkCmdPipelineBarrier(commands, srcStages, dstStages, 0, 1, &barrier, 0, nullptr, 0,
+                             nullptr);
+}
+
 void VulkanDriver::recordDispatch(Recording &recording, const Pipeline &pipeline, uint32_t groups,
                                   VkDescriptorSet set, const std::vector<uint32_t> &push) {
   VkCommandBuffer commands = recording.commands;
@@ -760,14 +756,11 @@ void VulkanDriver::recordDispatch(Recording &recording, const Pipeline &pipeline
   const uint32_t x = std::min(groups, maxX), y = (groups + x - 1) / x;
   api_->vkCmdDispatch(commands, x, y, 1);
   // Each dispatch reads what the previous ones wrote.
-  VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-  barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                          VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_HOST_READ_BIT;
-  api_->vkCmdPipelineBarrier(commands, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
-                                 VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
-                             0, 1, &barrier, 0, nullptr, 0, nullptr);
+  memoryBarrier(commands, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
+                    VK_PIPELINE_STAGE_HOST_BIT,
+                VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                    VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_HOST_READ_BIT);
 }
 
 namespace {

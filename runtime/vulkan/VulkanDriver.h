@@ -119,6 +119,11 @@ private:
   void submitAndWait(VkCommandBuffer commands);
   Recording startRecording();
   VkDescriptorSet descriptorSet(const Pipeline &pipeline, const std::vector<Binding> &bindings);
+  /// Work of `srcStages` that accessed memory as `srcAccess` happens before
+  /// (and is visible to) work of `dstStages` accessing it as `dstAccess`.
+  void memoryBarrier(VkCommandBuffer commands, VkPipelineStageFlags srcStages,
+                     VkAccessFlags srcAccess, VkPipelineStageFlags dstStages,
+                     VkAccessFlags dstAccess);
   void recordDispatch(Recording &recording, const Pipeline &pipeline, uint32_t groups,
                       VkDescriptorSet set, const std::vector<uint32_t> &push);
   /// Records one dispatch of variant `stage` of `kernel` over weight part
