@@ -123,18 +123,26 @@ LogicalResult RMSNormOp::verify() {
 // LinearOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult LinearOp::verify() {
-  if (failed(expectRank(*this, "input", getInput(), 2)) ||
-      failed(expectRank(*this, "weight", getWeight(), 2)) ||
-      failed(expectRank(*this, "result", getResult(), 2)))
+/// What linear and fused_linear share: input [rows, in], weight [out, in],
+/// result [rows, ...] (the caller checks the result's columns).
+static LogicalResult verifyProductOperands(Operation *op, Value input, Value weight, Value result) {
+  if (failed(expectRank(op, "input", input, 2)) || failed(expectRank(op, "weight", weight, 2)) ||
+      failed(expectRank(op, "result", result, 2)))
     return failure();
-  auto input = rankedType(getInput()), weight = rankedType(getWeight()),
-       result = rankedType(getResult());
-  if (failed(expectExtent(*this, "weight", 1, weight.getDimSize(1), input.getDimSize(1),
-                          "input dimension 1 (in features)")) ||
-      failed(expectExtent(*this, "result", 0, result.getDimSize(0), input.getDimSize(0),
-                          "input dimension 0 (rows)")) ||
-      failed(expectExtent(*this, "result", 1, result.getDimSize(1), weight.getDimSize(0),
+  auto inputType = rankedType(input);
+  if (failed(expectExtent(op, "weight", 1, rankedType(weight).getDimSize(1),
+                          inputType.getDimSize(1), "input dimension 1 (in features)")) ||
+      failed(expectExtent(op, "result", 0, rankedType(result).getDimSize(0),
+                          inputType.getDimSize(0), "input dimension 0 (rows)")))
+    return failure();
+  return success();
+}
+
+LogicalResult LinearOp::verify() {
+  if (failed(verifyProductOperands(*this, getInput(), getWeight(), getResult())))
+    return failure();
+  auto weight = rankedType(getWeight()), result = rankedType(getResult());
+  if (failed(expectExtent(*this, "result", 1, result.getDimSize(1), weight.getDimSize(0),
                           "weight dimension 0 (out features)")))
     return failure();
   if (Value bias = getBias()) {
@@ -354,17 +362,9 @@ LogicalResult SplitColumnsOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult FusedLinearOp::verify() {
-  if (failed(expectRank(*this, "input", getInput(), 2)) ||
-      failed(expectRank(*this, "weight", getWeight(), 2)) ||
-      failed(expectRank(*this, "result", getResult(), 2)))
+  if (failed(verifyProductOperands(*this, getInput(), getWeight(), getResult())))
     return failure();
-  auto input = rankedType(getInput()), weight = rankedType(getWeight()),
-       result = rankedType(getResult());
-  if (failed(expectExtent(*this, "weight", 1, weight.getDimSize(1), input.getDimSize(1),
-                          "input dimension 1 (in features)")) ||
-      failed(expectExtent(*this, "result", 0, result.getDimSize(0), input.getDimSize(0),
-                          "input dimension 0 (rows)")))
-    return failure();
+  auto weight = rankedType(getWeight()), result = rankedType(getResult());
   int64_t outFeatures = weight.getDimSize(0);
   if (getSwiglu()) {
     if (outFeatures % 2 != 0)

@@ -34,7 +34,6 @@ static_assert(manifest::kNoPrefetch == LoweringConfigAttr::kNoPrefetch,
 using manifest::Binding;
 using manifest::BindingKind;
 using manifest::Slot;
-using manifest::SlotKind;
 
 bool isWeightDefinition(Operation *op) {
   return isa<ParamOp, FoldGainOp, ConcatRowsOp, PackColumnBlocksOp>(op);
@@ -151,46 +150,6 @@ private:
     return b;
   }
 
-  Slot slotFor(const Binding &b, Type type) {
-    Slot slot;
-    switch (b.kind) {
-    case BindingKind::Buffer:
-      slot.kind = SlotKind::Buffer;
-      slot.rowBytes = rowBytesOf(type);
-      break;
-    case BindingKind::Tokens:
-      slot.kind = SlotKind::Tokens;
-      break;
-    case BindingKind::Weight:
-      slot.kind = SlotKind::Weight;
-      slot.shape = shapeOf(type);
-      slot.dtype = elementTypeOf(type.cast<RankedTensorType>().getElementType());
-      slot.layout = hasColumnBlocks(type) ? manifest::Layout::ColumnBlocks
-                                          : manifest::Layout::RowMajor;
-      break;
-    case BindingKind::Cache: {
-      auto cache = type.cast<KVCacheType>();
-      slot.kind = SlotKind::Cache;
-      slot.shape = {cache.getLayers(), cache.getKvHeads(), cache.getHeadDim()};
-      slot.dtype = elementTypeOf(cache.getElement());
-      break;
-    }
-    case BindingKind::CacheKeys:
-    case BindingKind::CacheValues: {
-      auto shape = type.cast<RankedTensorType>().getShape();
-      slot.kind = SlotKind::CacheLayer;
-      slot.shape = {shape[1], shape[2]};
-      slot.dtype = m.kvCache;
-      break;
-    }
-    case BindingKind::StartPos:
-    case BindingKind::Constant:
-      slot.kind = SlotKind::Index;
-      break;
-    }
-    return slot;
-  }
-
   manifest::Kernel kernelOf(func::FuncOp kernel, const manifest::Step &step) {
     LoweringConfigAttr lowering = loweringOf(kernel);
     if (!lowering.hasGrid())
@@ -220,9 +179,9 @@ private:
       k.variantChoice = manifest::VariantChoice::LikeProducts;
     FunctionType type = kernel.getFunctionType();
     for (auto [b, t] : llvm::zip(step.operands, type.getInputs()))
-      k.operands.push_back(slotFor(b, t));
+      k.operands.push_back(slotOf(b, t, m.kvCache));
     for (auto [b, t] : llvm::zip(step.results, type.getResults()))
-      k.results.push_back(slotFor(b, t));
+      k.results.push_back(slotOf(b, t, m.kvCache));
     return k;
   }
 
@@ -304,6 +263,51 @@ Binding bindingOf(Value value, const llvm::DenseMap<Value, int64_t> &weightIds,
   throw std::runtime_error("the runtime cannot bind a value defined by '" +
                            value.getDefiningOp()->getName().getStringRef().str() +
                            "' outside a kernel (a view that no kernel absorbed?)");
+}
+
+manifest::Slot slotOf(const manifest::Binding &b, Type type, manifest::ElementType kvCache) {
+  using manifest::BindingKind;
+  using manifest::SlotKind;
+  manifest::Slot slot;
+  switch (b.kind) {
+  case BindingKind::Buffer:
+    slot.kind = SlotKind::Buffer;
+    slot.rowBytes = rowBytesOf(type);
+    break;
+  case BindingKind::Tokens:
+    slot.kind = SlotKind::Tokens;
+    break;
+  case BindingKind::Weight:
+    slot.kind = SlotKind::Weight;
+    slot.shape = shapeOf(type);
+    slot.dtype = elementTypeOf(type.cast<RankedTensorType>().getElementType());
+    slot.layout =
+        hasColumnBlocks(type) ? manifest::Layout::ColumnBlocks : manifest::Layout::RowMajor;
+    break;
+  case BindingKind::Cache: {
+    auto cache = type.cast<KVCacheType>();
+    slot.kind = SlotKind::Cache;
+    slot.shape = {cache.getLayers(), cache.getKvHeads(), cache.getHeadDim()};
+    slot.dtype = elementTypeOf(cache.getElement());
+    break;
+  }
+  case BindingKind::CacheKeys:
+  case BindingKind::CacheValues:
+    slot.kind = SlotKind::CacheLayer;
+    if (auto cache = type.dyn_cast<KVCacheType>()) {
+      slot.shape = {cache.getKvHeads(), cache.getHeadDim()};
+    } else {
+      auto shape = type.cast<RankedTensorType>().getShape();
+      slot.shape = {shape[1], shape[2]};
+    }
+    slot.dtype = kvCache;
+    break;
+  case BindingKind::StartPos:
+  case BindingKind::Constant:
+    slot.kind = SlotKind::Index;
+    break;
+  }
+  return slot;
 }
 
 void readBufferPlan(ModuleOp module, manifest::Manifest &m) {

@@ -33,6 +33,14 @@ manifest::Binding bindingOf(mlir::Value value,
                             const llvm::DenseMap<mlir::Value, int64_t> &weightIds,
                             const llvm::DenseMap<mlir::Value, manifest::Binding> &produced);
 
+/// The slot of a kernel argument or result that a dispatch binds as `b`,
+/// read off its IR type: a buffer's row bytes; a weight's shape, dtype and
+/// layout; the cache's layers, heads and head size; a layer of the cache
+/// (a keys/values tensor [rows, heads, head_dim], or the !q3.kv_cache a
+/// kernel cuts it from) its heads and head size. `kvCache`: the cache's
+/// element type.
+manifest::Slot slotOf(const manifest::Binding &b, mlir::Type type, manifest::ElementType kvCache);
+
 /// The module's q3.buffer_plan into `m`: prefill rows and each activation
 /// buffer's row bytes. Throws when plan-buffers did not run.
 void readBufferPlan(mlir::ModuleOp module, manifest::Manifest &m);

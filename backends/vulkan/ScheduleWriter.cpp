@@ -20,8 +20,6 @@ namespace {
 
 using manifest::Binding;
 using manifest::BindingKind;
-using manifest::Slot;
-using manifest::SlotKind;
 
 int64_t rowBytesOf(Value activation) { return backends::rowBytesOf(activation.getType()); }
 
@@ -55,6 +53,10 @@ private:
         loweringConfig(kernel, "cache_binding") == StringAttr::get(module.getContext(), "layer");
     manifest::Step step;
     step.kernel = dispatch.getKernel().str();
+    FunctionType signature = kernel.getFunctionType();
+    // The IR type of each binding, for the kernel's slots: a cache operand
+    // the kernel reads a layer of is bound as two (keys, values).
+    std::vector<Type> operandTypes;
     for (auto [i, operand] : llvm::enumerate(dispatch.getOperands())) {
       if (layerCache && operand.getType().isa<ir::KVCacheType>()) {
         Binding layer = describe(dispatch.getOperand(layerOperand(kernel)));
@@ -66,9 +68,11 @@ private:
         keys.layer = values.layer = layer.value;
         step.operands.push_back(keys);
         step.operands.push_back(values);
+        operandTypes.insert(operandTypes.end(), 2, signature.getInput(unsigned(i)));
         continue;
       }
       step.operands.push_back(describe(operand));
+      operandTypes.push_back(signature.getInput(unsigned(i)));
     }
     auto buffers = dispatch->getAttrOfType<DenseI64ArrayAttr>("q3.buffers");
     if (!buffers)
@@ -86,13 +90,15 @@ private:
       step.results.push_back(bound);
     }
     if (kernelIndex.try_emplace(step.kernel, m.kernels.size()).second)
-      m.kernels.push_back(kernelOf(kernel, step));
+      m.kernels.push_back(kernelOf(kernel, step, operandTypes));
     m.steps.push_back(std::move(step));
   }
 
-  /// The kernel's signature: the slots of its first dispatch's bindings; its
-  /// grid: the one vulkan-workgroups recorded in its `#q3.lowering`.
-  manifest::Kernel kernelOf(func::FuncOp kernel, const manifest::Step &step) {
+  /// The kernel's signature: the slots of its first dispatch's bindings, of
+  /// `operandTypes` and its results' types; its grid: the one
+  /// vulkan-workgroups recorded in its `#q3.lowering`.
+  manifest::Kernel kernelOf(func::FuncOp kernel, const manifest::Step &step,
+                            const std::vector<Type> &operandTypes) {
     ir::LoweringConfigAttr lowering = ir::loweringOf(kernel);
     if (!lowering.hasGrid())
       throw std::runtime_error("kernel @" + step.kernel +
@@ -103,48 +109,11 @@ private:
                                                    : manifest::GridKind::PerRow;
     k.gridCount = lowering.getGridCount();
     k.workspaceBytes = lowering.getWorkspaceBytes();
-    for (const Binding &b : step.operands)
-      k.operands.push_back(slotOf(b));
-    for (const Binding &b : step.results)
-      k.results.push_back(slotOf(b));
+    for (auto [b, type] : llvm::zip(step.operands, operandTypes))
+      k.operands.push_back(backends::slotOf(b, type, m.kvCache));
+    for (auto [b, type] : llvm::zip(step.results, kernel.getFunctionType().getResults()))
+      k.results.push_back(backends::slotOf(b, type, m.kvCache));
     return k;
-  }
-
-  Slot slotOf(const Binding &b) {
-    Slot slot;
-    switch (b.kind) {
-    case BindingKind::Buffer:
-      slot.kind = SlotKind::Buffer;
-      slot.rowBytes = b.rowBytes;
-      break;
-    case BindingKind::Tokens:
-      slot.kind = SlotKind::Tokens;
-      break;
-    case BindingKind::Weight: {
-      const manifest::Weight &w = m.weights.at(size_t(b.id));
-      slot.kind = SlotKind::Weight;
-      slot.shape = w.shape;
-      slot.dtype = w.dtype;
-      slot.layout = w.layout;
-      break;
-    }
-    case BindingKind::Cache:
-      slot.kind = SlotKind::Cache;
-      slot.shape = {m.config.numHiddenLayers, m.config.numKeyValueHeads, m.config.headDim};
-      slot.dtype = m.kvCache;
-      break;
-    case BindingKind::CacheKeys:
-    case BindingKind::CacheValues:
-      slot.kind = SlotKind::CacheLayer;
-      slot.shape = {m.config.numKeyValueHeads, m.config.headDim};
-      slot.dtype = m.kvCache;
-      break;
-    case BindingKind::StartPos:
-    case BindingKind::Constant:
-      slot.kind = SlotKind::Index;
-      break;
-    }
-    return slot;
   }
 
   Binding describe(Value value) { return backends::bindingOf(value, weightIds, values); }
