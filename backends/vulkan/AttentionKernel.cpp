@@ -220,12 +220,13 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
     // three quarters of a 32-wide subgroup's slots masked but computed, so
     // wide subgroups take a path of their own (the subgroup size is a
     // specialization constant: the driver sees which path runs).
-    const int64_t narrowE = ceilDiv(D, kernel.minSubgroupSize), wideE = ceilDiv(D, 32);
-    if (kernel.minSubgroupSize >= 32 || wideE == narrowE) {
+    const int64_t wide = kernel.wideSubgroupSize;
+    const int64_t narrowE = ceilDiv(D, kernel.minSubgroupSize), wideE = ceilDiv(D, wide);
+    if (kernel.minSubgroupSize >= wide || wideE == narrowE) {
       partialStates(narrowE);
     } else {
-      k.ifThen(k.ge(S, k.index(32)), [&] { partialStates(wideE); });
-      k.ifThen(k.lt(S, k.index(32)), [&] { partialStates(narrowE); });
+      k.ifThen(k.ge(S, k.index(wide)), [&] { partialStates(wideE); });
+      k.ifThen(k.lt(S, k.index(wide)), [&] { partialStates(narrowE); });
     }
     k.barrier();
     // Merge: invocation i takes outputs (m, d) = (i / D, i % D), ...

@@ -163,6 +163,11 @@ struct AttentionKernel {
   /// differs from `subgroups`.
   int64_t decodeSubgroups = 4;
   int64_t minSubgroupSize = 8;
+  /// Subgroups at least this wide take a path of their own with
+  /// ceil(headDim / wideSubgroupSize) values per lane (NVIDIA's and AMD's
+  /// wave32 width; tests take 16 to run that path on lavapipe's 16-wide
+  /// subgroups).
+  int64_t wideSubgroupSize = 32;
   Storage cache = Storage::F32; // the cached keys' and values' element type
   /// Workgroups per KV head of the one-row variant, each over its own run
   /// of at least `splitPositions` positions (KernelMath's decodeSplit).

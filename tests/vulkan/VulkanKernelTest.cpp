@@ -371,6 +371,10 @@ struct AttentionCase {
   int64_t decodeSubgroups = 4; // the one-row variant's (vulkan-workgroups)
   int64_t decodeSplits = 1, splitPositions = 1; // vulkan-split-decode-attention
   int64_t rowsPerWorkgroup = 1;                 // vulkan-workgroups' prefill_rows_per_workgroup
+  /// The kernel's wide path from this subgroup size: at 16, the ctest
+  /// vulkan.subgroups16 (lavapipe with 16-wide subgroups) runs the path that
+  /// 32-wide GPUs take, where a lane's values cover head_dim exactly.
+  int64_t wideSubgroupSize = 32;
 };
 void PrintTo(const AttentionCase &c, std::ostream *os) { *os << c.label; }
 
@@ -395,6 +399,7 @@ TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
   attentionKernel.decodeSplits = c.decodeSplits;
   attentionKernel.splitPositions = c.splitPositions;
   attentionKernel.rowsPerWorkgroup = c.rowsPerWorkgroup;
+  attentionKernel.wideSubgroupSize = c.wideSubgroupSize;
   DeviceKernel rope(compiler.qkNormRope(ropeKernel));
   DeviceKernel attention(compiler.attention(attentionKernel));
 
@@ -575,7 +580,52 @@ INSTANTIATE_TEST_SUITE_P(
                       2},
         AttentionCase{"bf16_cache_prefill_mqa", 6, 1, 8, 5, 3, Storage::F16, {}, Storage::BF16},
         AttentionCase{
-            "bf16_cache_decode_hd128", 8, 2, 128, 40, 1, Storage::BF16, {}, Storage::BF16}),
+            "bf16_cache_decode_hd128", 8, 2, 128, 40, 1, Storage::BF16, {}, Storage::BF16},
+        // The wide path (lanes x values = head_dim, nothing masked) from 16
+        // lanes: prefill over several rows per workgroup, the one-row
+        // variant split over workgroups, an uneven map with head_dim 16.
+        AttentionCase{"wide16_rows2_hd128",
+                      8,
+                      2,
+                      128,
+                      20,
+                      6,
+                      Storage::BF16,
+                      {},
+                      Storage::F32,
+                      4,
+                      1,
+                      1,
+                      2,
+                      16},
+        AttentionCase{"wide16_split_hd128",
+                      4,
+                      2,
+                      128,
+                      200,
+                      1,
+                      Storage::BF16,
+                      {},
+                      Storage::F16,
+                      31,
+                      8,
+                      16,
+                      1,
+                      16},
+        AttentionCase{"wide16_uneven_map",
+                      3,
+                      2,
+                      16,
+                      90,
+                      3,
+                      Storage::F32,
+                      {1, 0, 1},
+                      Storage::F32,
+                      4,
+                      1,
+                      1,
+                      1,
+                      16}),
     [](const ::testing::TestParamInfo<AttentionCase> &info) { return info.param.label; });
 
 } // namespace
