@@ -20,20 +20,13 @@ using namespace mlir;
 using namespace q3::ir;
 
 namespace q3::cpu {
+
+using backends::storageOf;
+
 namespace {
 
 [[noreturn]] void refuse(func::FuncOp kernel, const std::string &what) {
   throw std::runtime_error("kernel @" + kernel.getSymName().str() + ": " + what);
-}
-
-WeightStorage storageOf(Type type) {
-  if (auto tensor = type.dyn_cast<RankedTensorType>())
-    type = tensor.getElementType();
-  if (type.isBF16())
-    return WeightStorage::BF16;
-  if (type.isF16())
-    return WeightStorage::F16;
-  return WeightStorage::F32;
 }
 
 int64_t dimOf(Value value, unsigned dim) {
@@ -115,9 +108,9 @@ std::string productSource(func::FuncOp kernel, const std::string &name,
     refuse(kernel, "unknown matmul '" + lowering.getMatmul().str() + "'");
   if (*matmul != PrefillMatmul::F32 && !cpu.tiledPrefill())
     refuse(kernel, "matmul " + lowering.getMatmul().str() + " needs a weight_packing");
-  if (*matmul != PrefillMatmul::F32 && cpu.weight != WeightStorage::BF16)
+  if (*matmul != PrefillMatmul::F32 && cpu.weight != Storage::BF16)
     refuse(kernel, "matmul " + lowering.getMatmul().str() + " multiplies bf16 weights, not " +
-                       (cpu.weight == WeightStorage::F16 ? "f16" : "f32"));
+                       (cpu.weight == Storage::F16 ? "f16" : "f32"));
   if (*matmul == PrefillMatmul::Amx && !cpu.amxFits())
     refuse(kernel, "matmul amx needs a weight packed at load with K % 32 == 0");
   cpu.prefillMatmul = *matmul;
@@ -144,7 +137,7 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
     refuse(kernel, "has workspace_bytes in its q3.lowering, which only attention's decode "
                    "splits use");
   auto forward = module.lookupSymbol<func::FuncOp>(kEntryPoint);
-  const WeightStorage cacheStorage =
+  const Storage cacheStorage =
       storageOf(forward.getArgument(2).getType().cast<KVCacheType>().getElement());
   return llvm::TypeSwitch<Operation *, std::string>(compute)
       .Case<FusedLinearOp>([&](FusedLinearOp op) {

@@ -6,13 +6,13 @@
 
 namespace q3::cpu::detail {
 
-const char *storageType(WeightStorage storage) {
+const char *storageType(Storage storage) {
   switch (storage) {
-  case WeightStorage::F32:
+  case Storage::F32:
     return "f32";
-  case WeightStorage::F16:
+  case Storage::F16:
     return "f16";
-  case WeightStorage::BF16:
+  case Storage::BF16:
     return "i16"; // widened by hand: LLVM 16 cannot select vector bf16 -> f32 on x86
   }
   return "f32";
@@ -31,16 +31,16 @@ std::string indented(const std::string &text, const std::string &prefix) {
 }
 
 /// Loads `memref[indices]` (stored as `storage`) into an f32 `result`.
-std::string widenedLoad(WeightStorage storage, const std::string &result, const std::string &memref,
+std::string widenedLoad(Storage storage, const std::string &result, const std::string &memref,
                         const std::string &indices, const std::string &type) {
   switch (storage) {
-  case WeightStorage::F32:
+  case Storage::F32:
     return fmt::format("{} = memref.load {}[{}] : {}", result, memref, indices, type);
-  case WeightStorage::F16:
+  case Storage::F16:
     return fmt::format("{0}_h = memref.load {1}[{2}] : {3}\n"
                        "      {0} = arith.extf {0}_h : f16 to f32",
                        result, memref, indices, type);
-  case WeightStorage::BF16:
+  case Storage::BF16:
     return fmt::format("{0}_h = memref.load {1}[{2}] : {3}\n"
                        "      {0}_i = arith.extui {0}_h : i16 to i32\n"
                        "      {0}_c = arith.constant 16 : i32\n"
@@ -51,18 +51,17 @@ std::string widenedLoad(WeightStorage storage, const std::string &result, const 
   return "";
 }
 
-std::string vectorWidenedLoad(WeightStorage storage, const std::string &result,
-                              const std::string &memref, const std::string &indices,
-                              const std::string &type) {
+std::string vectorWidenedLoad(Storage storage, const std::string &result, const std::string &memref,
+                              const std::string &indices, const std::string &type) {
   const std::string at = memref + "[" + indices + "]";
   switch (storage) {
-  case WeightStorage::F32:
+  case Storage::F32:
     return fmt::format("{} = vector.load {} : {}, vector<16xf32>", result, at, type);
-  case WeightStorage::F16:
+  case Storage::F16:
     return fmt::format("{0}_h = vector.load {1} : {2}, vector<16xf16>\n"
                        "    {0} = arith.extf {0}_h : vector<16xf16> to vector<16xf32>",
                        result, at, type);
-  case WeightStorage::BF16:
+  case Storage::BF16:
     return fmt::format("{0}_h = vector.load {1} : {2}, vector<16xi16>\n"
                        "    {0}_i = arith.extui {0}_h : vector<16xi16> to vector<16xi32>\n"
                        "    {0}_c = arith.constant dense<16> : vector<16xi32>\n"

@@ -13,10 +13,10 @@ namespace q3::cpu {
 
 namespace {
 
-runtime::DType runtimeDType(WeightStorage dtype) {
-  if (dtype != WeightStorage::BF16 && dtype != WeightStorage::F16)
+runtime::DType runtimeDType(Storage dtype) {
+  if (dtype != Storage::BF16 && dtype != Storage::F16)
     throw std::invalid_argument("--tune: measures bf16 and f16 products only");
-  return dtype == WeightStorage::F16 ? runtime::DType::F16 : runtime::DType::BF16;
+  return dtype == Storage::F16 ? runtime::DType::F16 : runtime::DType::BF16;
 }
 
 } // namespace
@@ -42,7 +42,7 @@ FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t
   return kernel;
 }
 
-std::vector<uint8_t> randomHalves(WeightStorage dtype, int64_t count, std::mt19937 &rng) {
+std::vector<uint8_t> randomHalves(Storage dtype, int64_t count, std::mt19937 &rng) {
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> values(static_cast<size_t>(count));
   for (float &v : values)

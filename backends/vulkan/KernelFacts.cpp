@@ -16,16 +16,6 @@ llvm::ArrayRef<int64_t> shapeOf(Value v) { return v.getType().cast<RankedTensorT
 
 } // namespace
 
-Storage storageOf(Type element) {
-  if (element.isBF16())
-    return Storage::BF16;
-  if (element.isF16())
-    return Storage::F16;
-  if (element.isF32())
-    return Storage::F32;
-  throw std::runtime_error("unsupported weight element type");
-}
-
 std::optional<LinearKernel> linearFacts(func::FuncOp kernel) {
   Operation *anchor = kernelAnchor(kernel);
   LinearKernel facts;

@@ -12,6 +12,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include "backends/common/Storage.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,10 +21,9 @@
 
 namespace q3::vulkan {
 
-/// The element type of a weight or of the KV cache, as stored.
-enum class Storage { F32, F16, BF16 };
-const char *storageName(Storage storage);
-int64_t storageBytes(Storage storage);
+using backends::Storage;
+using backends::storageBytes;
+using backends::storageName;
 /// The binding element of a KV cache of `storage`: f32, f16, or i16 holding
 /// bf16 bits (each element its own 16-bit store: no two invocations share a
 /// 32-bit word).

@@ -12,20 +12,6 @@ using namespace mlir;
 
 namespace q3::vulkan {
 
-const char *storageName(Storage storage) {
-  switch (storage) {
-  case Storage::F32:
-    return "f32";
-  case Storage::F16:
-    return "f16";
-  case Storage::BF16:
-    return "bf16";
-  }
-  return "?";
-}
-
-int64_t storageBytes(Storage storage) { return storage == Storage::F32 ? 4 : 2; }
-
 Type cacheElementType(MLIRContext &context, Storage storage) {
   if (storage == Storage::F16)
     return FloatType::getF16(&context);
