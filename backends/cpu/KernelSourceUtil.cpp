@@ -7,15 +7,8 @@
 namespace q3::cpu::detail {
 
 const char *storageType(Storage storage) {
-  switch (storage) {
-  case Storage::F32:
-    return "f32";
-  case Storage::F16:
-    return "f16";
-  case Storage::BF16:
-    return "i16"; // widened by hand: LLVM 16 cannot select vector bf16 -> f32 on x86
-  }
-  return "f32";
+  // bf16 as i16, widened by hand: LLVM 16 cannot select vector bf16 -> f32 on x86.
+  return storage == Storage::BF16 ? "i16" : backends::storageName(storage);
 }
 
 std::string indented(const std::string &text, const std::string &prefix) {
