@@ -16,6 +16,7 @@
 #include "runtime/SharedLibrary.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/WeightLayout.h"
+#include "tests/common/KernelTestData.h"
 
 #include <gtest/gtest.h>
 
@@ -88,32 +89,8 @@ std::string functionText(const std::string &source, const std::string &name) {
   return source.substr(begin, source.find("func.func", begin) - begin);
 }
 
-runtime::DType runtimeType(Storage storage) {
-  switch (storage) {
-  case Storage::F32:
-    return runtime::DType::F32;
-  case Storage::F16:
-    return runtime::DType::F16;
-  case Storage::BF16:
-    return runtime::DType::BF16;
-  }
-  return runtime::DType::F32;
-}
-
-std::vector<float> randomValues(size_t count, std::mt19937 &rng, float scale = 1.0f) {
-  std::uniform_real_distribution<float> uniform(-scale, scale);
-  std::vector<float> values(count);
-  for (float &v : values)
-    v = uniform(rng);
-  return values;
-}
-
-/// Compiles `c` for `cpu`, runs it in two workgroup ranges, and compares with
-/// the reference; returns max |actual - expected| / max |expected|. With
-/// `sameRounding` the reference rounds the activations where the kernel does
-/// (after the gain, before the norm's scale), so only the order of the f32
-/// sums differs.
-double relativeErrorOf(const LinearCase &c, const std::string &cpu, bool sameRounding = false) {
+/// The kernel `c` describes, named "case" (entry q3_kernel_case).
+FusedLinearKernel kernelFor(const LinearCase &c) {
   FusedLinearKernel kernel;
   kernel.name = "case";
   kernel.inFeatures = c.in;
@@ -130,6 +107,16 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu, bool sameRou
   kernel.weightParts = c.parts;
   kernel.prefillMatmul = c.matmul;
   kernel.prefillTileRows = c.tileRows;
+  return kernel;
+}
+
+/// Compiles `c` for `cpu`, runs it in two workgroup ranges, and compares with
+/// the reference; returns max |actual - expected| / max |expected|. With
+/// `sameRounding` the reference rounds the activations where the kernel does
+/// (after the gain, before the norm's scale), so only the order of the f32
+/// sums differs.
+double relativeErrorOf(const LinearCase &c, const std::string &cpu, bool sameRounding = false) {
+  const FusedLinearKernel kernel = kernelFor(c);
 
   std::vector<uint8_t> library = cpu::linkSharedObject(
       cpu::compileKernelsToObject(cpu::fusedLinearSource(kernel), cpu::resolveCpuTarget(cpu)));
@@ -384,19 +371,8 @@ TEST(FusedLinearKernel, AmxPrefillRoundsOnlyTheActivations) {
 /// Compiles and links `c` for `cpu` and finds its entry, without running it
 /// (the host may lack the target's instructions).
 bool compilesAndLinks(const LinearCase &c, const cpu::CpuTarget &target) {
-  FusedLinearKernel kernel;
-  kernel.name = "case";
-  kernel.inFeatures = c.in;
-  kernel.outFeatures = c.out;
-  kernel.weight = c.weight;
-  if (c.norm)
-    kernel.normEps = 1e-6;
-  kernel.swiglu = c.swiglu;
-  kernel.residual = c.residual;
-  kernel.columnBlocks = c.columnBlocks;
-  kernel.prefillMatmul = c.matmul;
   std::vector<uint8_t> library = cpu::linkSharedObject(
-      cpu::compileKernelsToObject(cpu::fusedLinearSource(kernel), target));
+      cpu::compileKernelsToObject(cpu::fusedLinearSource(kernelFor(c)), target));
   auto loaded = runtime::SharedLibrary::loadFromMemory("kernels", library.data(), library.size());
   return loaded->symbol("q3_kernel_case") != nullptr;
 }

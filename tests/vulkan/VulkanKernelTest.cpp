@@ -15,6 +15,7 @@
 #include "runtime/Artifact.h"
 #include "runtime/DType.h"
 #include "runtime/vulkan/VulkanDriver.h"
+#include "tests/common/KernelTestData.h"
 
 #include <gtest/gtest.h>
 
@@ -38,26 +39,6 @@ const bool kPoisonLocals = [] {
   setenv("Q3_VULKAN_POISON_LOCALS", "1", /*overwrite=*/0);
   return true;
 }();
-
-runtime::DType runtimeType(Storage storage) {
-  switch (storage) {
-  case Storage::F32:
-    return runtime::DType::F32;
-  case Storage::F16:
-    return runtime::DType::F16;
-  case Storage::BF16:
-    return runtime::DType::BF16;
-  }
-  return runtime::DType::F32;
-}
-
-std::vector<float> randomValues(size_t count, std::mt19937 &rng, float scale = 1.0f) {
-  std::uniform_real_distribution<float> uniform(-scale, scale);
-  std::vector<float> values(count);
-  for (float &v : values)
-    v = uniform(rng);
-  return values;
-}
 
 /// `values` stored as `storage` (the bytes a weight buffer holds), and the
 /// f32 values they round to (what the reference computes with).
