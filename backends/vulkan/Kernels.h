@@ -24,6 +24,14 @@ namespace q3::vulkan {
 using backends::Storage;
 using backends::storageBytes;
 using backends::storageName;
+
+/// Shared memory a workgroup may use: what the devices q3c has run on offer
+/// (lavapipe 32 KiB, NVIDIA 48 KiB); the driver refuses a device with less
+/// by name.
+inline constexpr int64_t kSharedMemoryBytes = 32 * 1024;
+/// The subgroup width of NVIDIA's GPUs and AMD's wave32, the widest the
+/// target passes plan for.
+inline constexpr int64_t kWideSubgroupSize = 32;
 /// The binding element of a KV cache of `storage`: f32, f16, or i16 holding
 /// bf16 bits (each element its own 16-bit store: no two invocations share a
 /// 32-bit word).
@@ -168,7 +176,7 @@ struct AttentionKernel {
   /// ceil(headDim / wideSubgroupSize) values per lane (NVIDIA's and AMD's
   /// wave32 width; tests take 16 to run that path on lavapipe's 16-wide
   /// subgroups).
-  int64_t wideSubgroupSize = 32;
+  int64_t wideSubgroupSize = kWideSubgroupSize;
   Storage cache = Storage::F32; // the cached keys' and values' element type
   /// Workgroups per KV head of the one-row variant, each over its own run
   /// of at least `splitPositions` positions (KernelMath's decodeSplit).

@@ -37,14 +37,13 @@ namespace {
 constexpr int64_t kDecodeWorkgroup = 128;
 constexpr int64_t kMatVecRows = 8;
 constexpr int64_t kTargetSubgroups = 8192;
-constexpr int64_t kWideSubgroup = 32;
 
 /// Subgroups per column of a product with `columns` outputs and
 /// `unitsPerRow` 16-byte weight units per column (see above).
 int64_t columnSubgroups(int64_t columns, int64_t unitsPerRow) {
   int64_t c = 1;
   while (c < kMaxColumnSubgroups && columns * c < kTargetSubgroups &&
-         unitsPerRow >= 2 * c * kWideSubgroup)
+         unitsPerRow >= 2 * c * kWideSubgroupSize)
     c *= 2;
   return c;
 }

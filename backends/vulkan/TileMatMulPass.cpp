@@ -42,7 +42,7 @@ std::string tileProblem(const MatMulTiling &t) {
     return "more than 1024 invocations";
   LinearKernel swiglu;
   swiglu.swiglu = true;
-  if (matMulSharedBytes(swiglu, t) > 32 * 1024)
+  if (matMulSharedBytes(swiglu, t) > kSharedMemoryBytes)
     return "more than 32 KiB of shared memory with SwiGLU";
   return "";
 }

@@ -43,10 +43,6 @@ using namespace mlir;
 namespace q3::vulkan {
 namespace {
 
-/// Shared memory a decode attention workgroup may fill with its subgroups'
-/// partial states: what the devices q3c has run on offer (lavapipe 32 KiB,
-/// NVIDIA 48 KiB); the driver refuses a device with less by name.
-constexpr int64_t kDecodeAttentionSharedBytes = 32 * 1024;
 constexpr int64_t kMaxDecodeAttentionSubgroups = 32;
 
 /// Subgroups of the one-row attention variant: each keeps one partial state
@@ -54,7 +50,7 @@ constexpr int64_t kMaxDecodeAttentionSubgroups = 32;
 /// in shared memory, as attentionSharedBytes counts it.
 int64_t decodeAttentionSubgroups(AttentionKernel facts, int64_t subgroups) {
   facts.subgroups = 1;
-  return std::clamp(kDecodeAttentionSharedBytes / attentionSharedBytes(facts), subgroups,
+  return std::clamp(kSharedMemoryBytes / attentionSharedBytes(facts), subgroups,
                     kMaxDecodeAttentionSubgroups);
 }
 
@@ -67,8 +63,7 @@ int64_t attentionRowsPerWorkgroup(AttentionKernel facts, int64_t subgroups) {
   int64_t rows = 1;
   while (true) {
     facts.rowsPerWorkgroup = 2 * rows;
-    if (2 * rows * group > kMaxAttentionMembers ||
-        attentionSharedBytes(facts) > kDecodeAttentionSharedBytes)
+    if (2 * rows * group > kMaxAttentionMembers || attentionSharedBytes(facts) > kSharedMemoryBytes)
       return rows;
     rows *= 2;
   }
