@@ -35,8 +35,13 @@ using namespace mlir;
 
 namespace q3::vulkan {
 
+namespace {
+/// Sums a lane carries per row: the gate dot, the up dot (SwiGLU), Sum x^2 (norm).
+constexpr int64_t kSumsPerRow = 3;
+} // namespace
+
 int64_t matVecSharedBytes(int64_t maxRows, int64_t columnSubgroups, int64_t subgroups) {
-  return columnSubgroups > 1 ? 4 * subgroups * maxRows * 3 : 0;
+  return columnSubgroups > 1 ? 4 * subgroups * maxRows * kSumsPerRow : 0;
 }
 
 OwningOpRef<ModuleOp> buildMatVec(MLIRContext &context, const LinearKernel &kernel, int64_t maxRows,
@@ -60,8 +65,7 @@ OwningOpRef<ModuleOp> buildMatVec(MLIRContext &context, const LinearKernel &kern
   Value part = k.rem(sg, k.index(C));
   Value lane = k.laneId();
   Value rows = k.rows();
-  // Carried per row: the gate dot, the up dot (SwiGLU), Sum x^2 (norm).
-  const size_t perRow = 3;
+  const size_t perRow = kSumsPerRow;
 
   // This lane's sums over its units of `col`'s row: units part * S + lane,
   // then every C * S (S the subgroup size).
