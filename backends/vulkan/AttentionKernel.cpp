@@ -25,6 +25,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -41,8 +42,6 @@ std::vector<std::vector<int64_t>> headGroups(const AttentionKernel &kernel) {
     groups.at(size_t(kernel.kvHeadMap.at(size_t(h)))).push_back(h);
   return groups;
 }
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 } // namespace
 
@@ -221,7 +220,8 @@ OwningOpRef<ModuleOp> buildAttention(MLIRContext &context, const AttentionKernel
     // wide subgroups take a path of their own (the subgroup size is a
     // specialization constant: the driver sees which path runs).
     const int64_t wide = kernel.wideSubgroupSize;
-    const int64_t narrowE = ceilDiv(D, kernel.minSubgroupSize), wideE = ceilDiv(D, wide);
+    const int64_t narrowE = llvm::divideCeil(D, kernel.minSubgroupSize),
+                  wideE = llvm::divideCeil(D, wide);
     if (kernel.minSubgroupSize >= wide || wideE == narrowE) {
       partialStates(narrowE);
     } else {
