@@ -30,39 +30,6 @@ void storeU16(uint8_t *p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
 
 } // namespace
 
-const char *dtypeName(DType type) {
-  switch (type) {
-  case DType::F32:
-    return "F32";
-  case DType::F16:
-    return "F16";
-  case DType::BF16:
-    return "BF16";
-  }
-  return "?";
-}
-
-std::optional<DType> parseDType(std::string_view name) {
-  if (name == "F32")
-    return DType::F32;
-  if (name == "F16")
-    return DType::F16;
-  if (name == "BF16")
-    return DType::BF16;
-  return std::nullopt;
-}
-
-size_t dtypeSize(DType type) {
-  switch (type) {
-  case DType::F32:
-    return 4;
-  case DType::F16:
-  case DType::BF16:
-    return 2;
-  }
-  return 0;
-}
-
 float bf16ToFloat(uint16_t value) { return floatFromBits(uint32_t(value) << 16); }
 
 uint16_t floatToBf16(float value) {

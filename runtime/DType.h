@@ -1,5 +1,14 @@
-// Element types that q3c can read from and write to safetensors files, and
-// exact conversions between them and float32.
+//===- DType.h - the element types of weights, caches and checkpoints ----===//
+//
+// f32, f16 and bf16 as the runtime and the compiler-runtime contract name
+// them: a safetensors tensor, a manifest's weights and KV cache, and the
+// element a backend's kernels load (backends/common/DTypes.h reads it off an
+// IR type). The enum and its spellings are inline, so the backends use it
+// without linking the runtime; the exact conversions to and from float32 are
+// in DType.cpp. (The frontend, which may not include the runtime, has its own
+// frontend::WeightDType for a config's torch_dtype.)
+//
+//===----------------------------------------------------------------------===//
 #pragma once
 
 #include <cstddef>
@@ -11,10 +20,44 @@ namespace q3::runtime {
 
 enum class DType { F32, F16, BF16 };
 
-// Safetensors spelling: "F32", "F16", "BF16".
-const char *dtypeName(DType);
-std::optional<DType> parseDType(std::string_view safetensorsName);
-size_t dtypeSize(DType);
+inline constexpr DType kDTypes[] = {DType::F32, DType::F16, DType::BF16};
+
+/// Bytes of one element.
+constexpr size_t dtypeSize(DType type) { return type == DType::F32 ? 4 : 2; }
+
+/// Safetensors spelling: "F32", "F16", "BF16".
+constexpr const char *dtypeName(DType type) {
+  switch (type) {
+  case DType::F32:
+    return "F32";
+  case DType::F16:
+    return "F16";
+  case DType::BF16:
+    return "BF16";
+  }
+  return "?";
+}
+
+/// MLIR's spelling, which the manifest and kernel names use too: "f32", "f16", "bf16".
+constexpr const char *mlirName(DType type) {
+  switch (type) {
+  case DType::F32:
+    return "f32";
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
+  }
+  return "?";
+}
+
+/// The type named by its safetensors spelling.
+inline std::optional<DType> parseDType(std::string_view safetensorsName) {
+  for (DType type : kDTypes)
+    if (safetensorsName == dtypeName(type))
+      return type;
+  return std::nullopt;
+}
 
 // Round-to-nearest-even; NaN stays NaN (quiet), infinities are preserved.
 float bf16ToFloat(uint16_t);

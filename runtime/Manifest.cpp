@@ -87,9 +87,9 @@ void validateWeight(const Manifest &m, size_t index) {
     expectInputs(2);
     expect(rowMajorInputs && w.layout == Layout::RowMajor, "reads and writes row-major weights");
     expect(w.shape.size() == 2 && inputs[0]->shape == w.shape &&
-               inputs[1]->shape == std::vector<int64_t>{w.shape[1]} && w.dtype == ElementType::F32,
+               inputs[1]->shape == std::vector<int64_t>{w.shape[1]} && w.dtype == DType::F32,
            fmt::format("expected an f32 [N, K] from [N, K] and [K], found {} {} from {} and {}",
-                       elementTypeName(w.dtype), shapeText(w.shape), shapeText(inputs[0]->shape),
+                       runtime::mlirName(w.dtype), shapeText(w.shape), shapeText(inputs[0]->shape),
                        shapeText(inputs[1]->shape)));
     break;
   case WeightKind::ConcatRows: {
@@ -99,8 +99,8 @@ void validateWeight(const Manifest &m, size_t index) {
     for (const Weight *in : inputs) {
       expect(in->shape.size() == 2 && w.shape.size() == 2 && in->shape[1] == w.shape[1] &&
                  in->dtype == w.dtype,
-             fmt::format("input {} {} does not stack into {} {}", elementTypeName(in->dtype),
-                         shapeText(in->shape), elementTypeName(w.dtype), shapeText(w.shape)));
+             fmt::format("input {} {} does not stack into {} {}", runtime::mlirName(in->dtype),
+                         shapeText(in->shape), runtime::mlirName(w.dtype), shapeText(w.shape)));
       rows += in->shape[0];
     }
     expect(rows == w.shape[0], fmt::format("the inputs have {} rows, the result {}", rows,
@@ -111,13 +111,12 @@ void validateWeight(const Manifest &m, size_t index) {
     expectInputs(1);
     expect(inputs[0]->layout == Layout::RowMajor && w.layout == Layout::ColumnBlocks,
            "packs a row-major weight into column blocks");
-    expect(inputs[0]->shape == w.shape && inputs[0]->dtype == w.dtype &&
-               w.dtype != ElementType::F32 && w.shape.size() == 2 && w.shape[0] % 16 == 0 &&
-               w.shape[1] % 2 == 0,
+    expect(inputs[0]->shape == w.shape && inputs[0]->dtype == w.dtype && w.dtype != DType::F32 &&
+               w.shape.size() == 2 && w.shape[0] % 16 == 0 && w.shape[1] % 2 == 0,
            fmt::format("expected a 16-bit [16n, 2m] weight kept in shape and type, found {} {} "
                        "from {} {}",
-                       elementTypeName(w.dtype), shapeText(w.shape),
-                       elementTypeName(inputs[0]->dtype), shapeText(inputs[0]->shape)));
+                       runtime::mlirName(w.dtype), shapeText(w.shape),
+                       runtime::mlirName(inputs[0]->dtype), shapeText(inputs[0]->shape)));
     break;
   }
 }
@@ -133,18 +132,18 @@ void validateSlot(const Manifest &m, const Slot &slot, const std::string &where)
         slot.dtype != m.kvCache)
       fail(where, fmt::format("expected the cache {} {} (kv_cache.element, the config's "
                               "layers, kv heads and head_dim), found {} {}",
-                              elementTypeName(m.kvCache),
+                              runtime::mlirName(m.kvCache),
                               shapeText({c.numHiddenLayers, c.numKeyValueHeads, c.headDim}),
-                              elementTypeName(slot.dtype), shapeText(slot.shape)));
+                              runtime::mlirName(slot.dtype), shapeText(slot.shape)));
     break;
   case SlotKind::CacheLayer:
     if (slot.shape != std::vector<int64_t>{c.numKeyValueHeads, c.headDim} ||
         slot.dtype != m.kvCache)
-      fail(where, fmt::format("expected a cache layer {} {} (kv_cache.element, the config's "
-                              "kv heads and head_dim), found {} {}",
-                              elementTypeName(m.kvCache),
-                              shapeText({c.numKeyValueHeads, c.headDim}),
-                              elementTypeName(slot.dtype), shapeText(slot.shape)));
+      fail(where,
+           fmt::format("expected a cache layer {} {} (kv_cache.element, the config's "
+                       "kv heads and head_dim), found {} {}",
+                       runtime::mlirName(m.kvCache), shapeText({c.numKeyValueHeads, c.headDim}),
+                       runtime::mlirName(slot.dtype), shapeText(slot.shape)));
     break;
   case SlotKind::Buffer:
   case SlotKind::Tokens:
@@ -275,8 +274,8 @@ void validateBinding(const Manifest &m, const Slot &slot, const Binding &b, bool
     const Weight &w = m.weights[size_t(b.id)];
     if (w.shape != slot.shape || w.dtype != slot.dtype || w.layout != slot.layout)
       fail(where, fmt::format("the kernel reads a {} {} weight, weight {} is {} {}",
-                              elementTypeName(slot.dtype), shapeText(slot.shape), b.id,
-                              elementTypeName(w.dtype), shapeText(w.shape)));
+                              runtime::mlirName(slot.dtype), shapeText(slot.shape), b.id,
+                              runtime::mlirName(w.dtype), shapeText(w.shape)));
     break;
   }
   case BindingKind::CacheKeys:
@@ -366,8 +365,9 @@ void validateEmbedded(const Manifest &m) {
     if (!ids.insert(w.id).second)
       fail(where + ".id", fmt::format("expected each weight once, found {} again", w.id));
     const Weight &weight = m.weights[size_t(w.id)];
-    const int64_t bytes = checkedProduct(elementsOf(weight.shape, where + ".bytes"),
-                                         elementBytes(weight.dtype), where + ".bytes");
+    const int64_t bytes =
+        checkedProduct(elementsOf(weight.shape, where + ".bytes"),
+                       int64_t(runtime::dtypeSize(weight.dtype)), where + ".bytes");
     if (w.bytes != bytes)
       fail(where + ".bytes", fmt::format("expected {} (weight {}: shape and dtype), found {}",
                                          bytes, w.id, w.bytes));

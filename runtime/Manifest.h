@@ -14,6 +14,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "runtime/DType.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -40,7 +42,7 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-enum class ElementType { F32, F16, BF16 };
+using runtime::DType;
 enum class WeightKind { Param, FoldGain, ConcatRows, PackColumnBlocks };
 enum class Layout { RowMajor, ColumnBlocks };
 enum class GridKind { Fixed, PerRow };
@@ -94,7 +96,7 @@ struct Slot {
   SlotKind kind = SlotKind::Buffer;
   int64_t rowBytes = 0;        // Buffer
   std::vector<int64_t> shape;  // Weight; CacheLayer: [kv_heads, head_dim]; Cache: [layers, kv_heads, head_dim]
-  ElementType dtype = ElementType::F32; // Weight; Cache and CacheLayer: the cache's element
+  DType dtype = DType::F32;    // Weight; Cache and CacheLayer: the cache's element
   Layout layout = Layout::RowMajor;     // Weight
 };
 
@@ -147,7 +149,7 @@ struct Weight {
   std::string name;            // Param: the checkpoint tensor
   std::vector<int64_t> inputs; // transforms: weight ids, all smaller than id
   std::vector<int64_t> shape;
-  ElementType dtype = ElementType::F32;
+  DType dtype = DType::F32;
   Layout layout = Layout::RowMajor;
 };
 
@@ -182,7 +184,7 @@ struct Manifest {
   int64_t version = kManifestVersion;
   Target target;
   ModelConfig config;
-  ElementType kvCache = ElementType::F32;
+  DType kvCache = DType::F32;
   /// Rows the activation buffers hold: the runtime runs a longer prompt in
   /// chunks of at most this many rows.
   int64_t prefillRows = 0;
@@ -207,8 +209,9 @@ template <typename Enum> struct Spelling {
   const char *name;
 };
 
-inline constexpr Spelling<ElementType> kElementTypes[] = {
-    {ElementType::F32, "f32"}, {ElementType::F16, "f16"}, {ElementType::BF16, "bf16"}};
+inline constexpr Spelling<DType> kDTypes[] = {{DType::F32, runtime::mlirName(DType::F32)},
+                                              {DType::F16, runtime::mlirName(DType::F16)},
+                                              {DType::BF16, runtime::mlirName(DType::BF16)}};
 inline constexpr Spelling<WeightKind> kWeightKinds[] = {
     {WeightKind::Param, "param"},
     {WeightKind::FoldGain, "fold_gain"},
@@ -399,13 +402,13 @@ inline nlohmann::json slotJson(const Slot &slot) {
     break;
   case SlotKind::Weight:
     j["shape"] = slot.shape;
-    j["dtype"] = spell(kElementTypes, slot.dtype);
+    j["dtype"] = spell(kDTypes, slot.dtype);
     j["layout"] = spell(kLayouts, slot.layout);
     break;
   case SlotKind::Cache:
   case SlotKind::CacheLayer:
     j["shape"] = slot.shape;
-    j["dtype"] = spell(kElementTypes, slot.dtype);
+    j["dtype"] = spell(kDTypes, slot.dtype);
     break;
   case SlotKind::Tokens:
   case SlotKind::Index:
@@ -423,13 +426,13 @@ inline Slot readSlot(const Reader &r) {
     break;
   case SlotKind::Weight:
     slot.shape = r.integers("shape", 1, kMaxExtent, 4);
-    slot.dtype = r.oneOf("dtype", kElementTypes);
+    slot.dtype = r.oneOf("dtype", kDTypes);
     slot.layout = r.oneOf("layout", kLayouts);
     break;
   case SlotKind::Cache:
   case SlotKind::CacheLayer:
     slot.shape = r.integers("shape", 1, kMaxExtent, 3);
-    slot.dtype = r.oneOf("dtype", kElementTypes);
+    slot.dtype = r.oneOf("dtype", kDTypes);
     break;
   case SlotKind::Tokens:
   case SlotKind::Index:
@@ -440,9 +443,6 @@ inline Slot readSlot(const Reader &r) {
 
 } // namespace detail
 
-inline const char *elementTypeName(ElementType type) {
-  return detail::spell(detail::kElementTypes, type);
-}
 inline const char *weightKindName(WeightKind kind) {
   return detail::spell(detail::kWeightKinds, kind);
 }
@@ -450,7 +450,6 @@ inline const char *slotKindName(SlotKind kind) { return detail::spell(detail::kS
 inline const char *bindingKindName(BindingKind kind) {
   return detail::spell(detail::kBindingKinds, kind);
 }
-inline int64_t elementBytes(ElementType type) { return type == ElementType::F32 ? 4 : 2; }
 
 //===----------------------------------------------------------------------===//
 // To JSON
@@ -534,7 +533,7 @@ inline nlohmann::json toJson(const Weight &w) {
   nlohmann::json j = {{"id", w.id},
                       {"kind", weightKindName(w.kind)},
                       {"shape", w.shape},
-                      {"dtype", elementTypeName(w.dtype)},
+                      {"dtype", runtime::mlirName(w.dtype)},
                       {"layout", detail::spell(detail::kLayouts, w.layout)}};
   if (w.kind == WeightKind::Param)
     j["name"] = w.name;
@@ -559,22 +558,22 @@ inline nlohmann::json toJson(const Manifest &m) {
     steps.push_back({{"kernel", s.kernel}, {"operands", operands}, {"results", results}});
   }
   nlohmann::json j = {{"format", m.format},
-          {"format_version", m.version},
-          {"target",
-           {{"backend", m.target.backend},
-            {"cpu", m.target.cpu},
-            {"llvm_cpu", m.target.llvmCpu},
-            {"required_features", m.target.requiredFeatures}}},
-          {"config", toJson(m.config)},
-          {"kv_cache", {{"element", elementTypeName(m.kvCache)}}},
-          {"prefill_rows", m.prefillRows},
-          {"kernels", kernels},
-          {"weights", weights},
-          {"buffers", {{"row_bytes", m.bufferRowBytes}}},
-          {"schedule", steps},
-          {"output", toJson(m.output)},
-          {"decode_bytes_per_token", m.decodeBytesPerToken},
-          {"tuning", m.tuning}};
+                      {"format_version", m.version},
+                      {"target",
+                       {{"backend", m.target.backend},
+                        {"cpu", m.target.cpu},
+                        {"llvm_cpu", m.target.llvmCpu},
+                        {"required_features", m.target.requiredFeatures}}},
+                      {"config", toJson(m.config)},
+                      {"kv_cache", {{"element", runtime::mlirName(m.kvCache)}}},
+                      {"prefill_rows", m.prefillRows},
+                      {"kernels", kernels},
+                      {"weights", weights},
+                      {"buffers", {{"row_bytes", m.bufferRowBytes}}},
+                      {"schedule", steps},
+                      {"output", toJson(m.output)},
+                      {"decode_bytes_per_token", m.decodeBytesPerToken},
+                      {"tuning", m.tuning}};
   if (!m.embedded.section.empty()) {
     nlohmann::json entries = nlohmann::json::array();
     for (const EmbeddedWeight &w : m.embedded.entries)
@@ -677,7 +676,7 @@ inline Weight weightFromJson(const detail::Reader &r) {
   else
     w.inputs = r.integers("inputs", 0, kMaxCount, 64);
   w.shape = r.integers("shape", 1, kMaxExtent, 4);
-  w.dtype = r.oneOf("dtype", kElementTypes);
+  w.dtype = r.oneOf("dtype", kDTypes);
   w.layout = r.oneOfOr("layout", kLayouts, Layout::RowMajor);
   return w;
 }
@@ -701,7 +700,7 @@ inline Manifest manifestFromJson(const nlohmann::json &json) {
   if (target.has("required_features"))
     m.target.requiredFeatures = target.strings("required_features");
   m.config = configFromJson(r.object("config"));
-  m.kvCache = r.object("kv_cache").oneOf("element", kElementTypes);
+  m.kvCache = r.object("kv_cache").oneOf("element", kDTypes);
   m.prefillRows = r.integer("prefill_rows", 1, kMaxExtent);
   r.each("kernels", [&](const Reader &k) { m.kernels.push_back(kernelFromJson(k)); });
   r.each("weights", [&](const Reader &w) { m.weights.push_back(weightFromJson(w)); });

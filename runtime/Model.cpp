@@ -111,7 +111,7 @@ void Model::State::allocate(uint64_t memoryBudget, bool reserveContext) {
   layers = c.numHiddenLayers;
   vocab = c.vocabSize;
   chunkRows = manifest.prefillRows;
-  kvRowBytes = c.numKeyValueHeads * c.headDim * manifest::elementBytes(manifest.kvCache);
+  kvRowBytes = c.numKeyValueHeads * c.headDim * int64_t(runtime::dtypeSize(manifest.kvCache));
   // The manifest's extents are bounded (runtime/Manifest.h), the context is
   // the user's: keep every size a product that cannot overflow.
   auto bytes = [&](int64_t a, int64_t b, const char *what) {
@@ -443,7 +443,7 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
       options.contextLength > 0 ? options.contextLength : std::min<int64_t>(maxPositions, 4096);
   // Refuse what cannot fit before allocating any of it.
   const std::vector<MemoryPart> modelMemory = estimateModelMemory(
-      s.artifact->manifest(), s.context, uint64_t(manifest::elementBytes(s.manifest.kvCache)));
+      s.artifact->manifest(), s.context, uint64_t(runtime::dtypeSize(s.manifest.kvCache)));
   const MemoryBudget budget = availableMemory();
   requireMemory(
       fmt::format("{}: the model with a context of {} positions", artifactPath, s.context),

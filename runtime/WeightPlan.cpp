@@ -16,18 +16,6 @@
 
 namespace q3::runtime {
 
-DType runtimeDType(manifest::ElementType type) {
-  switch (type) {
-  case manifest::ElementType::F32:
-    return DType::F32;
-  case manifest::ElementType::F16:
-    return DType::F16;
-  case manifest::ElementType::BF16:
-    return DType::BF16;
-  }
-  return DType::F32;
-}
-
 namespace {
 
 // Computed weights are written whole at load and streamed by every token.
@@ -135,7 +123,7 @@ private:
   void materialize(size_t index) {
     const manifest::Weight &entry = m.weights[index];
     WeightData w;
-    w.dtype = runtimeDType(entry.dtype);
+    w.dtype = entry.dtype;
     w.elements = 1;
     for (int64_t extent : entry.shape)
       w.elements *= extent;
@@ -289,7 +277,7 @@ std::vector<WeightData> bindEmbeddedWeights(const manifest::Manifest &m, const u
                                   file, e.id, e.offset, e.offset + e.bytes, sectionBytes,
                                   m.embedded.section));
     WeightData &w = weights[size_t(e.id)];
-    w.dtype = runtimeDType(m.weights[size_t(e.id)].dtype);
+    w.dtype = m.weights[size_t(e.id)].dtype;
     w.elements = e.bytes / int64_t(dtypeSize(w.dtype));
     w.data = section + e.offset;
   }

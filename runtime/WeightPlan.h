@@ -48,6 +48,4 @@ std::vector<WeightData> evaluateWeightPlan(const manifest::Manifest &m,
 std::vector<WeightData> bindEmbeddedWeights(const manifest::Manifest &m, const uint8_t *section,
                                             uint64_t sectionBytes, const std::string &file);
 
-DType runtimeDType(manifest::ElementType type);
-
 } // namespace q3::runtime

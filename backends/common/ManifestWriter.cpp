@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "backends/common/ManifestWriter.h"
+#include "backends/common/DTypes.h"
 #include "ir/BuildGraph.h"
 #include "ir/Q3Ops.h"
 #include "passes/Statistics.h"
@@ -96,7 +97,7 @@ public:
     m.format = "q3c-" + m.target.backend;
     m.config = configOf(module);
     auto cacheType = forward.getArgument(2).getType().cast<KVCacheType>();
-    m.kvCache = elementTypeOf(cacheType.getElement());
+    m.kvCache = dtypeOf(cacheType.getElement());
     readBufferPlan(module, m);
     collectWeights(forward, m, weightIds);
     for (DispatchOp dispatch : forward.getBody().front().getOps<DispatchOp>())
@@ -265,7 +266,7 @@ Binding bindingOf(Value value, const llvm::DenseMap<Value, int64_t> &weightIds,
                            "' outside a kernel (a view that no kernel absorbed?)");
 }
 
-manifest::Slot slotOf(const manifest::Binding &b, Type type, manifest::ElementType kvCache) {
+manifest::Slot slotOf(const manifest::Binding &b, Type type, runtime::DType kvCache) {
   using manifest::BindingKind;
   using manifest::SlotKind;
   manifest::Slot slot;
@@ -280,7 +281,7 @@ manifest::Slot slotOf(const manifest::Binding &b, Type type, manifest::ElementTy
   case BindingKind::Weight:
     slot.kind = SlotKind::Weight;
     slot.shape = shapeOf(type);
-    slot.dtype = elementTypeOf(type.cast<RankedTensorType>().getElementType());
+    slot.dtype = dtypeOf(type);
     slot.layout =
         hasColumnBlocks(type) ? manifest::Layout::ColumnBlocks : manifest::Layout::RowMajor;
     break;
@@ -288,7 +289,7 @@ manifest::Slot slotOf(const manifest::Binding &b, Type type, manifest::ElementTy
     auto cache = type.cast<KVCacheType>();
     slot.kind = SlotKind::Cache;
     slot.shape = {cache.getLayers(), cache.getKvHeads(), cache.getHeadDim()};
-    slot.dtype = elementTypeOf(cache.getElement());
+    slot.dtype = dtypeOf(cache.getElement());
     break;
   }
   case BindingKind::CacheKeys:
@@ -328,7 +329,7 @@ void collectWeights(func::FuncOp forward, manifest::Manifest &m,
     manifest::Weight w;
     w.id = int64_t(m.weights.size());
     w.shape = shapeOf(result.getType());
-    w.dtype = elementTypeOf(result.getType().cast<RankedTensorType>().getElementType());
+    w.dtype = dtypeOf(result.getType());
     w.layout = hasColumnBlocks(result.getType()) ? manifest::Layout::ColumnBlocks
                                                  : manifest::Layout::RowMajor;
     if (auto param = dyn_cast<ParamOp>(op)) {
@@ -344,19 +345,6 @@ void collectWeights(func::FuncOp forward, manifest::Manifest &m,
     weightIds[result] = w.id;
     m.weights.push_back(std::move(w));
   }
-}
-
-manifest::ElementType elementTypeOf(Type element) {
-  if (element.isBF16())
-    return manifest::ElementType::BF16;
-  if (element.isF16())
-    return manifest::ElementType::F16;
-  if (element.isF32())
-    return manifest::ElementType::F32;
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << element;
-  throw std::runtime_error("no manifest element type for " + os.str());
 }
 
 manifest::ModelConfig configOf(ModuleOp module) {

@@ -39,7 +39,7 @@ manifest::Binding bindingOf(mlir::Value value,
 /// (a keys/values tensor [rows, heads, head_dim], or the !q3.kv_cache a
 /// kernel cuts it from) its heads and head size. `kvCache`: the cache's
 /// element type.
-manifest::Slot slotOf(const manifest::Binding &b, mlir::Type type, manifest::ElementType kvCache);
+manifest::Slot slotOf(const manifest::Binding &b, mlir::Type type, runtime::DType kvCache);
 
 /// The module's q3.buffer_plan into `m`: prefill rows and each activation
 /// buffer's row bytes. Throws when plan-buffers did not run.
@@ -51,7 +51,5 @@ void collectWeights(mlir::func::FuncOp forward, manifest::Manifest &m,
 
 /// The module's q3.config as the manifest's config. Throws when it lacks one.
 manifest::ModelConfig configOf(mlir::ModuleOp module);
-/// The manifest's name of an element type (f32, f16, bf16). Throws otherwise.
-manifest::ElementType elementTypeOf(mlir::Type element);
 
 } // namespace q3::backends

@@ -71,7 +71,7 @@ static std::string bf16FlashBuffers(const AttentionKernel &kernel) {
 /// cache is copied, the others rounded.
 static std::string bf16KeyCopy(const AttentionKernel &kernel, const AttentionTypes &types) {
   const Bf16FlashScratch scratch = bf16FlashScratchTypes(kernel);
-  const bool bf16Cache = kernel.cache == Storage::BF16;
+  const bool bf16Cache = kernel.cache == DType::BF16;
   std::string keys = "    scf.for %kc = %c0 to %cD step %c32 {\n"
                      "      %kcHigh = arith.addi %kc, %c16 : index\n";
   for (int p = 0; p < kLanes; ++p) {
@@ -100,7 +100,7 @@ static std::string bf16KeyCopy(const AttentionKernel &kernel, const AttentionTyp
 /// the rows were prefetched.
 static std::string bf16ValueCopy(const AttentionKernel &kernel, const AttentionTypes &types) {
   const Bf16FlashScratch scratch = bf16FlashScratchTypes(kernel);
-  const bool bf16Cache = kernel.cache == Storage::BF16;
+  const bool bf16Cache = kernel.cache == DType::BF16;
   std::string values = "    scf.for %vp = %c0 to %cD step %c16 {\n"
                        "      %vpHalves = arith.muli %vp, %c2 : index\n";
   for (int j = 0; j < kLanes / 2; ++j) {

@@ -72,7 +72,7 @@ static std::string keyBlockView(const AttentionKernel &kernel, const AttentionTy
     return fmt::format("%{}{} = memref.cast %{} : {} to {}", cache, result, copy, scratch.block,
                        view);
   };
-  if (kernel.cache != Storage::F32)
+  if (kernel.cache != DType::F32)
     return copied + "    " + copyView("Block") + "\n";
   return fmt::format(
       "    %{0}Block = scf.if %wholeBlock -> ({1}) {{\n"

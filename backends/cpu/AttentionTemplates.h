@@ -16,7 +16,7 @@ namespace q3::cpu::attention {
 
 struct AttentionTypes {
   std::string query, kv;
-  Storage cache; // the keys' and values' element type
+  DType cache; // the keys' and values' element type
 };
 
 /// A comma-separated list of `count` items made by `item(i)`.

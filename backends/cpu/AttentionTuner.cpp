@@ -36,7 +36,7 @@ AttentionKernel measuredKernel(const AttentionKernel &shape, const AttentionRate
   AttentionKernel kernel = shape;
   kernel.name = "tune_attention";
   kernel.paths = AttentionKernel::Paths::PrefillOnly;
-  kernel.cache = Storage::F32;
+  kernel.cache = DType::F32;
   kernel.bf16Prefill = candidate.bf16;
   kernel.prefillRowSets = candidate.rowSets;
   return kernel;

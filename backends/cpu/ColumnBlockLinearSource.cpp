@@ -62,7 +62,7 @@ using Layout = ColumnBlockLayout;
 /// by truncating each pair to its low or high half and vcvtph2ps. Expects
 /// %shift (dense<16>) and %highHalf (dense<0xFFFF0000>).
 std::string widenPairs(const FusedLinearKernel &kernel, const std::string &id) {
-  if (kernel.weight == Storage::F16)
+  if (kernel.weight == DType::F16)
     return fmt::format("    %wel{0} = arith.trunci %wi{0} : vector<16xi32> to vector<16xi16>\n"
                        "    %weh{0} = arith.bitcast %wel{0} : vector<16xi16> to vector<16xf16>\n"
                        "    %we{0} = arith.extf %weh{0} : vector<16xf16> to vector<16xf32>\n"

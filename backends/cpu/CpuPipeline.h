@@ -27,8 +27,7 @@ struct CpuPipelineOptions {
 /// cpu-pack-column-blocks' choice for `option` (auto, at-load or per-call)
 /// on `target` for weights of `element` (bf16 or f16): "at_load" or
 /// "per_call". Throws std::invalid_argument for another option.
-std::string resolveWeightPacking(const std::string &option, const CpuTarget &target,
-                                 Storage element);
+std::string resolveWeightPacking(const std::string &option, const CpuTarget &target, DType element);
 
 /// The CPU target stage: cpu-set-target, cpu-pack-column-blocks,
 /// cpu-sink-weight-concat, cpu-select-matmul, cpu-select-attention-matmul,

@@ -43,7 +43,7 @@ AttentionKernel measuredKernel(const AttentionKernel &shape, const DecodeSplitRa
   kernel.name = "tune_decode_" + candidateName(setting, 0);
   kernel.paths = AttentionKernel::Paths::DecodeOnly;
   kernel.decodeStreams = setting.streams;
-  kernel.cache = Storage::F32;
+  kernel.cache = DType::F32;
   kernel.bf16Prefill = false;
   kernel.prefillRowSets = 1;
   kernel.decodeSplits = setting.splits;

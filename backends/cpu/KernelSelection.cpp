@@ -21,7 +21,7 @@ using namespace q3::ir;
 
 namespace q3::cpu {
 
-using backends::storageOf;
+using backends::dtypeOf;
 
 namespace {
 
@@ -75,9 +75,9 @@ std::string productSource(func::FuncOp kernel, const std::string &name,
   cpu.name = name;
   cpu.inFeatures = dimOf(weight, 1);
   cpu.outFeatures = dimOf(result, 1);
-  cpu.weight = storageOf(weight.getType());
+  cpu.weight = dtypeOf(weight.getType());
   if (gain)
-    cpu.prologueGain = storageOf(gain.getType());
+    cpu.prologueGain = dtypeOf(gain.getType());
   cpu.normEps = eps;
   cpu.swiglu = swiglu;
   cpu.residual = bool(residual);
@@ -108,9 +108,9 @@ std::string productSource(func::FuncOp kernel, const std::string &name,
     refuse(kernel, "unknown matmul '" + lowering.getMatmul().str() + "'");
   if (*matmul != PrefillMatmul::F32 && !cpu.tiledPrefill())
     refuse(kernel, "matmul " + lowering.getMatmul().str() + " needs a weight_packing");
-  if (*matmul != PrefillMatmul::F32 && cpu.weight != Storage::BF16)
+  if (*matmul != PrefillMatmul::F32 && cpu.weight != DType::BF16)
     refuse(kernel, "matmul " + lowering.getMatmul().str() + " multiplies bf16 weights, not " +
-                       (cpu.weight == Storage::F16 ? "f16" : "f32"));
+                       (cpu.weight == DType::F16 ? "f16" : "f32"));
   if (*matmul == PrefillMatmul::Amx && !cpu.amxFits())
     refuse(kernel, "matmul amx needs a weight packed at load with K % 32 == 0");
   cpu.prefillMatmul = *matmul;
@@ -137,8 +137,8 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
     refuse(kernel, "has workspace_bytes in its q3.lowering, which only attention's decode "
                    "splits use");
   auto forward = module.lookupSymbol<func::FuncOp>(kEntryPoint);
-  const Storage cacheStorage =
-      storageOf(forward.getArgument(2).getType().cast<KVCacheType>().getElement());
+  const DType cacheStorage =
+      dtypeOf(forward.getArgument(2).getType().cast<KVCacheType>().getElement());
   return llvm::TypeSwitch<Operation *, std::string>(compute)
       .Case<FusedLinearOp>([&](FusedLinearOp op) {
         std::optional<double> eps;
@@ -156,7 +156,7 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
       .Case<EmbeddingOp>([&](EmbeddingOp op) {
         expectGrid(kernel, lowering, "per_row", 1);
         return embeddingSource({name, dimOf(op.getTable(), 0), dimOf(op.getTable(), 1),
-                                storageOf(op.getTable().getType())});
+                                dtypeOf(op.getTable().getType())});
       })
       .Case<QKNormRopeCacheOp>([&](QKNormRopeCacheOp op) {
         auto cache = op.getCache().getType().cast<KVCacheType>();
@@ -164,10 +164,10 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
                                   dimOf(op.getQuery(), 1),
                                   cache.getKvHeads(),
                                   cache.getHeadDim(),
-                                  storageOf(op.getQGain().getType()),
+                                  dtypeOf(op.getQGain().getType()),
                                   op.getEps().convertToDouble(),
                                   op.getTheta().convertToDouble(),
-                                  storageOf(cache.getElement())};
+                                  dtypeOf(cache.getElement())};
         expectGrid(kernel, lowering, "per_row", cpu.queryHeads);
         return qkNormRopeCacheSource(cpu);
       })

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include "backends/common/Storage.h"
+#include "backends/common/DTypes.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -19,7 +19,7 @@
 
 namespace q3::cpu {
 
-using backends::Storage;
+using backends::DType;
 
 /// The instructions of the prefill products (FusedLinearKernel::prefillMatmul).
 enum class PrefillMatmul { F32, Avx512Bf16, Amx };
@@ -48,14 +48,14 @@ struct FusedLinearKernel {
   std::string name;        // symbol suffix: q3_kernel_<name>
   int64_t inFeatures = 0;  // K
   int64_t outFeatures = 0; // columns of the result
-  Storage weight = Storage::F32;
+  DType weight = DType::F32;
   std::optional<double> normEps; // RMSNorm prologue
   bool swiglu = false;           // weight has 2 x outFeatures rows: gate over up
   bool residual = false;
   /// Apply the RMSNorm gain to the input in the prologue (x * gain, a `gain`
   /// buffer after the weight) instead of reading a weight with the gain folded
   /// in: exact, and the weight keeps the checkpoint's (narrower) dtype.
-  std::optional<Storage> prologueGain;
+  std::optional<DType> prologueGain;
   /// The weight is bound in the column-block layout of runtime/WeightLayout.h
   /// (bf16 or f16; weightRows() % 16 == 0, inFeatures % 2 == 0): the prefill
   /// and decode loops then run as 6 x 32 and 1 x 32 register tiles without
@@ -99,12 +99,12 @@ struct FusedLinearKernel {
   /// The output columns one side-by-side read serves.
   int decodeRuns() const { return swiglu ? decodeRowsSideBySide() / 2 : decodeRowsSideBySide(); }
   bool amxFits() const {
-    return columnBlocks && weight == Storage::BF16 && inFeatures % kAmxDepth == 0;
+    return columnBlocks && weight == DType::BF16 && inFeatures % kAmxDepth == 0;
   }
   static constexpr int64_t kAmxDepth = 32; // k per AMX step: 16 rows of 64 bytes
   static constexpr int64_t kColumnsPerWorkgroup = 64;
   bool columnBlocksFit() const {
-    return weight != Storage::F32 && outFeatures % 16 == 0 && inFeatures % 2 == 0;
+    return weight != DType::F32 && outFeatures % 16 == 0 && inFeatures % 2 == 0;
   }
   /// The rows of each weight buffer (one entry unless weightParts).
   std::vector<int64_t> partRows() const {
@@ -127,7 +127,7 @@ std::string fusedLinearSource(const FusedLinearKernel &kernel);
 struct EmbeddingKernel {
   std::string name;
   int64_t vocab = 0, hidden = 0;
-  Storage table = Storage::F32;
+  DType table = DType::F32;
 };
 /// `@q3k_<name>(table, tokens: i32, y, rows, visible, capacity, wgBegin, wgEnd)`: the
 /// operand order of q3.embedding, like every kernel here.
@@ -139,9 +139,9 @@ std::string embeddingSource(const EmbeddingKernel &kernel);
 struct QKNormRopeCacheKernel {
   std::string name;
   int64_t queryHeads = 0, kvHeads = 0, headDim = 0;
-  Storage gains = Storage::F32;
+  DType gains = DType::F32;
   double eps = 1e-6, theta = 10000.0;
-  Storage cache = Storage::F32;
+  DType cache = DType::F32;
 };
 /// `@q3k_<name>(qkv, q_gain, k_gain, k_cache, v_cache, query, rows, visible, capacity,
 /// layer, start_pos, wgBegin, wgEnd)`.
@@ -160,7 +160,7 @@ struct AttentionKernel {
   int64_t queryHeads = 0, kvHeads = 0, headDim = 0;
   std::vector<int64_t> kvHeadMap; // query head -> KV head
   double scale = 1.0;
-  Storage cache = Storage::F32; // of the keys and values (F32, BF16 or F16)
+  DType cache = DType::F32; // of the keys and values (F32, BF16 or F16)
   /// Decode prefetches the keys and values this many bytes ahead of its
   /// loads (kNoPrefetch: not at all).
   int64_t prefetchBytes = kDefaultPrefetchBytes;

@@ -6,9 +6,9 @@
 
 namespace q3::cpu::detail {
 
-const char *storageType(Storage storage) {
+const char *storageType(DType storage) {
   // bf16 as i16, widened by hand: LLVM 16 cannot select vector bf16 -> f32 on x86.
-  return storage == Storage::BF16 ? "i16" : backends::storageName(storage);
+  return storage == DType::BF16 ? "i16" : runtime::mlirName(storage);
 }
 
 std::string indented(const std::string &text, const std::string &prefix) {
@@ -24,16 +24,16 @@ std::string indented(const std::string &text, const std::string &prefix) {
 }
 
 /// Loads `memref[indices]` (stored as `storage`) into an f32 `result`.
-std::string widenedLoad(Storage storage, const std::string &result, const std::string &memref,
+std::string widenedLoad(DType storage, const std::string &result, const std::string &memref,
                         const std::string &indices, const std::string &type) {
   switch (storage) {
-  case Storage::F32:
+  case DType::F32:
     return fmt::format("{} = memref.load {}[{}] : {}", result, memref, indices, type);
-  case Storage::F16:
+  case DType::F16:
     return fmt::format("{0}_h = memref.load {1}[{2}] : {3}\n"
                        "      {0} = arith.extf {0}_h : f16 to f32",
                        result, memref, indices, type);
-  case Storage::BF16:
+  case DType::BF16:
     return fmt::format("{0}_h = memref.load {1}[{2}] : {3}\n"
                        "      {0}_i = arith.extui {0}_h : i16 to i32\n"
                        "      {0}_c = arith.constant 16 : i32\n"
@@ -44,17 +44,17 @@ std::string widenedLoad(Storage storage, const std::string &result, const std::s
   return "";
 }
 
-std::string vectorWidenedLoad(Storage storage, const std::string &result, const std::string &memref,
+std::string vectorWidenedLoad(DType storage, const std::string &result, const std::string &memref,
                               const std::string &indices, const std::string &type) {
   const std::string at = memref + "[" + indices + "]";
   switch (storage) {
-  case Storage::F32:
+  case DType::F32:
     return fmt::format("{} = vector.load {} : {}, vector<16xf32>", result, at, type);
-  case Storage::F16:
+  case DType::F16:
     return fmt::format("{0}_h = vector.load {1} : {2}, vector<16xf16>\n"
                        "    {0} = arith.extf {0}_h : vector<16xf16> to vector<16xf32>",
                        result, at, type);
-  case Storage::BF16:
+  case DType::BF16:
     return fmt::format("{0}_h = vector.load {1} : {2}, vector<16xi16>\n"
                        "    {0}_i = arith.extui {0}_h : vector<16xi16> to vector<16xi32>\n"
                        "    {0}_c = arith.constant dense<16> : vector<16xi32>\n"

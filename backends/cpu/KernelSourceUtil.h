@@ -12,18 +12,18 @@ inline constexpr int64_t kLanes = 16;
 
 /// MLIR element type a weight buffer of `storage` is viewed as (bf16 as i16:
 /// LLVM 16 cannot select vector bf16 -> f32 on x86, so it is widened by hand).
-const char *storageType(Storage storage);
+const char *storageType(DType storage);
 
 /// `text` with `prefix` before each of its lines (nesting a template's
 /// lines in a region).
 std::string indented(const std::string &text, const std::string &prefix);
 
 /// Loads `memref[indices]` (stored as `storage`) into an f32 `result`.
-std::string widenedLoad(Storage storage, const std::string &result, const std::string &memref,
+std::string widenedLoad(DType storage, const std::string &result, const std::string &memref,
                         const std::string &indices, const std::string &type);
 
 /// Loads `memref[indices]` .. +16 (stored as `storage`) into a vector<16xf32> `result`.
-std::string vectorWidenedLoad(Storage storage, const std::string &result, const std::string &memref,
+std::string vectorWidenedLoad(DType storage, const std::string &result, const std::string &memref,
                               const std::string &indices, const std::string &type);
 
 /// `result = acc + a . b` (one line, no indent or newline): vdpbf16ps on the

@@ -33,8 +33,8 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel) {
   const std::string gainType = fmt::format("memref<{}x{}>", d, storageType(kernel.gains));
   const std::string queryType = fmt::format("memref<?x{}x{}xf32>", kernel.queryHeads, d);
   // [layers][kvHeads][capacity] rows of D elements, viewed as one list of rows.
-  const bool bf16Cache = kernel.cache == Storage::BF16;
-  const bool f16Cache = kernel.cache == Storage::F16;
+  const bool bf16Cache = kernel.cache == DType::BF16;
+  const bool f16Cache = kernel.cache == DType::F16;
   const std::string cacheElement = storageType(kernel.cache);
   const std::string cacheType = fmt::format("memref<?x{}x{}>", d, cacheElement);
   const std::string scratchType = fmt::format("memref<{}xf32>", d);

@@ -156,7 +156,7 @@ std::vector<PrefillVariant> prefillCandidates(const CpuTarget &target, int64_t i
   for (int64_t r : rows)
     candidates.push_back({PrefillMatmul::F32, r, 0});
   // vdpbf16ps and the tile unit multiply bf16 weights only.
-  if (weights.dtype != Storage::BF16)
+  if (weights.dtype != DType::BF16)
     return candidates;
   if (targetHas(target, "avx512bf16"))
     for (int64_t r : rows)

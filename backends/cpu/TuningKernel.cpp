@@ -13,10 +13,9 @@ namespace q3::cpu {
 
 namespace {
 
-runtime::DType runtimeDType(Storage dtype) {
-  if (dtype != Storage::BF16 && dtype != Storage::F16)
+void requireHalves(DType dtype) {
+  if (dtype == DType::F32)
     throw std::invalid_argument("--tune: measures bf16 and f16 products only");
-  return dtype == Storage::F16 ? runtime::DType::F16 : runtime::DType::BF16;
 }
 
 } // namespace
@@ -28,7 +27,7 @@ void requireTunableShape(int64_t hidden, int64_t intermediate) {
 
 FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t outputs,
                                 const TunedWeights &weights, bool swiglu) {
-  runtimeDType(weights.dtype); // refuses f32 weights
+  requireHalves(weights.dtype);
   FusedLinearKernel kernel;
   kernel.name = name;
   kernel.inFeatures = hidden;
@@ -42,13 +41,14 @@ FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t
   return kernel;
 }
 
-std::vector<uint8_t> randomHalves(Storage dtype, int64_t count, std::mt19937 &rng) {
+std::vector<uint8_t> randomHalves(DType dtype, int64_t count, std::mt19937 &rng) {
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> values(static_cast<size_t>(count));
   for (float &v : values)
     v = uniform(rng);
+  requireHalves(dtype);
   std::vector<uint8_t> stored(values.size() * 2);
-  runtime::convertFromF32(runtimeDType(dtype), values.data(), stored.data(), values.size());
+  runtime::convertFromF32(dtype, values.data(), stored.data(), values.size());
   return stored;
 }
 

@@ -31,7 +31,7 @@ void requireTunableShape(int64_t hidden, int64_t intermediate);
 /// How the compiled model's products hold their weights, which is what the
 /// tuners measure.
 struct TunedWeights {
-  Storage dtype = Storage::BF16;             // the checkpoint's: bf16 or f16
+  DType dtype = DType::BF16;                 // the checkpoint's: bf16 or f16
   bool packPerCall = true;                   // else packed at load (column blocks)
 };
 
@@ -43,7 +43,7 @@ FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t
                                 const TunedWeights &weights, bool swiglu = true);
 
 /// `count` random values in [-1, 1) stored as `dtype` (bf16 or f16).
-std::vector<uint8_t> randomHalves(Storage dtype, int64_t count, std::mt19937 &rng);
+std::vector<uint8_t> randomHalves(DType dtype, int64_t count, std::mt19937 &rng);
 
 /// Random weights for `kernel` (its dtype), in the layout it reads (column
 /// blocks when packed at load).

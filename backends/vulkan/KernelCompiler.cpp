@@ -88,7 +88,7 @@ CompiledKernel KernelCompiler::linear(const LinearKernel &kernel, const MatMulTi
   if (kernel.residual)
     spec.elementBytes.push_back(4);
   spec.elementBytes.push_back(4);
-  const int64_t rowBytes = kernel.inFeatures * storageBytes(kernel.weight);
+  const int64_t rowBytes = kernel.inFeatures * dtypeBytes(kernel.weight);
   // SwiGLU's weight is bound as its two halves, in parts or not; others
   // in parts when they must.
   if (kernel.swiglu)
@@ -145,7 +145,7 @@ CompiledKernel KernelCompiler::embedding(const EmbeddingKernel &kernel, int64_t 
   spec.name = kernel.name;
   WeightAccess table(context_, kernel.table, kernel.hidden);
   spec.elementBytes = {table.unitBytes(), 4, 4};
-  const int64_t rowBytes = kernel.hidden * storageBytes(kernel.table);
+  const int64_t rowBytes = kernel.hidden * dtypeBytes(kernel.table);
   // Always in parts (one when the table fits a binding): the kernel serves
   // the tokens of the part bound, so it needs the part's rows either way.
   spec.split = rv::WeightSplit{0, kernel.vocab, rowBytes,
@@ -164,7 +164,7 @@ CompiledKernel KernelCompiler::qkNormRope(const QKNormRopeKernel &kernel) {
   rv::VulkanKernel &spec = out.spec;
   spec.name = kernel.name;
   const int64_t gainBytes = WeightAccess(context_, kernel.gains, kernel.headDim, 2).unitBytes();
-  const int64_t cacheBytes = storageBytes(kernel.cache);
+  const int64_t cacheBytes = dtypeBytes(kernel.cache);
   spec.elementBytes = {4, gainBytes, gainBytes, cacheBytes, cacheBytes, 4};
   spec.pushScalars = {kCapacityScalar};
   rv::KernelVariant variant;
@@ -181,7 +181,7 @@ CompiledKernel KernelCompiler::attention(const AttentionKernel &kernel) {
   CompiledKernel out;
   rv::VulkanKernel &spec = out.spec;
   spec.name = kernel.name;
-  spec.elementBytes = {4, storageBytes(kernel.cache), storageBytes(kernel.cache), 4};
+  spec.elementBytes = {4, dtypeBytes(kernel.cache), dtypeBytes(kernel.cache), 4};
   const bool split = kernel.decodeSplits > 1;
   if (split)
     spec.elementBytes.push_back(4); // the workspace

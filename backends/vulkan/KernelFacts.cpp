@@ -29,7 +29,7 @@ std::optional<LinearKernel> linearFacts(func::FuncOp kernel) {
     facts.swiglu = fused.getSwiglu();
     facts.residual = bool(fused.getResidual());
     if (Value gain = fused.getGain())
-      facts.gain = storageOf(gain.getType().cast<RankedTensorType>().getElementType());
+      facts.gain = dtypeOf(gain.getType());
   } else if (auto linear = dyn_cast_or_null<ir::LinearOp>(anchor); linear && !linear.getBias()) {
     weight = linear.getWeight();
     result = linear.getResult();
@@ -38,7 +38,7 @@ std::optional<LinearKernel> linearFacts(func::FuncOp kernel) {
   }
   facts.inFeatures = shapeOf(weight)[1];
   facts.outFeatures = shapeOf(result)[1];
-  facts.weight = storageOf(weight.getType().cast<RankedTensorType>().getElementType());
+  facts.weight = dtypeOf(weight.getType());
   return facts;
 }
 
@@ -48,7 +48,7 @@ std::optional<EmbeddingKernel> embeddingFacts(func::FuncOp kernel) {
     return std::nullopt;
   auto table = embedding.getTable().getType().cast<RankedTensorType>();
   return EmbeddingKernel{kernel.getSymName().str(), table.getShape()[0], table.getShape()[1],
-                         storageOf(table.getElementType())};
+                         dtypeOf(table.getElementType())};
 }
 
 std::optional<AttentionKernel> attentionFacts(func::FuncOp kernel) {

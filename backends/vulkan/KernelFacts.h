@@ -16,7 +16,7 @@
 
 namespace q3::vulkan {
 
-using backends::storageOf;
+using backends::dtypeOf;
 
 /// A matrix product kernel (q3.fused_linear, or q3.linear without bias) as
 /// the Vulkan kernels read it: the weight's element type, the gain operand's

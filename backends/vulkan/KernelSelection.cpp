@@ -81,14 +81,14 @@ CompiledKernel compileKernel(KernelCompiler &compiler, func::FuncOp kernel) {
                         shapeOf(fused.getQuery())[1],
                         cache.getKvHeads(),
                         cache.getHeadDim(),
-                        storageOf(fused.getQGain().getType().cast<RankedTensorType>().getElementType()),
+                        dtypeOf(fused.getQGain().getType()),
                         fused.getEps().convertToDouble(),
                         fused.getTheta().convertToDouble()};
     std::optional<int64_t> subgroups = loweringConfigInt(kernel, "subgroups");
     if (!subgroups)
       missing(kernel, "subgroups");
     qk.subgroups = *subgroups;
-    qk.cache = storageOf(cache.getElement());
+    qk.cache = dtypeOf(cache.getElement());
     return compiler.qkNormRope(qk);
   }
   if (std::optional<AttentionKernel> facts = attentionFacts(kernel)) {
@@ -105,7 +105,7 @@ CompiledKernel compileKernel(KernelCompiler &compiler, func::FuncOp kernel) {
                                ": prefill_rows_per_workgroup must be 1 to 64, not " +
                                std::to_string(a.rowsPerWorkgroup));
     a.minSubgroupSize = *minSubgroup;
-    a.cache = storageOf(cacheElementOf(kernel));
+    a.cache = dtypeOf(cacheElementOf(kernel));
     a.decodeSplits = loweringConfigInt(kernel, "decode_splits").value_or(1);
     a.splitPositions = loweringConfigInt(kernel, "decode_split_positions").value_or(1);
     if (a.decodeSplits < 1 || a.splitPositions < 1)

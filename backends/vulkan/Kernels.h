@@ -12,7 +12,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
-#include "backends/common/Storage.h"
+#include "backends/common/DTypes.h"
 
 #include <cstdint>
 #include <optional>
@@ -21,9 +21,8 @@
 
 namespace q3::vulkan {
 
-using backends::Storage;
-using backends::storageBytes;
-using backends::storageName;
+using backends::DType;
+using backends::dtypeBytes;
 
 /// Shared memory a workgroup may use: what the devices q3c has run on offer
 /// (lavapipe 32 KiB, NVIDIA 48 KiB); the driver refuses a device with less
@@ -35,7 +34,7 @@ inline constexpr int64_t kWideSubgroupSize = 32;
 /// The binding element of a KV cache of `storage`: f32, f16, or i16 holding
 /// bf16 bits (each element its own 16-bit store: no two invocations share a
 /// 32-bit word).
-mlir::Type cacheElementType(mlir::MLIRContext &context, Storage storage);
+mlir::Type cacheElementType(mlir::MLIRContext &context, DType storage);
 
 /// q3.embedding: rows of a [vocab, hidden] table, widened to f32. One
 /// workgroup per row; a table split into parts runs one dispatch per part,
@@ -43,7 +42,7 @@ mlir::Type cacheElementType(mlir::MLIRContext &context, Storage storage);
 struct EmbeddingKernel {
   std::string name;
   int64_t vocab = 0, hidden = 0;
-  Storage table = Storage::F32;
+  DType table = DType::F32;
   int64_t workgroup = 64; // invocations
 };
 mlir::OwningOpRef<mlir::ModuleOp> buildEmbedding(mlir::MLIRContext &context,
@@ -60,11 +59,11 @@ struct LinearKernel {
   std::string name;
   int64_t inFeatures = 0;  // K
   int64_t outFeatures = 0; // N: columns of y
-  Storage weight = Storage::F32;
+  DType weight = DType::F32;
   std::optional<double> normEps;
   bool swiglu = false;
   bool residual = false;
-  std::optional<Storage> gain;
+  std::optional<DType> gain;
   int64_t weightRows() const { return swiglu ? 2 * outFeatures : outFeatures; }
 };
 
@@ -145,10 +144,10 @@ int64_t matMulSharedBytes(const LinearKernel &kernel, const MatMulTiling &tiling
 struct QKNormRopeKernel {
   std::string name;
   int64_t queryHeads = 0, kvHeads = 0, headDim = 0;
-  Storage gains = Storage::F32;
+  DType gains = DType::F32;
   double eps = 1e-6, theta = 10000.0;
   int64_t subgroups = 4; // per workgroup, one head vector each
-  Storage cache = Storage::F32; // f32, or f16 rounded to nearest even (16-bit storage)
+  DType cache = DType::F32; // f32, or f16 rounded to nearest even (16-bit storage)
 };
 mlir::OwningOpRef<mlir::ModuleOp> buildQKNormRope(mlir::MLIRContext &context,
                                                   const QKNormRopeKernel &kernel);
@@ -177,7 +176,7 @@ struct AttentionKernel {
   /// wave32 width; tests take 16 to run that path on lavapipe's 16-wide
   /// subgroups).
   int64_t wideSubgroupSize = kWideSubgroupSize;
-  Storage cache = Storage::F32; // the cached keys' and values' element type
+  DType cache = DType::F32; // the cached keys' and values' element type
   /// Workgroups per KV head of the one-row variant, each over its own run
   /// of at least `splitPositions` positions (KernelMath's decodeSplit).
   /// Above 1, that variant writes each query head's partial state per run

@@ -80,7 +80,7 @@ struct MatVecPass : PassWrapper<MatVecPass, OperationPass<ModuleOp>> {
       setLoweringConfig(kernel, "decode_rows", b.getI64IntegerAttr(kMatVecRows));
       setLoweringConfig(kernel, "decode_workgroup", b.getI64IntegerAttr(kDecodeWorkgroup));
       const LinearKernel linear = *linearFacts(kernel);
-      const int64_t units = linear.inFeatures * storageBytes(linear.weight) / 16;
+      const int64_t units = linear.inFeatures * dtypeBytes(linear.weight) / 16;
       if (int64_t c = forced > 0 ? forced : columnSubgroups(linear.outFeatures, units); c > 1)
         setLoweringConfig(kernel, "decode_column_subgroups", b.getI64IntegerAttr(c));
     });

@@ -3,6 +3,7 @@
 #include "backends/common/ManifestWriter.h"
 #include "backends/vulkan/LoweringConfig.h"
 
+#include "backends/common/DTypes.h"
 #include "ir/BuildGraph.h"
 #include "ir/Q3Ops.h"
 #include "passes/Statistics.h"
@@ -35,7 +36,7 @@ public:
     m.target.backend = "vulkan";
     m.config = backends::configOf(module);
     auto cacheType = forward.getArgument(2).getType().cast<ir::KVCacheType>();
-    m.kvCache = backends::elementTypeOf(cacheType.getElement());
+    m.kvCache = backends::dtypeOf(cacheType.getElement());
     backends::readBufferPlan(module, m);
     backends::collectWeights(forward, m, weightIds);
     for (ir::DispatchOp dispatch : forward.getBody().front().getOps<ir::DispatchOp>())

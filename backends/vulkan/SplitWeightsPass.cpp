@@ -46,10 +46,10 @@ struct SplitWeightsPass : PassWrapper<SplitWeightsPass, OperationPass<ModuleOp>>
         // SwiGLU binds its gate and up halves separately: a half must fit.
         perPart = KernelCompiler::rowsPerPart(
             linear->swiglu ? linear->outFeatures : linear->weightRows(),
-            linear->inFeatures * storageBytes(linear->weight), limit, tile ? tile[1] : 1);
+            linear->inFeatures * dtypeBytes(linear->weight), limit, tile ? tile[1] : 1);
       } else if (std::optional<EmbeddingKernel> table = embeddingFacts(kernel)) {
-        perPart = KernelCompiler::rowsPerPart(table->vocab, table->hidden * storageBytes(table->table),
-                                              limit, 1);
+        perPart = KernelCompiler::rowsPerPart(table->vocab,
+                                              table->hidden * dtypeBytes(table->table), limit, 1);
       }
       if (perPart)
         setLoweringConfig(kernel, "weight_rows_per_part", b.getI64IntegerAttr(perPart));

@@ -12,27 +12,27 @@ using namespace mlir;
 
 namespace q3::vulkan {
 
-Type cacheElementType(MLIRContext &context, Storage storage) {
-  if (storage == Storage::F16)
+Type cacheElementType(MLIRContext &context, DType storage) {
+  if (storage == DType::F16)
     return FloatType::getF16(&context);
-  if (storage == Storage::BF16)
+  if (storage == DType::BF16)
     return IntegerType::get(&context, 16); // the bits, one element per 16-bit store
   return FloatType::getF32(&context);
 }
 
-WeightAccess::WeightAccess(MLIRContext &context, Storage storage, int64_t columns,
+WeightAccess::WeightAccess(MLIRContext &context, DType storage, int64_t columns,
                            int64_t maxElementsPerUnit)
     : storage_(storage), columns_(columns) {
   // Widest first; each must divide a row so rows start on unit boundaries.
   std::vector<int64_t> widths;
   switch (storage) {
-  case Storage::F32:
+  case DType::F32:
     widths = {4, 1};
     break;
-  case Storage::F16:
+  case DType::F16:
     widths = {4, 2, 1};
     break;
-  case Storage::BF16:
+  case DType::BF16:
     widths = {8, 2};
     break;
   }
@@ -48,19 +48,19 @@ WeightAccess::WeightAccess(MLIRContext &context, Storage storage, int64_t column
   Type f32 = FloatType::getF32(&context), f16 = FloatType::getF16(&context),
        i32 = IntegerType::get(&context, 32);
   switch (storage) {
-  case Storage::F32:
+  case DType::F32:
     element_ = elementsPerUnit_ == 1 ? f32 : VectorType::get({elementsPerUnit_}, f32);
     break;
-  case Storage::F16:
+  case DType::F16:
     element_ = elementsPerUnit_ == 1 ? f16 : VectorType::get({elementsPerUnit_}, f16);
     break;
-  case Storage::BF16:
+  case DType::BF16:
     element_ = elementsPerUnit_ == 2 ? i32 : VectorType::get({elementsPerUnit_ / 2}, i32);
     break;
   }
 }
 
-int64_t WeightAccess::unitBytes() const { return elementsPerUnit_ * storageBytes(storage_); }
+int64_t WeightAccess::unitBytes() const { return elementsPerUnit_ * dtypeBytes(storage_); }
 
 Value WeightAccess::unitsBefore(GpuKernelBuilder &k, Value row) const {
   return k.mul(row, k.index(unitsPerRow()));
@@ -71,9 +71,9 @@ std::vector<Value> WeightAccess::loadUnit(GpuKernelBuilder &k, Value memref,
   Value unit = k.load(memref, unitIndex);
   std::vector<Value> values;
   auto widenScalar = [&](Value v) {
-    return storage_ == Storage::F16 ? kernels::widenF16(k.b, k.loc, v) : v;
+    return storage_ == DType::F16 ? kernels::widenF16(k.b, k.loc, v) : v;
   };
-  if (storage_ == Storage::BF16) {
+  if (storage_ == DType::BF16) {
     // Each 32-bit word holds two bf16: the even column low, the odd high.
     int64_t words = elementsPerUnit_ / 2;
     for (int64_t w = 0; w < words; ++w) {

@@ -23,7 +23,7 @@ class WeightAccess {
 public:
   /// Rows of `columns` elements of `storage`, read in units of at most
   /// `maxElementsPerUnit` elements.
-  WeightAccess(mlir::MLIRContext &context, Storage storage, int64_t columns,
+  WeightAccess(mlir::MLIRContext &context, DType storage, int64_t columns,
                int64_t maxElementsPerUnit = 8);
 
   /// The element type of the binding (f32, f16, i32, or a vector of 4).
@@ -50,7 +50,7 @@ public:
                                        int64_t firstMultiple, int64_t count) const;
 
 private:
-  Storage storage_;
+  DType storage_;
   int64_t columns_;
   int64_t elementsPerUnit_;
   mlir::Type element_;

@@ -30,13 +30,13 @@
 namespace q3::testing {
 namespace {
 
+using cpu::DType;
 using cpu::FusedLinearKernel;
-using cpu::Storage;
 
 struct LinearCase {
   std::string label;
   int64_t in, out, rows;
-  Storage weight;
+  DType weight;
   bool norm, swiglu, residual;
   bool prologueGain = false; // gain applied to x in the kernel, not folded into w
   bool columnBlocks = false; // weight bound in runtime/WeightLayout.h's column blocks
@@ -101,7 +101,7 @@ FusedLinearKernel kernelFor(const LinearCase &c) {
   kernel.swiglu = c.swiglu;
   kernel.residual = c.residual;
   if (c.prologueGain)
-    kernel.prologueGain = Storage::BF16;
+    kernel.prologueGain = DType::BF16;
   kernel.columnBlocks = c.columnBlocks;
   kernel.panelsPerCall = c.perCall;
   kernel.weightParts = c.parts;
@@ -126,11 +126,10 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu, bool sameRou
   std::mt19937 rng(42);
   std::vector<float> x = randomValues(c.rows * c.in, rng);
   // Weights as stored (bf16/f16/f32) and their exact f32 widening for the reference.
-  const runtime::DType dtype = runtimeType(c.weight);
   std::vector<float> weights = randomValues(kernel.weightRows() * c.in, rng, 0.5f);
-  std::vector<uint8_t> stored(weights.size() * runtime::dtypeSize(dtype));
-  runtime::convertFromF32(dtype, weights.data(), stored.data(), weights.size());
-  runtime::convertToF32(dtype, stored.data(), weights.data(), weights.size());
+  std::vector<uint8_t> stored(weights.size() * runtime::dtypeSize(c.weight));
+  runtime::convertFromF32(c.weight, weights.data(), stored.data(), weights.size());
+  runtime::convertToF32(c.weight, stored.data(), weights.data(), weights.size());
   if (c.columnBlocks) {
     std::vector<uint8_t> packed(stored.size());
     runtime::packColumnBlocks(reinterpret_cast<const uint16_t *>(stored.data()),
@@ -271,7 +270,7 @@ using cpu::PrefillMatmul;
 /// Qwen3-0.6B depths, every epilogue, the prologue gain, a pair of output
 /// blocks cut short, 16..40 rows (AMX pads to 32).
 std::vector<LinearCase> bf16PrefillCases(PrefillMatmul matmul) {
-  const Storage bf16 = Storage::BF16;
+  const DType bf16 = DType::BF16;
   return {
       LinearCase{"plain", 64, 80, 13, bf16, false, false, false, false, true, matmul},
       LinearCase{"norm_gain_swiglu", 128, 48, 17, bf16, true, true, false, true, true, matmul},
@@ -300,7 +299,7 @@ void expectBf16Prefill(PrefillMatmul matmul, bool packPerCall = false) {
   // Decode (one row) stays f32; the rows the tiles leave and prefills
   // shorter than AMX's 16 rows are rounded like the rest of the prefill.
   for (int64_t rows : {1, 5, 15}) {
-    LinearCase c{"short", 256, 64, rows, Storage::BF16, true, false, false, true, true, matmul};
+    LinearCase c{"short", 256, 64, rows, DType::BF16, true, false, false, true, true, matmul};
     EXPECT_LE(relativeErrorOf(packPerCall ? perCall(c) : c, "host", true), 1e-5) << rows << " rows";
   }
 }
@@ -309,7 +308,7 @@ void expectBf16Prefill(PrefillMatmul matmul, bool packPerCall = false) {
 // products (13 rows: full tiles and a remainder for each height).
 TEST(FusedLinearKernel, ColumnBlockTilesOfEveryHeight) {
   for (int64_t tileRows = 1; tileRows <= 8; ++tileRows) {
-    LinearCase c{"tile", 72, 96, 13, Storage::BF16, true, true, true, true, true};
+    LinearCase c{"tile", 72, 96, 13, DType::BF16, true, true, true, true, true};
     c.tileRows = tileRows;
     EXPECT_LE(relativeErrorOf(c, "host"), 1e-5) << tileRows << " rows";
   }
@@ -319,7 +318,7 @@ TEST(FusedLinearKernel, ColumnBlockTilesOfEveryHeight) {
 // one buffer or in parts (a part boundary inside a pair of output blocks),
 // bf16 or f16 (each pair's halves widened apart).
 TEST(FusedLinearKernel, PanelTilesOfEveryHeight) {
-  for (Storage weight : {Storage::BF16, Storage::F16})
+  for (DType weight : {DType::BF16, DType::F16})
     for (int64_t tileRows = 1; tileRows <= 8; ++tileRows) {
       LinearCase c{"tile", 72, 96, 13, weight, true, true, true, true, true};
       c.tileRows = tileRows;
@@ -342,7 +341,7 @@ TEST(FusedLinearKernel, LeftoverRowsRunInSmallerTiles) {
     matmuls.push_back(PrefillMatmul::Avx512Bf16);
   for (PrefillMatmul matmul : matmuls)
     for (int64_t rows = 16; rows < 24; ++rows) {
-      LinearCase c{"leftover", 72, 96, rows, Storage::BF16, true, true, true, true, true, matmul};
+      LinearCase c{"leftover", 72, 96, rows, DType::BF16, true, true, true, true, true, matmul};
       c.tileRows = 8;
       EXPECT_LE(relativeErrorOf(perCall(c), "host", true), 1e-5) << rows << " rows, per call";
       EXPECT_LE(relativeErrorOf(c, "host", true), 1e-5) << rows << " rows, at load";
@@ -381,14 +380,14 @@ bool compilesAndLinks(const LinearCase &c, const cpu::CpuTarget &target) {
 // (no F16C below x86-64-v3: f16 weights are widened in software there).
 TEST(FusedLinearKernel, CompilesForEveryCpuLevel) {
   const std::vector<LinearCase> cases = {
-      {"f16", 40, 72, 3, Storage::F16, true, true, true},
-      {"bf16", 64, 64, 2, Storage::BF16, true, false, true},
-      {"bf16_blocks", 64, 64, 9, Storage::BF16, true, false, true, true, true},
-      perCall({"bf16", 64, 64, 9, Storage::BF16, true, false, true, true}, {32, 32}),
-      perCall({"bf16_decode", 64, 64, 1, Storage::BF16, true, true, false, true}),
-      {"f16_blocks", 40, 64, 9, Storage::F16, true, true, true, true, true},
-      perCall({"f16", 40, 64, 9, Storage::F16, true, false, true, true}, {16, 48}),
-      perCall({"f16_decode", 40, 64, 1, Storage::F16, true, true, false, true})};
+      {"f16", 40, 72, 3, DType::F16, true, true, true},
+      {"bf16", 64, 64, 2, DType::BF16, true, false, true},
+      {"bf16_blocks", 64, 64, 9, DType::BF16, true, false, true, true, true},
+      perCall({"bf16", 64, 64, 9, DType::BF16, true, false, true, true}, {32, 32}),
+      perCall({"bf16_decode", 64, 64, 1, DType::BF16, true, true, false, true}),
+      {"f16_blocks", 40, 64, 9, DType::F16, true, true, true, true, true},
+      perCall({"f16", 40, 64, 9, DType::F16, true, false, true, true}, {16, 48}),
+      perCall({"f16_decode", 40, 64, 1, DType::F16, true, true, false, true})};
   for (const char *level : {"x86-64-v2", "x86-64-v3", "x86-64-v4"}) {
     const cpu::CpuTarget target = cpu::resolveCpuTarget(level);
     const bool runnable = runtime::missingCpuFeatures(target.requiredFeatures).empty();
@@ -405,7 +404,7 @@ TEST(FusedLinearKernel, CompilesForEveryCpuLevel) {
 // The bf16 prefill instructions compile and link for CPUs that have them,
 // whatever this host is (their execution tests below skip without them).
 TEST(FusedLinearKernel, Avx512Bf16AndAmxKernelsCompileForTheirCpus) {
-  LinearCase c{"blocks", 64, 64, 40, Storage::BF16, true, false, true, true, true};
+  LinearCase c{"blocks", 64, 64, 40, DType::BF16, true, false, true, true, true};
   c.matmul = cpu::PrefillMatmul::Avx512Bf16;
   EXPECT_TRUE(compilesAndLinks(c, cpu::resolveCpuTarget("znver4")));
   c.matmul = cpu::PrefillMatmul::Amx;
@@ -415,92 +414,89 @@ TEST(FusedLinearKernel, Avx512Bf16AndAmxKernelsCompileForTheirCpus) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, FusedLinearKernelTest,
     ::testing::Values(
-        LinearCase{"plain_f32_decode", 64, 256, 1, Storage::F32, false, false, false},
-        LinearCase{"plain_bf16_prefill", 64, 200, 5, Storage::BF16, false, false, false},
-        LinearCase{"plain_f16", 48, 96, 3, Storage::F16, false, false, false},
-        LinearCase{"ragged_k_bf16", 40, 72, 2, Storage::BF16, false, false, false},
-        LinearCase{"norm_f32", 128, 130, 4, Storage::F32, true, false, false},
-        LinearCase{"norm_bf16_ragged", 72, 64, 3, Storage::BF16, true, false, false},
-        LinearCase{"norm_swiglu_f32", 64, 192, 3, Storage::F32, true, true, false},
-        LinearCase{"norm_swiglu_bf16", 96, 100, 1, Storage::BF16, true, true, false},
-        LinearCase{"residual_bf16", 192, 64, 4, Storage::BF16, false, false, true},
-        LinearCase{"residual_f16_decode", 128, 48, 1, Storage::F16, false, false, true},
-        LinearCase{"all_epilogues_bf16", 64, 64, 2, Storage::BF16, true, true, true},
-        LinearCase{"qwen3_0_6b_qkv_decode", 1024, 4096, 1, Storage::BF16, true, false, false},
-        LinearCase{"prologue_gain_norm_bf16", 72, 96, 3, Storage::BF16, true, false, false, true},
-        LinearCase{"prologue_gain_swiglu_f16", 64, 40, 2, Storage::F16, true, true, false, true},
-        LinearCase{"prologue_gain_qwen3_0_6b_qkv_prefill", 1024, 4096, 5, Storage::BF16, true,
-                   false, false, true},
+        LinearCase{"plain_f32_decode", 64, 256, 1, DType::F32, false, false, false},
+        LinearCase{"plain_bf16_prefill", 64, 200, 5, DType::BF16, false, false, false},
+        LinearCase{"plain_f16", 48, 96, 3, DType::F16, false, false, false},
+        LinearCase{"ragged_k_bf16", 40, 72, 2, DType::BF16, false, false, false},
+        LinearCase{"norm_f32", 128, 130, 4, DType::F32, true, false, false},
+        LinearCase{"norm_bf16_ragged", 72, 64, 3, DType::BF16, true, false, false},
+        LinearCase{"norm_swiglu_f32", 64, 192, 3, DType::F32, true, true, false},
+        LinearCase{"norm_swiglu_bf16", 96, 100, 1, DType::BF16, true, true, false},
+        LinearCase{"residual_bf16", 192, 64, 4, DType::BF16, false, false, true},
+        LinearCase{"residual_f16_decode", 128, 48, 1, DType::F16, false, false, true},
+        LinearCase{"all_epilogues_bf16", 64, 64, 2, DType::BF16, true, true, true},
+        LinearCase{"qwen3_0_6b_qkv_decode", 1024, 4096, 1, DType::BF16, true, false, false},
+        LinearCase{"prologue_gain_norm_bf16", 72, 96, 3, DType::BF16, true, false, false, true},
+        LinearCase{"prologue_gain_swiglu_f16", 64, 40, 2, DType::F16, true, true, false, true},
+        LinearCase{"prologue_gain_qwen3_0_6b_qkv_prefill", 1024, 4096, 5, DType::BF16, true, false,
+                   false, true},
         // Column blocks: 6-row prefill tiles plus leftover rows, an odd number
         // of output blocks (a pair cut short), every epilogue.
-        LinearCase{"blocks_plain_decode", 64, 48, 1, Storage::BF16, false, false, false, false,
+        LinearCase{"blocks_plain_decode", 64, 48, 1, DType::BF16, false, false, false, false, true},
+        LinearCase{"blocks_plain_prefill", 40, 80, 13, DType::BF16, false, false, false, false,
                    true},
-        LinearCase{"blocks_plain_prefill", 40, 80, 13, Storage::BF16, false, false, false, false,
+        LinearCase{"blocks_norm_gain", 72, 96, 7, DType::BF16, true, false, false, true, true},
+        LinearCase{"blocks_swiglu", 64, 48, 6, DType::BF16, true, true, false, true, true},
+        LinearCase{"blocks_residual_decode", 192, 64, 1, DType::BF16, false, false, true, false,
                    true},
-        LinearCase{"blocks_norm_gain", 72, 96, 7, Storage::BF16, true, false, false, true, true},
-        LinearCase{"blocks_swiglu", 64, 48, 6, Storage::BF16, true, true, false, true, true},
-        LinearCase{"blocks_residual_decode", 192, 64, 1, Storage::BF16, false, false, true, false,
-                   true},
-        LinearCase{"blocks_all_epilogues", 64, 32, 8, Storage::BF16, true, true, true, false, true},
-        LinearCase{"blocks_qwen3_0_6b_mlp_prefill", 1024, 3072, 9, Storage::BF16, true, true, false,
+        LinearCase{"blocks_all_epilogues", 64, 32, 8, DType::BF16, true, true, true, false, true},
+        LinearCase{"blocks_qwen3_0_6b_mlp_prefill", 1024, 3072, 9, DType::BF16, true, true, false,
                    true, true},
         // Decode over many workgroups: its runs must not depend on the split.
-        LinearCase{"blocks_qwen3_0_6b_mlp_decode", 1024, 3072, 1, Storage::BF16, true, true, false,
+        LinearCase{"blocks_qwen3_0_6b_mlp_decode", 1024, 3072, 1, DType::BF16, true, true, false,
                    true, true},
-        LinearCase{"blocks_qwen3_0_6b_o_decode", 2048, 1040, 1, Storage::BF16, false, false, true,
+        LinearCase{"blocks_qwen3_0_6b_o_decode", 2048, 1040, 1, DType::BF16, false, false, true,
                    false, true},
         // Packed per call: the gather tail of K (40, 72: K/2 not a multiple
         // of 16), a pair cut short, every epilogue, decode and prefill, and
         // weights in parts: q/k/v, gate/up, and parts of one 16-row block
         // that split a pair of blocks.
-        perCall(LinearCase{"plain_decode", 64, 48, 1, Storage::BF16, false, false, false}),
-        perCall(LinearCase{"plain_prefill", 40, 80, 13, Storage::BF16, false, false, false}),
-        perCall(LinearCase{"norm_gain", 72, 96, 7, Storage::BF16, true, false, false, true}),
-        perCall(LinearCase{"swiglu", 64, 48, 6, Storage::BF16, true, true, false, true}),
-        perCall(LinearCase{"residual_decode", 192, 64, 1, Storage::BF16, false, false, true}),
-        perCall(LinearCase{"all_epilogues", 64, 32, 8, Storage::BF16, true, true, true}),
-        perCall(LinearCase{"qwen3_0_6b_qkv_prefill", 1024, 4096, 9, Storage::BF16, true, false,
-                           false, true},
+        perCall(LinearCase{"plain_decode", 64, 48, 1, DType::BF16, false, false, false}),
+        perCall(LinearCase{"plain_prefill", 40, 80, 13, DType::BF16, false, false, false}),
+        perCall(LinearCase{"norm_gain", 72, 96, 7, DType::BF16, true, false, false, true}),
+        perCall(LinearCase{"swiglu", 64, 48, 6, DType::BF16, true, true, false, true}),
+        perCall(LinearCase{"residual_decode", 192, 64, 1, DType::BF16, false, false, true}),
+        perCall(LinearCase{"all_epilogues", 64, 32, 8, DType::BF16, true, true, true}),
+        perCall(LinearCase{"qwen3_0_6b_qkv_prefill", 1024, 4096, 9, DType::BF16, true, false, false,
+                           true},
                 {2048, 1024, 1024}),
-        perCall(LinearCase{"qwen3_0_6b_qkv_decode", 1024, 4096, 1, Storage::BF16, true, false,
-                           false, true},
+        perCall(LinearCase{"qwen3_0_6b_qkv_decode", 1024, 4096, 1, DType::BF16, true, false, false,
+                           true},
                 {2048, 1024, 1024}),
-        perCall(LinearCase{"qwen3_0_6b_mlp_prefill", 1024, 3072, 9, Storage::BF16, true, true,
-                           false, true},
-                {3072, 3072}),
-        perCall(LinearCase{"qwen3_0_6b_mlp_decode", 1024, 3072, 1, Storage::BF16, true, true, false,
+        perCall(LinearCase{"qwen3_0_6b_mlp_prefill", 1024, 3072, 9, DType::BF16, true, true, false,
                            true},
                 {3072, 3072}),
-        perCall(LinearCase{"parts_split_a_pair", 40, 80, 13, Storage::BF16, false, false, true},
+        perCall(LinearCase{"qwen3_0_6b_mlp_decode", 1024, 3072, 1, DType::BF16, true, true, false,
+                           true},
+                {3072, 3072}),
+        perCall(LinearCase{"parts_split_a_pair", 40, 80, 13, DType::BF16, false, false, true},
                 {16, 48, 16}),
-        perCall(LinearCase{"parts_split_a_pair_decode", 40, 80, 1, Storage::BF16, false, false,
-                           true},
+        perCall(LinearCase{"parts_split_a_pair_decode", 40, 80, 1, DType::BF16, false, false, true},
                 {16, 48, 16}),
         // f16 weights take the same layouts (f32 FMAs on the widened halves).
-        LinearCase{"blocks_f16_prefill", 72, 96, 13, Storage::F16, true, true, true, true, true},
-        LinearCase{"blocks_f16_decode", 72, 96, 1, Storage::F16, true, false, true, true, true},
-        perCall(LinearCase{"f16_qwen3_0_6b_qkv_prefill", 1024, 4096, 9, Storage::F16, true, false,
+        LinearCase{"blocks_f16_prefill", 72, 96, 13, DType::F16, true, true, true, true, true},
+        LinearCase{"blocks_f16_decode", 72, 96, 1, DType::F16, true, false, true, true, true},
+        perCall(LinearCase{"f16_qwen3_0_6b_qkv_prefill", 1024, 4096, 9, DType::F16, true, false,
                            false, true},
                 {2048, 1024, 1024}),
-        perCall(LinearCase{"f16_qwen3_0_6b_mlp_decode", 1024, 3072, 1, Storage::F16, true, true,
+        perCall(LinearCase{"f16_qwen3_0_6b_mlp_decode", 1024, 3072, 1, DType::F16, true, true,
                            false, true},
                 {3072, 3072}),
-        perCall(LinearCase{"f16_gather_tail", 40, 80, 13, Storage::F16, false, false, true},
+        perCall(LinearCase{"f16_gather_tail", 40, 80, 13, DType::F16, false, false, true},
                 {16, 48, 16}),
         // Row-major kernels read a concatenated weight part by part too (f32
         // checkpoints: q/k/v and gate/up read where they are mapped): the 4 x 4
         // and 4-row tiles, the leftover rows and columns, decode.
-        inParts(LinearCase{"f32_qwen3_0_6b_qkv_prefill", 1024, 4096, 9, Storage::F32, true, false,
+        inParts(LinearCase{"f32_qwen3_0_6b_qkv_prefill", 1024, 4096, 9, DType::F32, true, false,
                            false, true},
                 {2048, 1024, 1024}),
-        inParts(LinearCase{"f32_qwen3_0_6b_mlp_decode", 1024, 3072, 1, Storage::F32, true, true,
+        inParts(LinearCase{"f32_qwen3_0_6b_mlp_decode", 1024, 3072, 1, DType::F32, true, true,
                            false, true},
                 {3072, 3072}),
-        inParts(LinearCase{"f32_swiglu_prefill", 40, 48, 7, Storage::F32, true, true, true, true},
+        inParts(LinearCase{"f32_swiglu_prefill", 40, 48, 7, DType::F32, true, true, true, true},
                 {48, 48}),
-        inParts(LinearCase{"f32_ragged", 40, 80, 13, Storage::F32, false, false, true},
-                {16, 48, 16}),
-        inParts(LinearCase{"bf16_odd_k", 41, 64, 6, Storage::BF16, true, false, false, true},
+        inParts(LinearCase{"f32_ragged", 40, 80, 13, DType::F32, false, false, true}, {16, 48, 16}),
+        inParts(LinearCase{"bf16_odd_k", 41, 64, 6, DType::BF16, true, false, false, true},
                 {32, 16, 16})),
     caseName);
 
@@ -533,7 +529,7 @@ double maxRelativeDiff(const std::vector<float> &actual, const std::vector<float
 }
 
 TEST(EmbeddingKernel, CopiesWidenedRows) {
-  cpu::EmbeddingKernel kernel{"embed", 50, 24, Storage::BF16};
+  cpu::EmbeddingKernel kernel{"embed", 50, 24, DType::BF16};
   LoadedKernel loaded = compileForHost(cpu::embeddingSource(kernel), "embed");
   std::mt19937 rng(1);
   std::vector<float> table = randomValues(50 * 24, rng);
@@ -553,27 +549,24 @@ TEST(EmbeddingKernel, CopiesWidenedRows) {
 }
 
 /// The cache as the kernel stores it (f32, or bf16 bits) read back as f32.
-std::vector<float> cacheAsF32(const std::vector<uint8_t> &stored, Storage cache) {
-  const runtime::DType type = runtimeType(cache);
-  std::vector<float> values(stored.size() / runtime::dtypeSize(type));
-  runtime::convertToF32(type, stored.data(), values.data(), values.size());
+std::vector<float> cacheAsF32(const std::vector<uint8_t> &stored, DType cache) {
+  std::vector<float> values(stored.size() / runtime::dtypeSize(cache));
+  runtime::convertToF32(cache, stored.data(), values.data(), values.size());
   return values;
 }
 
 /// Each value rounded to `cache` and back, as a cache of that type holds it.
-std::vector<float> roundedTo(std::vector<float> values, Storage cache) {
-  const runtime::DType type = runtimeType(cache);
-  std::vector<uint8_t> stored(values.size() * runtime::dtypeSize(type));
-  runtime::convertFromF32(type, values.data(), stored.data(), values.size());
+std::vector<float> roundedTo(std::vector<float> values, DType cache) {
+  std::vector<uint8_t> stored(values.size() * runtime::dtypeSize(cache));
+  runtime::convertFromF32(cache, values.data(), stored.data(), values.size());
   return cacheAsF32(stored, cache);
 }
 
 /// The q/k-norm + RoPE + cache kernel of head_dim `d` (8: one element at a
 /// time; 32 and 128: 16 lanes) with gains stored as `gains`, writing a cache
 /// of `cache`.
-void checkQKNormRope(int64_t d, Storage gains, Storage cache = Storage::F32) {
-  SCOPED_TRACE(::testing::Message()
-               << "head_dim " << d << ", cache " << runtime::dtypeName(runtimeType(cache)));
+void checkQKNormRope(int64_t d, DType gains, DType cache = DType::F32) {
+  SCOPED_TRACE(::testing::Message() << "head_dim " << d << ", cache " << runtime::dtypeName(cache));
   const int64_t qHeads = 4, kvHeads = 2, rows = 3, layers = 3, capacity = 16;
   const int64_t layer = 1, startPos = 5;
   cpu::QKNormRopeCacheKernel kernel{"qkrope", qHeads, kvHeads, d, gains, 1e-6, 1e4, cache};
@@ -583,14 +576,12 @@ void checkQKNormRope(int64_t d, Storage gains, Storage cache = Storage::F32) {
   std::vector<float> qkv = randomValues(rows * width, rng, 2.0f);
   std::vector<float> qGain = randomValues(d, rng), kGain = randomValues(d, rng);
   // Gains as stored, and their exact widening for the reference.
-  const runtime::DType gainType = runtimeType(gains);
-  std::vector<uint8_t> qGainStored(d * runtime::dtypeSize(gainType)), kGainStored = qGainStored;
-  runtime::convertFromF32(gainType, qGain.data(), qGainStored.data(), d);
-  runtime::convertFromF32(gainType, kGain.data(), kGainStored.data(), d);
-  runtime::convertToF32(gainType, qGainStored.data(), qGain.data(), d);
-  runtime::convertToF32(gainType, kGainStored.data(), kGain.data(), d);
-  const size_t cacheBytes =
-      size_t(layers * capacity * kvHeads * d) * runtime::dtypeSize(runtimeType(cache));
+  std::vector<uint8_t> qGainStored(d * runtime::dtypeSize(gains)), kGainStored = qGainStored;
+  runtime::convertFromF32(gains, qGain.data(), qGainStored.data(), d);
+  runtime::convertFromF32(gains, kGain.data(), kGainStored.data(), d);
+  runtime::convertToF32(gains, qGainStored.data(), qGain.data(), d);
+  runtime::convertToF32(gains, kGainStored.data(), kGain.data(), d);
+  const size_t cacheBytes = size_t(layers * capacity * kvHeads * d) * runtime::dtypeSize(cache);
   std::vector<uint8_t> kStored(cacheBytes, 0), vStored(cacheBytes, 0);
   std::vector<float> query(rows * qHeads * d, NAN);
   void *buffers[] = {qkv.data(),     qGainStored.data(), kGainStored.data(),
@@ -624,7 +615,7 @@ void checkQKNormRope(int64_t d, Storage gains, Storage cache = Storage::F32) {
       std::copy_n(k.begin() + (t * kvHeads + kv) * d, d, expectedK.begin() + at);
       std::copy_n(v.begin() + (t * kvHeads + kv) * d, d, expectedV.begin() + at);
     }
-  if (cache == Storage::F32) {
+  if (cache == DType::F32) {
     EXPECT_LE(maxRelativeDiff(kCache, expectedK), 1e-6) << "keys, or rows outside the step touched";
   } else {
     // bf16 keys: the kernel's f32 key, within 1e-6, rounded to nearest even;
@@ -636,14 +627,14 @@ void checkQKNormRope(int64_t d, Storage gains, Storage cache = Storage::F32) {
 }
 
 TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
-  checkQKNormRope(8, Storage::F32);
-  checkQKNormRope(32, Storage::F32);
-  checkQKNormRope(128, Storage::BF16); // Qwen3's head_dim and gain dtype
-  checkQKNormRope(128, Storage::F16);
-  checkQKNormRope(8, Storage::BF16, Storage::BF16);
-  checkQKNormRope(128, Storage::BF16, Storage::BF16);
-  checkQKNormRope(8, Storage::BF16, Storage::F16); // one element at a time
-  checkQKNormRope(128, Storage::BF16, Storage::F16);
+  checkQKNormRope(8, DType::F32);
+  checkQKNormRope(32, DType::F32);
+  checkQKNormRope(128, DType::BF16); // Qwen3's head_dim and gain dtype
+  checkQKNormRope(128, DType::F16);
+  checkQKNormRope(8, DType::BF16, DType::BF16);
+  checkQKNormRope(128, DType::BF16, DType::BF16);
+  checkQKNormRope(8, DType::BF16, DType::F16); // one element at a time
+  checkQKNormRope(128, DType::BF16, DType::F16);
 }
 
 /// Runs an attention kernel of head_dim `d` (12: scalar path, 32 and 128:
@@ -660,7 +651,7 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
 /// `paths`: the source holds both paths or (as the tuners' do) the one run.
 void checkAttention(
     int64_t d, int64_t visible = 7, std::vector<int64_t> map = {0, 0, 0, 1, 1, 1}, int64_t rows = 3,
-    Storage cache = Storage::F32, bool bf16Prefill = false,
+    DType cache = DType::F32, bool bf16Prefill = false,
     int64_t rowSets = cpu::AttentionKernel::kBf16PrefillRowSets, int64_t splits = 1,
     int64_t splitPositions = 16, int threads = 0, int repeats = 1,
     int64_t streams = cpu::kDefaultDecodeStreams,
@@ -699,11 +690,10 @@ void checkAttention(
       std::copy_n(values.begin() + (s * kvHeads + kv) * d, d,
                   valueCache.begin() + (kv * capacity + s) * d);
     }
-  const runtime::DType cacheType = runtimeType(cache);
-  std::vector<uint8_t> keysStored(keyCache.size() * runtime::dtypeSize(cacheType));
+  std::vector<uint8_t> keysStored(keyCache.size() * runtime::dtypeSize(cache));
   std::vector<uint8_t> valuesStored(keysStored.size());
-  runtime::convertFromF32(cacheType, keyCache.data(), keysStored.data(), keyCache.size());
-  runtime::convertFromF32(cacheType, valueCache.data(), valuesStored.data(), valueCache.size());
+  runtime::convertFromF32(cache, keyCache.data(), keysStored.data(), keyCache.size());
+  runtime::convertFromF32(cache, valueCache.data(), valuesStored.data(), valueCache.size());
   std::vector<float> out(q.size(), NAN), expected(q.size());
   // Decode splits' workspace: zeroed, as the runtime allocates it.
   std::vector<uint8_t> workspace(size_t(kernel.workspaceBytes()), 0);
@@ -780,9 +770,9 @@ TEST(AttentionKernel, DecodesInRunsSideBySide) {
   for (int64_t streams : {1, 2, 4})
     for (int64_t visible : {1, 2, 3, 4, 5, 7, 8, 9, 63, 512, 515, 1100, 2051})
       for (const auto &map : {gqa2, mha})
-        checkAttention(128, visible, map, 1, Storage::F32, false, 1, 1, 16, 0, 1, streams);
+        checkAttention(128, visible, map, 1, DType::F32, false, 1, 1, 16, 0, 1, streams);
   for (int64_t streams : {1, 2})
-    for (Storage cache : {Storage::BF16, Storage::F16})
+    for (DType cache : {DType::BF16, DType::F16})
       checkAttention(64, 700, gqa2, 1, cache, false, 1, 3, 16, 0, 2, streams);
 }
 
@@ -792,10 +782,10 @@ TEST(AttentionKernel, DecodesWithoutSoftwarePrefetch) {
   const std::vector<int64_t> gqa2 = {0, 0, 1, 1};
   for (int64_t streams : {1, 4})
     for (int64_t visible : {1, 17, 515, 1100})
-      checkAttention(128, visible, gqa2, 1, Storage::F32, false, 1, 1, 16, 0, 1, streams,
+      checkAttention(128, visible, gqa2, 1, DType::F32, false, 1, 1, 16, 0, 1, streams,
                      cpu::kNoPrefetch);
-  checkAttention(64, 700, gqa2, 1, Storage::BF16, false, 1, 3, 16, 0, 2, 2, cpu::kNoPrefetch);
-  cpu::AttentionKernel kernel{"attn", 4, 2, 128, gqa2, 1.0, Storage::F32};
+  checkAttention(64, 700, gqa2, 1, DType::BF16, false, 1, 3, 16, 0, 2, 2, cpu::kNoPrefetch);
+  cpu::AttentionKernel kernel{"attn", 4, 2, 128, gqa2, 1.0, DType::F32};
   EXPECT_NE(functionText(cpu::attentionSource(kernel), "attn_decode").find("memref.prefetch"),
             std::string::npos);
   kernel.prefetchBytes = cpu::kNoPrefetch;
@@ -811,13 +801,13 @@ TEST(AttentionKernel, RunsOnePathAlone) {
   const std::vector<int64_t> gqa2 = {0, 0, 1, 1};
   for (int64_t splits : {1, 3})
     for (int64_t visible : {1, 17, 700})
-      checkAttention(128, visible, gqa2, 1, Storage::F32, false, 1, splits, 16, 0, 2,
+      checkAttention(128, visible, gqa2, 1, DType::F32, false, 1, splits, 16, 0, 2,
                      cpu::kDefaultDecodeStreams, cpu::kNoPrefetch, Paths::DecodeOnly);
   for (bool bf16 : {false, true})
     for (int64_t rows : {2, 9, 40})
-      checkAttention(128, rows + 21, gqa2, rows, Storage::F32, bf16, 2, 1, 16, 0, 1,
+      checkAttention(128, rows + 21, gqa2, rows, DType::F32, bf16, 2, 1, 16, 0, 1,
                      cpu::kDefaultDecodeStreams, cpu::kDefaultPrefetchBytes, Paths::PrefillOnly);
-  cpu::AttentionKernel kernel{"attn", 4, 2, 128, gqa2, 1.0, Storage::F32};
+  cpu::AttentionKernel kernel{"attn", 4, 2, 128, gqa2, 1.0, DType::F32};
   kernel.bf16Prefill = true;
   kernel.decodeSplits = 2;
   auto functions = [&](Paths paths) {
@@ -829,7 +819,7 @@ TEST(AttentionKernel, RunsOnePathAlone) {
   EXPECT_EQ(functions(Paths::PrefillAndDecode), std::tuple(true, true));
   EXPECT_EQ(functions(Paths::DecodeOnly), std::tuple(true, false));
   EXPECT_EQ(functions(Paths::PrefillOnly), std::tuple(false, true));
-  cpu::AttentionKernel scalar{"attn", 4, 2, 12, gqa2, 1.0, Storage::F32};
+  cpu::AttentionKernel scalar{"attn", 4, 2, 12, gqa2, 1.0, DType::F32};
   scalar.paths = Paths::DecodeOnly;
   EXPECT_THROW(cpu::attentionSource(scalar), std::invalid_argument);
 }
@@ -848,17 +838,17 @@ TEST(AttentionKernel, DecodeSplitsThePositionsAndMerges) {
   for (int64_t splits : {2, 3, 4})
     for (int64_t visible : {1, 16, 17, 47, 64, 100, 1100})
       for (const auto &map : {gqa2, mha, mqa, gqa8})
-        checkAttention(128, visible, map, 1, Storage::F32, false, 1, splits, 16, 0, 2);
-  for (Storage cache : {Storage::BF16, Storage::F16})
+        checkAttention(128, visible, map, 1, DType::F32, false, 1, splits, 16, 0, 2);
+  for (DType cache : {DType::BF16, DType::F16})
     checkAttention(128, 200, gqa2, 1, cache, false, 1, 4, 16, 0, 2);
   for (int64_t d : {16, 32, 64, 256})
-    checkAttention(d, 90, gqa2, 1, Storage::F32, false, 1, 3, 16, 0, 2);
+    checkAttention(d, 90, gqa2, 1, DType::F32, false, 1, 3, 16, 0, 2);
   // Prefill runs as without splits (split 0 of each head group leads the blocks).
   for (int64_t rows : {2, 9, 17})
-    checkAttention(128, rows + 21, gqa2, rows, Storage::F32, false, 1, 3, 16, 0, 2);
+    checkAttention(128, rows + 21, gqa2, rows, DType::F32, false, 1, 3, 16, 0, 2);
   for (int repeat = 0; repeat < 2; ++repeat)
     for (int64_t splits : {int64_t(2), int64_t(8), cpu::AttentionKernel::kMaxDecodeSplits})
-      checkAttention(128, 700, gqa2, 1, Storage::F32, false, 1, splits, 16, 4, 10);
+      checkAttention(128, 700, gqa2, 1, DType::F32, false, 1, splits, 16, 4, 10);
   cpu::AttentionKernel shape{"attn", 4, 2, 128, gqa2};
   EXPECT_EQ(shape.workspaceBytes(), 0) << "no workspace without splits";
   shape.decodeSplits = 3;
@@ -871,14 +861,14 @@ TEST(AttentionKernel, DecodeSplitsThePositionsAndMerges) {
 TEST(AttentionKernel, ReadsABf16Cache) {
   for (int64_t rows : {1, 3})
     for (int64_t d : {12, 128})
-      checkAttention(d, 33, {0, 0, 1, 1}, rows, Storage::BF16);
+      checkAttention(d, 33, {0, 0, 1, 1}, rows, DType::BF16);
 }
 
 // --kv-cache=f16: read as f16 and widened exactly (vcvtph2ps).
 TEST(AttentionKernel, ReadsAnF16Cache) {
   for (int64_t rows : {1, 3})
     for (int64_t d : {12, 128})
-      checkAttention(d, 33, {0, 0, 1, 1}, rows, Storage::F16);
+      checkAttention(d, 33, {0, 0, 1, 1}, rows, DType::F16);
 }
 
 // A prefill runs in blocks of 16 query vectors (8 rows of a head pair, 16
@@ -891,7 +881,7 @@ TEST(AttentionKernel, PrefillsInBlocksOfRowsAndKeys) {
     for (int64_t rows : {2, 8, 9, 16, 17, 40})
       for (int64_t cached : {0, 5, 21})
         checkAttention(32, rows + cached, map, rows);
-  for (Storage cache : {Storage::F32, Storage::BF16, Storage::F16})
+  for (DType cache : {DType::F32, DType::BF16, DType::F16})
     checkAttention(128, 70, gqa2, 37, cache);
   for (int64_t d : {16, 64, 256}) // head sizes of one, four and sixteen feature groups
     checkAttention(d, 45, gqa2, 19);
@@ -917,7 +907,7 @@ TEST(AttentionKernel, RunsAWholeHeadGroupPerWorkgroup) {
     for (int64_t rows : {2, 5, 9, 37})
       for (int64_t cached : {0, 21})
         checkAttention(128, rows + cached, map, rows);
-    for (Storage cache : {Storage::BF16, Storage::F16})
+    for (DType cache : {DType::BF16, DType::F16})
       for (int64_t rows : {1, 9})
         checkAttention(128, 40, map, rows, cache);
   }
@@ -932,7 +922,7 @@ TEST(AttentionKernel, RunsAWholeHeadGroupPerWorkgroup) {
       checkAttention(128, visible, map, 1);
     for (int64_t rows : {2, 3, 4, 7, 16, 37})
       checkAttention(128, rows + 21, map, rows);
-    checkAttention(128, 40, map, 9, Storage::BF16);
+    checkAttention(128, 40, map, 9, DType::BF16);
   }
 }
 
@@ -950,15 +940,15 @@ TEST(AttentionKernel, PrefillsWithBf16Products) {
   for (const auto &map : {gqa2, mha, gqa4, gqa5})
     for (int64_t rows : {2, 9, 17, 40})
       for (int64_t cached : {0, 21})
-        checkAttention(128, rows + cached, map, rows, Storage::F32, true);
-  for (Storage cache : {Storage::BF16, Storage::F16})
+        checkAttention(128, rows + cached, map, rows, DType::F32, true);
+  for (DType cache : {DType::BF16, DType::F16})
     checkAttention(128, 70, gqa2, 37, cache, true);
   for (int64_t d : {32, 64, 96, 256, 320}) // 96: 2 lanes x 6 vectors; 320: 2 groups of 10
-    checkAttention(d, 45, gqa2, 19, Storage::F32, true);
-  checkAttention(128, 40, gqa2, 1, Storage::F32, true);
+    checkAttention(d, 45, gqa2, 19, DType::F32, true);
+  checkAttention(128, 40, gqa2, 1, DType::F32, true);
   for (int64_t sets : {int64_t(1), int64_t(3), cpu::AttentionKernel::kMaxPrefillRowSets})
     for (int64_t rows : {5, 17, 40})
-      checkAttention(128, rows + 21, gqa2, rows, Storage::F32, true, sets);
+      checkAttention(128, rows + 21, gqa2, rows, DType::F32, true, sets);
 }
 
 // Aligned runs of query heads on one KV head run in one workgroup (the

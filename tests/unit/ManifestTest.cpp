@@ -191,7 +191,7 @@ nlohmann::json withEmbeddedWeights(const nlohmann::json &good) {
   m.embedded.section = "weights";
   int64_t offset = 0;
   for (int64_t id : read) {
-    int64_t bytes = manifest::elementBytes(m.weights[size_t(id)].dtype);
+    int64_t bytes = int64_t(runtime::dtypeSize(m.weights[size_t(id)].dtype));
     for (int64_t extent : m.weights[size_t(id)].shape)
       bytes *= extent;
     m.embedded.entries.push_back({id, offset, bytes});

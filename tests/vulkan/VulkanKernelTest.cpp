@@ -27,7 +27,7 @@
 namespace q3::testing {
 namespace {
 
-using vulkan::Storage;
+using vulkan::DType;
 namespace rv = runtime::vulkan;
 
 // Every case of this binary (kernels and models) runs with the kernels'
@@ -42,11 +42,10 @@ const bool kPoisonLocals = [] {
 
 /// `values` stored as `storage` (the bytes a weight buffer holds), and the
 /// f32 values they round to (what the reference computes with).
-std::vector<uint8_t> stored(std::vector<float> &values, Storage storage) {
-  runtime::DType type = runtimeType(storage);
-  std::vector<uint8_t> bytes(values.size() * runtime::dtypeSize(type));
-  runtime::convertFromF32(type, values.data(), bytes.data(), values.size());
-  runtime::convertToF32(type, bytes.data(), values.data(), values.size());
+std::vector<uint8_t> stored(std::vector<float> &values, DType storage) {
+  std::vector<uint8_t> bytes(values.size() * runtime::dtypeSize(storage));
+  runtime::convertFromF32(storage, values.data(), bytes.data(), values.size());
+  runtime::convertToF32(storage, bytes.data(), values.data(), values.size());
   return bytes;
 }
 
@@ -86,12 +85,11 @@ public:
   }
   int64_t upload(const std::vector<float> &v) { return upload(v.data(), int64_t(v.size() * 4)); }
   /// `count` elements of `storage` (f32 by default), widened to f32.
-  std::vector<float> download(int64_t id, int64_t count, Storage storage = Storage::F32) {
-    const runtime::DType type = runtimeType(storage);
-    std::vector<uint8_t> bytes(size_t(count) * runtime::dtypeSize(type));
+  std::vector<float> download(int64_t id, int64_t count, DType storage = DType::F32) {
+    std::vector<uint8_t> bytes(size_t(count) * runtime::dtypeSize(storage));
     driver_->read({id, 0, int64_t(bytes.size())}, bytes.data());
     std::vector<float> out(static_cast<size_t>(count));
-    runtime::convertToF32(type, bytes.data(), out.data(), out.size());
+    runtime::convertToF32(storage, bytes.data(), out.data(), out.size());
     return out;
   }
   void run(const std::vector<runtime::BufferRange> &ranges, const std::vector<int64_t> &scalars) {
@@ -121,9 +119,9 @@ constexpr int64_t kWhole = int64_t(1) << 27;
 struct LinearCase {
   std::string label;
   int64_t in, out, rows;
-  Storage weight;
+  DType weight;
   bool norm, swiglu, residual;
-  std::optional<Storage> gain;
+  std::optional<DType> gain;
   int64_t maxBindingBytes = int64_t(1) << 27;
   int64_t columnSubgroups = 1;      // vulkan-matvec's decode_column_subgroups
   vulkan::MatMulTiling tiling = {}; // vulkan-tile-matmul's prefill_tile
@@ -146,7 +144,7 @@ TEST_P(VulkanLinearTest, MatchesTheReference) {
   DeviceKernel device(
       compiler.linear(kernel, tiling,
                       vulkan::KernelCompiler::rowsPerPart(c.swiglu ? c.out : kernel.weightRows(),
-                                                          c.in * vulkan::storageBytes(c.weight),
+                                                          c.in * vulkan::dtypeBytes(c.weight),
                                                           c.maxBindingBytes, tiling.tileColumns),
                       matVec));
 
@@ -215,44 +213,35 @@ TEST_P(VulkanLinearTest, MatchesTheReference) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, VulkanLinearTest,
     ::testing::Values(
-        LinearCase{"decode_f32_plain", 64, 96, 1, Storage::F32, false, false, false, {}},
-        LinearCase{"decode_bf16_norm_swiglu", 48, 40, 1, Storage::BF16, true, true, false, {}},
-        LinearCase{"decode_f16_residual", 80, 33, 1, Storage::F16, false, false, true, {}},
-        LinearCase{"decode_bf16_gain_norm", 64, 70, 1, Storage::BF16, true, false, false,
-                   Storage::BF16},
-        LinearCase{"rows7_f32_norm", 72, 100, 7, Storage::F32, true, false, false, {}},
-        LinearCase{"rows2_bf16_swiglu_gain", 40, 72, 2, Storage::BF16, true, true, false,
-                   Storage::F16},
-        LinearCase{"prefill_f32_norm", 72, 100, 19, Storage::F32, true, false, false, {}},
-        LinearCase{"prefill_bf16_odd_k", 42, 30, 12, Storage::BF16, false, false, true, {}},
-        LinearCase{"prefill_bf16_swiglu_gain", 40, 72, 37, Storage::BF16, true, true, false,
-                   Storage::F32},
-        LinearCase{"prefill_f16_residual", 96, 65, 33, Storage::F16, false, false, true, {}},
+        LinearCase{"decode_f32_plain", 64, 96, 1, DType::F32, false, false, false, {}},
+        LinearCase{"decode_bf16_norm_swiglu", 48, 40, 1, DType::BF16, true, true, false, {}},
+        LinearCase{"decode_f16_residual", 80, 33, 1, DType::F16, false, false, true, {}},
+        LinearCase{"decode_bf16_gain_norm", 64, 70, 1, DType::BF16, true, false, false,
+                   DType::BF16},
+        LinearCase{"rows7_f32_norm", 72, 100, 7, DType::F32, true, false, false, {}},
+        LinearCase{"rows2_bf16_swiglu_gain", 40, 72, 2, DType::BF16, true, true, false, DType::F16},
+        LinearCase{"prefill_f32_norm", 72, 100, 19, DType::F32, true, false, false, {}},
+        LinearCase{"prefill_bf16_odd_k", 42, 30, 12, DType::BF16, false, false, true, {}},
+        LinearCase{"prefill_bf16_swiglu_gain", 40, 72, 37, DType::BF16, true, true, false,
+                   DType::F32},
+        LinearCase{"prefill_f16_residual", 96, 65, 33, DType::F16, false, false, true, {}},
         // The weight in parts of 64 rows (a binding limit of 64 rows here:
         // the prefill tile's columns).
         LinearCase{
-            "decode_bf16_in_parts", 64, 200, 1, Storage::BF16, true, false, false, {}, 64 * 64 * 2},
-        LinearCase{"prefill_f32_in_parts",
-                   32,
-                   150,
-                   15,
-                   Storage::F32,
-                   false,
-                   false,
-                   false,
-                   {},
-                   64 * 32 * 4},
+            "decode_bf16_in_parts", 64, 200, 1, DType::BF16, true, false, false, {}, 64 * 64 * 2},
         LinearCase{
-            "rows5_f16_in_parts", 32, 150, 5, Storage::F16, false, false, true, {}, 64 * 32 * 2},
+            "prefill_f32_in_parts", 32, 150, 15, DType::F32, false, false, false, {}, 64 * 32 * 4},
+        LinearCase{
+            "rows5_f16_in_parts", 32, 150, 5, DType::F16, false, false, true, {}, 64 * 32 * 2},
         // SwiGLU in parts: each dispatch binds a part's gate rows and the
         // same up rows.
-        LinearCase{"decode_bf16_swiglu_in_parts", 48, 150, 1, Storage::BF16, true, true, false,
-                   Storage::BF16, 64 * 48 * 2},
+        LinearCase{"decode_bf16_swiglu_in_parts", 48, 150, 1, DType::BF16, true, true, false,
+                   DType::BF16, 64 * 48 * 2},
         LinearCase{"prefill_bf16_swiglu_in_parts",
                    48,
                    150,
                    20,
-                   Storage::BF16,
+                   DType::BF16,
                    true,
                    true,
                    true,
@@ -266,15 +255,15 @@ INSTANTIATE_TEST_SUITE_P(
         // (--prefill-tile): taller register blocks, a K step of 8, a small
         // tile on a weight in parts of 32 rows.
         // clang-format off
-        LinearCase{"decode_bf16_norm_swiglu_gain_c2", 200, 33, 1, Storage::BF16, true, true, false, Storage::BF16, kWhole, 2},
-        LinearCase{"decode_f16_residual_c8", 600, 33, 1, Storage::F16, false, false, true, {}, kWhole, 8},
-        LinearCase{"decode_f32_norm_long_k_c8", 1040, 20, 1, Storage::F32, true, false, true, {}, kWhole, 8},
-        LinearCase{"rows7_bf16_norm_residual_c4", 264, 37, 7, Storage::BF16, true, false, true, Storage::BF16, kWhole, 4},
-        LinearCase{"decode_bf16_in_parts_c2", 160, 200, 1, Storage::BF16, true, false, false, {}, 64 * 160 * 2, 2},
-        LinearCase{"rows3_bf16_swiglu_in_parts_c4", 264, 150, 3, Storage::BF16, true, true, true, {}, 64 * 264 * 2, 4},
-        LinearCase{"prefill_bf16_swiglu_gain_tile64x64x16_8x4", 48, 150, 70, Storage::BF16, true, true, false, Storage::BF16, kWhole, 1, {64, 64, 16, 8, 4}},
-        LinearCase{"prefill_f16_residual_tile64x128x8_8x8", 96, 130, 33, Storage::F16, false, false, true, {}, kWhole, 1, {64, 128, 8, 8, 8}},
-        LinearCase{"prefill_f32_norm_in_parts_tile16x32x8_2x2", 40, 100, 21, Storage::F32, true, false, false, {}, 32 * 40 * 4, 1, {16, 32, 8, 2, 2}}),
+        LinearCase{"decode_bf16_norm_swiglu_gain_c2", 200, 33, 1, DType::BF16, true, true, false, DType::BF16, kWhole, 2},
+        LinearCase{"decode_f16_residual_c8", 600, 33, 1, DType::F16, false, false, true, {}, kWhole, 8},
+        LinearCase{"decode_f32_norm_long_k_c8", 1040, 20, 1, DType::F32, true, false, true, {}, kWhole, 8},
+        LinearCase{"rows7_bf16_norm_residual_c4", 264, 37, 7, DType::BF16, true, false, true, DType::BF16, kWhole, 4},
+        LinearCase{"decode_bf16_in_parts_c2", 160, 200, 1, DType::BF16, true, false, false, {}, 64 * 160 * 2, 2},
+        LinearCase{"rows3_bf16_swiglu_in_parts_c4", 264, 150, 3, DType::BF16, true, true, true, {}, 64 * 264 * 2, 4},
+        LinearCase{"prefill_bf16_swiglu_gain_tile64x64x16_8x4", 48, 150, 70, DType::BF16, true, true, false, DType::BF16, kWhole, 1, {64, 64, 16, 8, 4}},
+        LinearCase{"prefill_f16_residual_tile64x128x8_8x8", 96, 130, 33, DType::F16, false, false, true, {}, kWhole, 1, {64, 128, 8, 8, 8}},
+        LinearCase{"prefill_f32_norm_in_parts_tile16x32x8_2x2", 40, 100, 21, DType::F32, true, false, false, {}, 32 * 40 * 4, 1, {16, 32, 8, 2, 2}}),
     // clang-format on
     [](const ::testing::TestParamInfo<LinearCase> &info) { return info.param.label; });
 
@@ -282,7 +271,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST_F(VulkanKernelTest, EmbeddingGathersRowsFromEveryPart) {
   const int64_t vocab = 100, hidden = 24;
-  for (Storage storage : {Storage::F32, Storage::F16, Storage::BF16}) {
+  for (DType storage : {DType::F32, DType::F16, DType::BF16}) {
     vulkan::KernelCompiler compiler(context);
     // Parts of 16 rows, so tokens come from seven dispatches.
     DeviceKernel device(compiler.embedding({"embedding", vocab, hidden, storage}, 16));
@@ -300,7 +289,7 @@ TEST_F(VulkanKernelTest, EmbeddingGathersRowsFromEveryPart) {
     for (int64_t t = 0; t < rows; ++t)
       for (int64_t c = 0; c < hidden; ++c)
         ASSERT_EQ(got[size_t(t * hidden + c)], table[size_t(tokens[size_t(t)] * hidden + c)])
-            << vulkan::storageName(storage) << " row " << t << " column " << c;
+            << runtime::mlirName(storage) << " row " << t << " column " << c;
   }
 }
 
@@ -312,7 +301,7 @@ TEST_F(VulkanKernelTest, AStepWithStagedMemoryIsOneSubmission) {
   const int64_t vocab = 40, hidden = 16, rows = 2;
   ::setenv("Q3_VULKAN_FORCE_STAGING", "1", 1);
   vulkan::KernelCompiler compiler(context);
-  DeviceKernel device(compiler.embedding({"embedding", vocab, hidden, Storage::F32}, 64));
+  DeviceKernel device(compiler.embedding({"embedding", vocab, hidden, DType::F32}, 64));
   ::unsetenv("Q3_VULKAN_FORCE_STAGING");
   rv::VulkanDriver &driver = device.driver();
   std::vector<float> table = randomValues(size_t(vocab * hidden), rng);
@@ -346,9 +335,9 @@ TEST_F(VulkanKernelTest, AStepWithStagedMemoryIsOneSubmission) {
 struct AttentionCase {
   std::string label;
   int64_t queryHeads, kvHeads, headDim, startPos, rows;
-  Storage gains;
+  DType gains;
   std::vector<int64_t> map; // empty: h / (Hq / Hkv)
-  Storage cache = Storage::F32;
+  DType cache = DType::F32;
   int64_t decodeSubgroups = 4; // the one-row variant's (vulkan-workgroups)
   int64_t decodeSplits = 1, splitPositions = 1; // vulkan-split-decode-attention
   int64_t rowsPerWorkgroup = 1;                 // vulkan-workgroups' prefill_rows_per_workgroup
@@ -438,7 +427,7 @@ TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
   float worst = 0;
   for (size_t i = 0; i < query.size(); ++i)
     worst = std::max(worst, std::fabs(gotQuery[i] - query[i]));
-  if (c.cache == Storage::F32) {
+  if (c.cache == DType::F32) {
     for (size_t i = 0; i < keys.size(); ++i)
       worst = std::max({worst, std::fabs(gotKeys[i] - wantKeys[i]),
                         std::fabs(gotValues[i] - wantValues[i])});
@@ -450,7 +439,7 @@ TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
     std::vector<float> roundedKeys = wantKeys, roundedValues = wantValues;
     stored(roundedKeys, c.cache);
     stored(roundedValues, c.cache);
-    const float step = c.cache == Storage::F16 ? 1.0f / 1024 : 1.0f / 128;
+    const float step = c.cache == DType::F16 ? 1.0f / 1024 : 1.0f / 128;
     for (size_t i = 0; i < keys.size(); ++i) {
       EXPECT_LE(std::fabs(gotKeys[i] - roundedKeys[i]), std::fabs(roundedKeys[i]) * step + 2e-5f)
           << "key element " << i;
@@ -501,107 +490,66 @@ TEST_P(VulkanAttentionTest, NormRopeCacheAndAttentionMatchTheReference) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, VulkanAttentionTest,
     ::testing::Values(
-        AttentionCase{"gqa2_prefill", 4, 2, 16, 0, 9, Storage::BF16, {}},
-        AttentionCase{"gqa2_decode_late", 4, 2, 16, 4000, 1, Storage::F32, {}},
-        AttentionCase{"mqa6_hd8", 6, 1, 8, 5, 3, Storage::F16, {}},
-        AttentionCase{"mha_hd32_long", 2, 2, 32, 70, 2, Storage::F32, {}},
-        AttentionCase{"gqa4_hd128", 8, 2, 128, 3, 2, Storage::BF16, {}},
-        AttentionCase{"uneven_map", 3, 2, 16, 2, 2, Storage::F32, {1, 0, 1}},
-        AttentionCase{"f16_cache_prefill", 4, 2, 16, 0, 9, Storage::BF16, {}, Storage::F16},
-        AttentionCase{"f16_cache_decode_hd128", 8, 2, 128, 40, 1, Storage::BF16, {}, Storage::F16},
+        AttentionCase{"gqa2_prefill", 4, 2, 16, 0, 9, DType::BF16, {}},
+        AttentionCase{"gqa2_decode_late", 4, 2, 16, 4000, 1, DType::F32, {}},
+        AttentionCase{"mqa6_hd8", 6, 1, 8, 5, 3, DType::F16, {}},
+        AttentionCase{"mha_hd32_long", 2, 2, 32, 70, 2, DType::F32, {}},
+        AttentionCase{"gqa4_hd128", 8, 2, 128, 3, 2, DType::BF16, {}},
+        AttentionCase{"uneven_map", 3, 2, 16, 2, 2, DType::F32, {1, 0, 1}},
+        AttentionCase{"f16_cache_prefill", 4, 2, 16, 0, 9, DType::BF16, {}, DType::F16},
+        AttentionCase{"f16_cache_decode_hd128", 8, 2, 128, 40, 1, DType::BF16, {}, DType::F16},
         // The one-row variant with 0.6B's 31 subgroups, with
         // positions past and (the first row) short of them,
         // and a two-row dispatch beside it (the other variant).
-        AttentionCase{
-            "decode_variant_hd128", 4, 2, 128, 200, 1, Storage::BF16, {}, Storage::F32, 31},
-        AttentionCase{
-            "decode_variant_first_row", 4, 2, 16, 0, 1, Storage::F32, {}, Storage::F32, 32},
-        AttentionCase{
-            "decode_variant_two_rows", 4, 2, 16, 5, 2, Storage::F32, {}, Storage::F32, 32},
+        AttentionCase{"decode_variant_hd128", 4, 2, 128, 200, 1, DType::BF16, {}, DType::F32, 31},
+        AttentionCase{"decode_variant_first_row", 4, 2, 16, 0, 1, DType::F32, {}, DType::F32, 32},
+        AttentionCase{"decode_variant_two_rows", 4, 2, 16, 5, 2, DType::F32, {}, DType::F32, 32},
         // Decode split over workgroups (vulkan-split-decode-attention):
         // 8 runs of 26 positions, one run (the first row), 2 of 8 runs
         // active, GQA with an uneven map, MQA, and the multi-row variant
         // of a split kernel.
         AttentionCase{
-            "split_runs_hd128", 4, 2, 128, 200, 1, Storage::BF16, {}, Storage::F32, 31, 8, 16},
-        AttentionCase{"split_first_row", 4, 2, 16, 0, 1, Storage::F32, {}, Storage::F32, 32, 8, 4},
-        AttentionCase{"split_few_active", 4, 2, 16, 5, 1, Storage::F32, {}, Storage::F32, 4, 8, 4},
+            "split_runs_hd128", 4, 2, 128, 200, 1, DType::BF16, {}, DType::F32, 31, 8, 16},
+        AttentionCase{"split_first_row", 4, 2, 16, 0, 1, DType::F32, {}, DType::F32, 32, 8, 4},
+        AttentionCase{"split_few_active", 4, 2, 16, 5, 1, DType::F32, {}, DType::F32, 4, 8, 4},
         AttentionCase{
-            "split_uneven_map", 3, 2, 16, 90, 1, Storage::F32, {1, 0, 1}, Storage::F32, 4, 5, 8},
+            "split_uneven_map", 3, 2, 16, 90, 1, DType::F32, {1, 0, 1}, DType::F32, 4, 5, 8},
         AttentionCase{
-            "split_mqa_bf16_cache", 6, 1, 8, 300, 1, Storage::F16, {}, Storage::BF16, 8, 64, 4},
-        AttentionCase{"split_two_rows", 4, 2, 16, 50, 2, Storage::F32, {}, Storage::F32, 32, 8, 4},
+            "split_mqa_bf16_cache", 6, 1, 8, 300, 1, DType::F16, {}, DType::BF16, 8, 64, 4},
+        AttentionCase{"split_two_rows", 4, 2, 16, 50, 2, DType::F32, {}, DType::F32, 32, 8, 4},
         // Several rows per workgroup (prefill_rows_per_workgroup): a last
         // block short of rows, the first rows of a prompt (rows that see
         // fewer positions than subgroups), after a cached start, an uneven
         // head map, MQA with a bf16 cache, head_dim 128, and a decode variant
         // beside it.
         AttentionCase{
-            "rows4_gqa2_prefill", 4, 2, 16, 0, 9, Storage::BF16, {}, Storage::F32, 4, 1, 1, 4},
+            "rows4_gqa2_prefill", 4, 2, 16, 0, 9, DType::BF16, {}, DType::F32, 4, 1, 1, 4},
+        AttentionCase{"rows2_after_start", 4, 2, 16, 37, 7, DType::F32, {}, DType::F32, 4, 1, 1, 2},
+        AttentionCase{"rows8_mha_hd32", 2, 2, 32, 3, 19, DType::F32, {}, DType::F32, 4, 1, 1, 8},
         AttentionCase{
-            "rows2_after_start", 4, 2, 16, 37, 7, Storage::F32, {}, Storage::F32, 4, 1, 1, 2},
+            "rows4_uneven_map", 3, 2, 16, 2, 6, DType::F32, {1, 0, 1}, DType::F32, 4, 1, 1, 4},
         AttentionCase{
-            "rows8_mha_hd32", 2, 2, 32, 3, 19, Storage::F32, {}, Storage::F32, 4, 1, 1, 8},
+            "rows2_mqa_bf16_cache", 6, 1, 8, 5, 5, DType::F16, {}, DType::BF16, 4, 1, 1, 2},
         AttentionCase{
-            "rows4_uneven_map", 3, 2, 16, 2, 6, Storage::F32, {1, 0, 1}, Storage::F32, 4, 1, 1, 4},
-        AttentionCase{
-            "rows2_mqa_bf16_cache", 6, 1, 8, 5, 5, Storage::F16, {}, Storage::BF16, 4, 1, 1, 2},
-        AttentionCase{"rows2_hd128_f16_cache",
-                      8,
-                      2,
-                      128,
-                      20,
-                      6,
-                      Storage::BF16,
-                      {},
-                      Storage::F16,
-                      15,
-                      8,
-                      4,
-                      2},
-        AttentionCase{"bf16_cache_prefill_mqa", 6, 1, 8, 5, 3, Storage::F16, {}, Storage::BF16},
-        AttentionCase{
-            "bf16_cache_decode_hd128", 8, 2, 128, 40, 1, Storage::BF16, {}, Storage::BF16},
+            "rows2_hd128_f16_cache", 8, 2, 128, 20, 6, DType::BF16, {}, DType::F16, 15, 8, 4, 2},
+        AttentionCase{"bf16_cache_prefill_mqa", 6, 1, 8, 5, 3, DType::F16, {}, DType::BF16},
+        AttentionCase{"bf16_cache_decode_hd128", 8, 2, 128, 40, 1, DType::BF16, {}, DType::BF16},
         // The wide path (lanes x values = head_dim, nothing masked) from 16
         // lanes: prefill over several rows per workgroup, the one-row
         // variant split over workgroups, an uneven map with head_dim 16.
-        AttentionCase{"wide16_rows2_hd128",
-                      8,
-                      2,
-                      128,
-                      20,
-                      6,
-                      Storage::BF16,
-                      {},
-                      Storage::F32,
-                      4,
-                      1,
-                      1,
-                      2,
-                      16},
-        AttentionCase{"wide16_split_hd128",
-                      4,
-                      2,
-                      128,
-                      200,
-                      1,
-                      Storage::BF16,
-                      {},
-                      Storage::F16,
-                      31,
-                      8,
-                      16,
-                      1,
-                      16},
+        AttentionCase{
+            "wide16_rows2_hd128", 8, 2, 128, 20, 6, DType::BF16, {}, DType::F32, 4, 1, 1, 2, 16},
+        AttentionCase{
+            "wide16_split_hd128", 4, 2, 128, 200, 1, DType::BF16, {}, DType::F16, 31, 8, 16, 1, 16},
         AttentionCase{"wide16_uneven_map",
                       3,
                       2,
                       16,
                       90,
                       3,
-                      Storage::F32,
+                      DType::F32,
                       {1, 0, 1},
-                      Storage::F32,
+                      DType::F32,
                       4,
                       1,
                       1,

@@ -364,7 +364,7 @@ HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
   // The products are measured with the model's dtype, packed the way the
   // compiled ones will be.
   cpu::TunedWeights weights;
-  weights.dtype = dtype.getValue() == "float16" ? cpu::Storage::F16 : cpu::Storage::BF16;
+  weights.dtype = dtype.getValue() == "float16" ? cpu::DType::F16 : cpu::DType::BF16;
   weights.packPerCall =
       cpu::resolveWeightPacking(weightPackingFromFlags(), host, weights.dtype) == "per_call";
   HostTuning tuning;

@@ -338,7 +338,7 @@ int runCompile() {
   llvm::outs() << "compiled " << m.kernels.size() << " kernels, " << m.steps.size()
                << " dispatches for " << m.target.cpu << " (" << m.target.llvmCpu << ", "
                << matmulSummary(m) << packingSummary(m) << ", kv cache "
-               << manifest::elementTypeName(m.kvCache) << ", ubatch " << m.prefillRows << ") in "
+               << runtime::mlirName(m.kvCache) << ", ubatch " << m.prefillRows << ") in "
                << llvm::format("%.2f", seconds) << " s -> " << compileOutput;
   if (signer)
     llvm::outs() << ", signed by key " << runtime::keyId(signer->publicKey());

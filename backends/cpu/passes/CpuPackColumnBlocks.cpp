@@ -88,8 +88,8 @@ struct CpuPackColumnBlocksPass : impl::CpuPackColumnBlocksBase<CpuPackColumnBloc
     try {
       // Only auto asks the target.
       const CpuTarget target = packing == "auto" ? targetOf(module) : CpuTarget{};
-      return Placement{resolveWeightPacking(packing, target, Storage::BF16),
-                       resolveWeightPacking(packing, target, Storage::F16)};
+      return Placement{resolveWeightPacking(packing, target, DType::BF16),
+                       resolveWeightPacking(packing, target, DType::F16)};
     } catch (const std::exception &error) {
       module.emitError() << "cpu-pack-column-blocks: " << error.what();
       return failure();
@@ -144,7 +144,7 @@ struct CpuPackColumnBlocksPass : impl::CpuPackColumnBlocksBase<CpuPackColumnBloc
 } // namespace
 
 std::string resolveWeightPacking(const std::string &option, const CpuTarget &target,
-                                 Storage element) {
+                                 DType element) {
   if (option == "at-load")
     return "at_load";
   if (option == "per-call")
@@ -156,7 +156,7 @@ std::string resolveWeightPacking(const std::string &option, const CpuTarget &tar
   // takes it, so packing it at load would only cost the load.
   const bool mayRunAmx = target.name == "x86-64-v4" ||
                          (targetHas(target, "amx-tile") && targetHas(target, "amx-bf16"));
-  return mayRunAmx && element == Storage::BF16 ? "at_load" : "per_call";
+  return mayRunAmx && element == DType::BF16 ? "at_load" : "per_call";
 }
 
 std::unique_ptr<mlir::Pass> createCpuPackColumnBlocksPass() {
