@@ -245,7 +245,7 @@ static int64_t resultIndex(const std::vector<Slot> &slots, const std::vector<int
 static int64_t aheadPositions(const AttentionKernel &kernel) {
   if (!kernel.prefetches())
     return 1;
-  const int64_t rowBytes = kernel.headDim * (kernel.cache == DType::F32 ? 4 : 2);
+  const int64_t rowBytes = kernel.headDim * dtypeBytes(kernel.cache);
   return std::max<int64_t>(1, (kernel.prefetchBytes + rowBytes - 1) / rowBytes);
 }
 

@@ -18,7 +18,7 @@ static std::string dotRowsFunction(const FusedLinearKernel &kernel, const std::s
                                    const std::string &weightType, int streams,
                                    const std::string &function) {
   const int64_t k = kernel.inFeatures, wideEnd = k - k % (4 * kLanes), vectorEnd = k - k % kLanes;
-  const int64_t elementBytes = kernel.weight == DType::F32 ? 4 : 2;
+  const int64_t elementBytes = dtypeBytes(kernel.weight);
   const int64_t rowBytes = k * elementBytes;
   const int64_t rowsAhead =
       kernel.prefetches() ? (kernel.prefetchBytes + rowBytes - 1) / rowBytes : 0;

@@ -20,6 +20,7 @@
 namespace q3::cpu {
 
 using backends::DType;
+using backends::dtypeBytes;
 
 /// The instructions of the prefill products (FusedLinearKernel::prefillMatmul).
 enum class PrefillMatmul { F32, Avx512Bf16, Amx };

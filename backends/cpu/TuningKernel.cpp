@@ -42,11 +42,11 @@ FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t
 }
 
 std::vector<uint8_t> randomHalves(DType dtype, int64_t count, std::mt19937 &rng) {
+  requireHalves(dtype);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> values(static_cast<size_t>(count));
   for (float &v : values)
     v = uniform(rng);
-  requireHalves(dtype);
   std::vector<uint8_t> stored(values.size() * 2);
   runtime::convertFromF32(dtype, values.data(), stored.data(), values.size());
   return stored;
