@@ -413,7 +413,13 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   // Before anything of the artifact runs: it carries native code.
   if (options.requiredSigner)
     s.artifact->verifySignature(*options.requiredSigner);
-  const bool embedded = s.artifact->manifest().contains("embedded_weights");
+  try {
+    s.manifest = manifest::manifestFromJson(s.artifact->manifest());
+    manifest::validateManifest(s.manifest);
+  } catch (const manifest::ManifestError &e) {
+    throw LoadError(artifactPath + ": manifest: " + e.what());
+  }
+  const bool embedded = !s.manifest.embedded.section.empty();
   if (embedded && !weightsPath.empty())
     throw LoadError(artifactPath + ": embeds its weights (q3c compile --embed-weights): run it "
                                    "without --weights");
@@ -423,14 +429,7 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   // Weights of a model with another config bind without a shape error when
   // only a constant differs (rms_norm_eps, rope_theta): refuse them first.
   if (!embedded)
-    checkCheckpointConfig(weightsPath, s.artifact->manifest().value("config", nlohmann::json()),
-                          artifactPath);
-  try {
-    s.manifest = manifest::manifestFromJson(s.artifact->manifest());
-    manifest::validateManifest(s.manifest);
-  } catch (const manifest::ManifestError &e) {
-    throw LoadError(artifactPath + ": manifest: " + e.what());
-  }
+    checkCheckpointConfig(weightsPath, manifest::toJson(s.manifest.config), artifactPath);
   if (options.lockWeights && s.manifest.target.backend != "cpu")
     throw LoadError(fmt::format("{}: --mlock keeps the weights the CPU kernels read in memory; "
                                 "this artifact runs on {}, whose weights live in device memory",
@@ -442,8 +441,7 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   s.context =
       options.contextLength > 0 ? options.contextLength : std::min<int64_t>(maxPositions, 4096);
   // Refuse what cannot fit before allocating any of it.
-  const std::vector<MemoryPart> modelMemory = estimateModelMemory(
-      s.artifact->manifest(), s.context, uint64_t(runtime::dtypeSize(s.manifest.kvCache)));
+  const std::vector<MemoryPart> modelMemory = estimateModelMemory(s.manifest, s.context);
   const MemoryBudget budget = availableMemory();
   requireMemory(
       fmt::format("{}: the model with a context of {} positions", artifactPath, s.context),

@@ -1,4 +1,5 @@
 #include "runtime/ModelMemory.h"
+#include "runtime/DType.h"
 
 #include <algorithm>
 #include <set>
@@ -6,80 +7,48 @@
 namespace q3::runtime {
 namespace {
 
-using Json = nlohmann::json;
-
-uint64_t nonNegative(const Json &object, const char *key) {
-  if (!object.is_object())
-    return 0;
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_number_integer() || it->get<int64_t>() < 0)
-    return 0;
-  return it->get<uint64_t>();
-}
-
-uint64_t dtypeBytes(const Json &entry) {
-  auto it = entry.find("dtype");
-  if (it != entry.end() && it->is_string() && (*it == "bf16" || *it == "f16"))
-    return 2;
-  return 4;
-}
-
-const Json &arrayAt(const Json &object, const char *key) {
-  static const Json empty = Json::array();
-  if (!object.is_object())
-    return empty;
-  auto it = object.find(key);
-  return it != object.end() && it->is_array() ? *it : empty;
-}
+uint64_t nonNegative(int64_t value) { return value > 0 ? uint64_t(value) : 0; }
 
 /// Weight ids that some dispatch binds.
-std::set<int64_t> weightsRead(const Json &manifest) {
+std::set<int64_t> weightsRead(const manifest::Manifest &m) {
   std::set<int64_t> ids;
-  for (const Json &step : arrayAt(manifest, "schedule"))
-    for (const Json &operand : arrayAt(step, "operands"))
-      if (operand.is_object() && operand.value("kind", Json()) == "weight")
-        ids.insert(int64_t(nonNegative(operand, "id")));
+  for (const manifest::Step &step : m.steps)
+    for (const manifest::Binding &operand : step.operands)
+      if (operand.kind == manifest::BindingKind::Weight)
+        ids.insert(operand.id);
   return ids;
+}
+
+uint64_t weightBytes(const manifest::Weight &weight) {
+  uint64_t bytes = dtypeSize(weight.dtype);
+  for (int64_t extent : weight.shape)
+    bytes = saturatingMul(bytes, nonNegative(extent));
+  return bytes;
 }
 
 } // namespace
 
-std::vector<MemoryPart> estimateModelMemory(const Json &manifest, int64_t context,
-                                            uint64_t kvElementBytes) {
-  const uint64_t rows = context > 0 ? uint64_t(context) : 0;
+std::vector<MemoryPart> estimateModelMemory(const manifest::Manifest &m, int64_t context) {
+  const uint64_t rows = nonNegative(context);
   uint64_t weights = 0;
-  const std::set<int64_t> read = weightsRead(manifest);
-  const Json &entries = arrayAt(manifest, "weights");
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (!read.count(int64_t(i)) || !entries[i].is_object())
-      continue;
-    uint64_t bytes = dtypeBytes(entries[i]);
-    for (const Json &extent : arrayAt(entries[i], "shape"))
-      bytes = saturatingMul(bytes, extent.is_number_integer() && extent.get<int64_t>() > 0
-                                       ? extent.get<uint64_t>()
-                                       : 0);
-    weights = saturatingAdd(weights, bytes);
-  }
+  for (int64_t id : weightsRead(m))
+    if (id >= 0 && size_t(id) < m.weights.size())
+      weights = saturatingAdd(weights, weightBytes(m.weights[size_t(id)]));
   // Prompts run in chunks of prefill_rows rows: the buffers hold one chunk.
-  const uint64_t chunk = nonNegative(manifest, "prefill_rows");
+  const uint64_t chunk = nonNegative(m.prefillRows);
   const uint64_t bufferRows = chunk > 0 && chunk < rows ? chunk : rows;
   uint64_t activations = 0;
-  const Json buffers = manifest.is_object() ? manifest.value("buffers", Json()) : Json();
-  for (const Json &rowBytes : arrayAt(buffers, "row_bytes"))
-    if (rowBytes.is_number_integer() && rowBytes.get<int64_t>() > 0)
-      activations =
-          saturatingAdd(activations, saturatingMul(bufferRows, rowBytes.get<uint64_t>()));
+  for (int64_t rowBytes : m.bufferRowBytes)
+    activations = saturatingAdd(activations, saturatingMul(bufferRows, nonNegative(rowBytes)));
   activations = saturatingAdd(activations, saturatingMul(bufferRows, 4)); // token ids
   uint64_t workspace = 0; // one, of the largest kernel's (runtime/KernelABI.h)
-  for (const Json &kernel : arrayAt(manifest, "kernels"))
-    if (kernel.is_object())
-      workspace = std::max(workspace, nonNegative(kernel, "workspace_bytes"));
+  for (const manifest::Kernel &kernel : m.kernels)
+    workspace = std::max(workspace, nonNegative(kernel.workspaceBytes));
   activations = saturatingAdd(activations, workspace);
-  const Json config = manifest.is_object() ? manifest.value("config", Json()) : Json();
-  uint64_t cache = saturatingMul(nonNegative(config, "num_hidden_layers"), rows);
-  cache = saturatingMul(cache, nonNegative(config, "num_key_value_heads"));
-  cache = saturatingMul(cache, nonNegative(config, "head_dim"));
-  cache = saturatingMul(saturatingMul(cache, kvElementBytes), 2); // keys and values
+  uint64_t cache = saturatingMul(nonNegative(m.config.numHiddenLayers), rows);
+  cache = saturatingMul(cache, nonNegative(m.config.numKeyValueHeads));
+  cache = saturatingMul(cache, nonNegative(m.config.headDim));
+  cache = saturatingMul(saturatingMul(cache, dtypeSize(m.kvCache)), 2); // keys and values
   // The logits are one of the activation buffers; what forward() copies out
   // is the prompt's rows, not the context's.
   return {{"weights", weights}, {"KV cache", cache}, {"activation buffers", activations}};

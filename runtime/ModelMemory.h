@@ -4,9 +4,8 @@
 // ending in an out-of-memory kill part-way through loading.
 #pragma once
 
+#include "runtime/Manifest.h"
 #include "runtime/ResourceLimits.h"
-
-#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -14,11 +13,11 @@
 namespace q3::runtime {
 
 /// Weights the schedule reads (as the artifact stores them), the activation
-/// buffers (min(context, prefill_rows) x row_bytes each), the K and V caches (layers x context x
-/// kv_heads x head_dim x `kvElementBytes` each) and the token ids. Sizes
-/// saturate instead of overflowing; fields that are absent
-/// or malformed count as zero (validating the manifest is not this file's job).
-std::vector<MemoryPart> estimateModelMemory(const nlohmann::json &manifest, int64_t context,
-                                            uint64_t kvElementBytes);
+/// buffers (min(context, prefill_rows) x row_bytes each, the token ids and
+/// the largest kernel workspace) and the K and V caches (layers x context x
+/// kv_heads x head_dim x the cache's element size each) of a manifest that
+/// manifest::validateManifest accepted. Sizes saturate instead of
+/// overflowing.
+std::vector<MemoryPart> estimateModelMemory(const manifest::Manifest &m, int64_t context);
 
 } // namespace q3::runtime

@@ -8,8 +8,6 @@
 namespace q3::runtime {
 namespace {
 
-using Json = nlohmann::json;
-
 TEST(ResourceLimits, SizesSaturateInsteadOfWrapping) {
   EXPECT_EQ(saturatingMul(uint64_t(1) << 40, uint64_t(1) << 30), UINT64_MAX);
   EXPECT_EQ(saturatingAdd(UINT64_MAX - 1, 5), UINT64_MAX);
@@ -38,27 +36,42 @@ TEST(ResourceLimits, TheMachineHasSomeCpusAndMemory) {
   EXPECT_FALSE(budget.limitedBy.empty());
 }
 
-Json manifest(int64_t rowBytes) {
-  return {{"config", {{"num_hidden_layers", 2}, {"num_key_value_heads", 2}, {"head_dim", 8}}},
-          {"weights",
-           {{{"kind", "param"}, {"shape", {16, 8}}, {"dtype", "bf16"}},
-            {{"kind", "param"}, {"shape", {1000, 1000}}, {"dtype", "f32"}}}},
-          {"schedule", {{{"kernel", "k"}, {"operands", {{{"kind", "weight"}, {"id", 0}}}}}}},
-          {"buffers", {{"row_bytes", {rowBytes, 64}}}}};
+manifest::Manifest manifest(int64_t rowBytes) {
+  manifest::Manifest m;
+  m.config.numHiddenLayers = 2;
+  m.config.numKeyValueHeads = 2;
+  m.config.headDim = 8;
+  m.weights = {{0, manifest::WeightKind::Param, "a", {}, {16, 8}, DType::BF16},
+               {1, manifest::WeightKind::Param, "b", {}, {1000, 1000}, DType::F32}};
+  m.steps = {{"k", {{manifest::BindingKind::Weight, 0}}, {}}};
+  m.bufferRowBytes = {rowBytes, 64};
+  return m;
 }
 
 TEST(ModelMemory, CountsReadWeightsBuffersAndCache) {
-  std::vector<MemoryPart> parts = estimateModelMemory(manifest(256), 100, 4);
+  std::vector<MemoryPart> parts = estimateModelMemory(manifest(256), 100);
   ASSERT_EQ(parts.size(), 3u);
   EXPECT_EQ(parts[0].bytes, 16u * 8 * 2);             // only the weight a dispatch reads
   EXPECT_EQ(parts[1].bytes, 2u * 100 * 2 * 8 * 4 * 2); // K and V
   EXPECT_EQ(parts[2].bytes, 100u * (256 + 64 + 4));   // buffers and token ids
 }
 
+TEST(ModelMemory, BuffersHoldOneChunkAndABf16CacheHalves) {
+  manifest::Manifest m = manifest(256);
+  m.prefillRows = 16;
+  m.kvCache = DType::BF16;
+  m.kernels = {manifest::Kernel{}, manifest::Kernel{}};
+  m.kernels[0].workspaceBytes = 1000;
+  m.kernels[1].workspaceBytes = 3000;
+  std::vector<MemoryPart> parts = estimateModelMemory(m, 100);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[1].bytes, 2u * 100 * 2 * 8 * 2 * 2);    // K and V of bf16
+  EXPECT_EQ(parts[2].bytes, 16u * (256 + 64 + 4) + 3000); // a chunk, the largest workspace
+}
+
 TEST(ModelMemory, AnOverflowingContextIsRefusedNotZero) {
   // context x row_bytes overflowed to a "0-byte buffer" before.
-  std::vector<MemoryPart> parts =
-      estimateModelMemory(manifest(int64_t(1) << 40), int64_t(1) << 31, 4);
+  std::vector<MemoryPart> parts = estimateModelMemory(manifest(int64_t(1) << 40), int64_t(1) << 31);
   EXPECT_EQ(parts[2].bytes, UINT64_MAX);
   EXPECT_THROW(requireMemory("m.q3", parts, availableMemory(), ""), ResourceError);
 }
