@@ -110,7 +110,7 @@ std::string productSource(func::FuncOp kernel, const std::string &name,
     refuse(kernel, "matmul " + lowering.getMatmul().str() + " needs a weight_packing");
   if (*matmul != PrefillMatmul::F32 && cpu.weight != DType::BF16)
     refuse(kernel, "matmul " + lowering.getMatmul().str() + " multiplies bf16 weights, not " +
-                       (cpu.weight == DType::F16 ? "f16" : "f32"));
+                       runtime::mlirName(cpu.weight));
   if (*matmul == PrefillMatmul::Amx && !cpu.amxFits())
     refuse(kernel, "matmul amx needs a weight packed at load with K % 32 == 0");
   cpu.prefillMatmul = *matmul;

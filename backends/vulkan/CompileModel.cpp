@@ -121,7 +121,7 @@ void writeVulkanArtifact(const std::string &path, const CompiledVulkanModel &mod
                       std::vector<uint8_t>(model.kernelSource.begin(), model.kernelSource.end())});
   sections.insert(sections.end(), extra.begin(), extra.end());
   nlohmann::json manifest = manifest::toJson(model.manifest);
-  manifest["vulkan"] = model.vulkan;
+  manifest[rv::kVulkanManifestKey] = model.vulkan;
   runtime::writeArtifact(path, manifest, sections, signer);
 }
 

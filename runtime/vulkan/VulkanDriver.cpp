@@ -80,7 +80,7 @@ VulkanDriver::VulkanDriver(const Artifact &artifact, const std::string &path,
     // The generic part (format, version, weights, schedule) was read and
     // validated as the typed manifest (runtime/Manifest.h); the Vulkan
     // part is under "vulkan".
-    target_ = artifact.manifest().at("vulkan").get<VulkanTarget>();
+    target_ = artifact.manifest().at(kVulkanManifestKey).get<VulkanTarget>();
   } catch (const nlohmann::json::exception &e) {
     throw LoadError(path + ": malformed Vulkan manifest: " + describeJsonError(e));
   } catch (const std::invalid_argument &e) {

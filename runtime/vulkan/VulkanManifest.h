@@ -21,6 +21,8 @@
 namespace q3::runtime::vulkan {
 
 inline constexpr const char *kVulkanFormat = manifest::kVulkanFormat;
+/// The manifest key that holds a Vulkan artifact's VulkanTarget.
+inline constexpr const char *kVulkanManifestKey = "vulkan";
 
 /// How many workgroups a dispatch of `rows` rows runs:
 /// rowFactor(rows) * ceil(units / unitsPerWorkgroup), where units is
