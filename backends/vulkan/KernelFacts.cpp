@@ -48,7 +48,7 @@ std::optional<EmbeddingKernel> embeddingFacts(func::FuncOp kernel) {
     return std::nullopt;
   auto table = embedding.getTable().getType().cast<RankedTensorType>();
   return EmbeddingKernel{kernel.getSymName().str(), table.getShape()[0], table.getShape()[1],
-                         dtypeOf(table.getElementType())};
+                         dtypeOf(table)};
 }
 
 std::optional<AttentionKernel> attentionFacts(func::FuncOp kernel) {
