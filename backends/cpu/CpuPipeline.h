@@ -5,6 +5,8 @@
 #include "backends/cpu/KernelSource.h"
 #include "passes/Pipeline.h"
 
+#include "mlir/IR/BuiltinOps.h"
+
 #include <cstdint>
 #include <string>
 
@@ -26,8 +28,17 @@ struct CpuPipelineOptions {
 
 /// cpu-pack-column-blocks' choice for `option` (auto, at-load or per-call)
 /// on `target` for weights of `element` (bf16 or f16): "at_load" or
-/// "per_call". Throws std::invalid_argument for another option.
-std::string resolveWeightPacking(const std::string &option, const CpuTarget &target, DType element);
+/// "per_call". For auto: at load where the target may run AMX and the
+/// weights are bf16 (the tile unit reads them packed), else `measured` (the
+/// tuner's choice, WeightPackingTuner.h) when there is one, else per call.
+/// Throws std::invalid_argument for another option or measured value.
+std::string resolveWeightPacking(const std::string &option, const CpuTarget &target, DType element,
+                                 const std::string &measured = "");
+
+/// Bytes of the product weights cpu-pack-column-blocks would pack at load in
+/// `module` (a graph before or after fusion): each bf16 or f16 weight of a
+/// product that fits column blocks, once.
+int64_t packableWeightBytes(mlir::ModuleOp module);
 
 /// The CPU target stage: cpu-set-target, cpu-pack-column-blocks,
 /// cpu-sink-weight-concat, cpu-select-matmul, cpu-select-attention-matmul,

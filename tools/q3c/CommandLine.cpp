@@ -167,8 +167,10 @@ cl::opt<std::string> targetWeightPacking(
         "prefill packs the panels it multiplies; the runtime binds the checkpoint's bytes "
         "as they are, so loading copies nothing), at-load (copied once when the model "
         "loads, or at compile time with --embed-weights; prefill ~6% faster at 128 "
-        "tokens) or auto (at-load with --embed-weights, --prefill-matmul=amx or, for bf16 "
-        "weights, a target that may run AMX; else per-call)"),
+        "tokens, decode up to 20% faster) or auto (at-load with --embed-weights, "
+        "--prefill-matmul=amx or, for bf16 weights, a target that may run AMX; for --cpu=host "
+        "with --tune, at-load when packing this model's weights measured under a second on "
+        "this host; else per-call)"),
     cl::value_desc("auto|per-call|at-load"), cl::cat(q3Category));
 cl::opt<std::string> targetKvCache(
     "kv-cache", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
@@ -340,6 +342,19 @@ std::optional<cpu::AttentionTuning> tuneAttentionIfItMatters(const cpu::CpuTarge
   return cpu::tuneAttention(host, *shape, tuneMaxForeignShare);
 }
 
+/// Measures what packing the weights at load would cost this host, unless
+/// --weight-packing decides or the target packs them at load anyway (AMX).
+std::optional<cpu::WeightPackingTuning> tuneWeightPackingIfItMatters(const cpu::CpuTarget &host,
+                                                                     mlir::ModuleOp module,
+                                                                     cpu::DType dtype,
+                                                                     cpu::TuneLevel level) {
+  if (weightPackingFromFlags() != "auto" ||
+      cpu::resolveWeightPacking("auto", host, dtype) == "at_load")
+    return std::nullopt;
+  return cpu::tuneWeightPacking(host, cpu::packableWeightBytes(module), level,
+                                runtime::availableCpus(), tuneMaxForeignShare);
+}
+
 /// Measures for --cpu=host, when the weights are bf16 or f16 (the products
 /// with column blocks and variants): the prefill variants (unless both were
 /// given), the decode split and, where it matters, attention's prefill
@@ -362,12 +377,16 @@ HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
   const int64_t hidden = configInt(config, "hidden_size");
   const int64_t intermediate = configInt(config, "intermediate_size");
   // The products are measured with the model's dtype, packed the way the
-  // compiled ones will be.
+  // compiled ones will be: first where.
   cpu::TunedWeights weights;
   weights.dtype = dtype.getValue() == "float16" ? cpu::DType::F16 : cpu::DType::BF16;
-  weights.packPerCall =
-      cpu::resolveWeightPacking(weightPackingFromFlags(), host, weights.dtype) == "per_call";
   HostTuning tuning;
+  tuning.weightPacking = tuneWeightPackingIfItMatters(host, module, weights.dtype, level);
+  if (tuning.weightPacking)
+    cpu::recordWeightPackingTuning(module, *tuning.weightPacking);
+  weights.packPerCall = cpu::resolveWeightPacking(
+                            weightPackingFromFlags(), host, weights.dtype,
+                            tuning.weightPacking ? tuning.weightPacking->chosen : "") == "per_call";
   if (targetPrefillMatmul == "auto" || targetPrefillRows == 0) {
     tuning.prefill =
         cpu::tunePrefill(host, hidden, intermediate, weights, level, tuneMaxForeignShare);

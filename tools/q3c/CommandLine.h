@@ -5,6 +5,7 @@
 #include "backends/cpu/DecodeSplitTuner.h"
 #include "backends/cpu/DecodeTuner.h"
 #include "backends/cpu/Tuner.h"
+#include "backends/cpu/WeightPackingTuner.h"
 #include "backends/vulkan/VulkanPasses.h"
 #include "passes/Pipeline.h"
 
@@ -75,6 +76,7 @@ vulkan::VulkanTargetOptions vulkanOptionsFromFlags();
 /// What `--tune` measured on this machine (nothing for other targets or
 /// when the choices were given).
 struct HostTuning {
+  std::optional<cpu::WeightPackingTuning> weightPacking;
   std::optional<cpu::TuningResult> prefill;
   std::optional<cpu::DecodeTuning> decode;
   std::optional<cpu::AttentionTuning> attention;

@@ -101,6 +101,17 @@ void printPrefillTuning(const cpu::TuningResult &result) {
                                     : "");
 }
 
+/// -v: what packing the weights at load would cost, and where they go.
+void printWeightPackingTuning(const cpu::WeightPackingTuning &tuning) {
+  llvm::outs() << fmt::format(
+      "measured the load's weight packing ({}): {:.1f} GB/s into fresh memory on {} threads, so "
+      "this model's {:.2f} GB of product weights would take ~{:.2f} s to pack at load (budget "
+      "{:.1f} s): weights {}\n",
+      cpu::describeProvenance(tuning.provenance), tuning.packGbPerSecond, tuning.threads,
+      double(tuning.packedBytes) / 1e9, tuning.estimatedSeconds, cpu::kPackAtLoadBudgetSeconds,
+      tuning.chosen == "at_load" ? "packed at load" : "read in place, packed per call");
+}
+
 /// -v: what the tuner measured for attention's prefill.
 void printAttentionTuning(const cpu::AttentionTuning &tuning) {
   llvm::outs() << "tuned the prefill attention (" << cpu::describeProvenance(tuning.provenance)
@@ -316,6 +327,8 @@ int runCompile() {
   }
   progress.stage(2, "tuning and passes");
   const HostTuning tuning = runPipelineFromFlags(*module, "cpu");
+  if (compileVerbose && tuning.weightPacking)
+    printWeightPackingTuning(*tuning.weightPacking);
   if (compileVerbose && tuning.prefill)
     printPrefillTuning(*tuning.prefill);
   if (compileVerbose && tuning.decode)

@@ -23,12 +23,16 @@
 // Packing at load copies every weight into fresh memory, and on the VMs this
 // project measures a fresh page can cost far more than the copy (the
 // hypervisor backs it on first touch): 0.6B loaded in 2.2-3.5 s packed at
-// load, 0.004 s bound in place. Per call, each prefill packs its 32-row
-// panels (0-5% of a 128-row prefill on an AMD family 26). `auto` packs at
-// load only where the target may run AMX, whose tile unit reads the packed
-// weight. bf16 and f16 weights are packed (the layout moves 16-bit pairs);
-// those that do not fit (f32, rows not a multiple of 16, an odd K) stay
-// row-major and take the row-major kernels.
+// load on one, 0.2 s on another, 0.004 s bound in place. Per call, each
+// prefill packs its 32-row panels (0-5% of a 128-row prefill on an AMD
+// family 26), and decode reads the row-major weights, slower (up to 20%,
+// backends/cpu/WeightPackingTuner.h). `auto` packs bf16 weights at load
+// where the target may run AMX, whose tile unit reads the packed weight;
+// elsewhere it takes q3.tuning's weight_packing, which the tuner sets from
+// what packing costs on the host; with nothing measured, per call. bf16 and
+// f16 weights are packed (the layout moves 16-bit pairs); those that do not
+// fit (f32, rows not a multiple of 16, an odd K) stay row-major and take the
+// row-major kernels.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/CpuPipeline.h"
@@ -37,6 +41,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace q3::cpu {
@@ -50,21 +55,30 @@ using namespace q3::ir;
 namespace q3::cpu {
 namespace {
 
+/// The weight of a product `op` computes (no bias: the column-block kernels
+/// add none), or null.
+Value productWeight(Operation *op) {
+  if (auto fused = dyn_cast_or_null<FusedLinearOp>(op))
+    return fused.getWeight();
+  if (auto linear = dyn_cast_or_null<LinearOp>(op); linear && !linear.getBias())
+    return linear.getWeight();
+  return nullptr;
+}
+
+/// Whether a weight of `type` can be stored as column blocks: bf16 or f16,
+/// row-major, rows a multiple of 16, an even K.
+bool packableType(RankedTensorType type) {
+  const Type element = type.getElementType();
+  return (element.isBF16() || element.isF16()) && !type.getEncoding() && type.getRank() == 2 &&
+         type.getDimSize(0) % 16 == 0 && type.getDimSize(1) % 2 == 0;
+}
+
 /// The weight argument of a product kernel, when its weight can be packed.
 std::optional<unsigned> packableWeightArgument(func::FuncOp kernel) {
-  Operation *compute = kernelComputeOp(kernel);
-  Value weight;
-  if (auto fused = dyn_cast_or_null<FusedLinearOp>(compute))
-    weight = fused.getWeight();
-  else if (auto linear = dyn_cast_or_null<LinearOp>(compute); linear && !linear.getBias())
-    weight = linear.getWeight();
+  Value weight = productWeight(kernelComputeOp(kernel));
   auto argument = weight.dyn_cast_or_null<BlockArgument>();
-  if (!argument || argument.getOwner() != &kernel.getBody().front())
-    return std::nullopt;
-  auto type = weight.getType().cast<RankedTensorType>();
-  const Type element = type.getElementType();
-  if (!(element.isBF16() || element.isF16()) || type.getEncoding() || type.getRank() != 2 ||
-      type.getDimSize(0) % 16 != 0 || type.getDimSize(1) % 2 != 0)
+  if (!argument || argument.getOwner() != &kernel.getBody().front() ||
+      !packableType(weight.getType().cast<RankedTensorType>()))
     return std::nullopt;
   return argument.getArgNumber();
 }
@@ -86,14 +100,31 @@ struct CpuPackColumnBlocksPass : impl::CpuPackColumnBlocksBase<CpuPackColumnBloc
   };
   FailureOr<Placement> resolve(ModuleOp module) {
     try {
-      // Only auto asks the target.
-      const CpuTarget target = packing == "auto" ? targetOf(module) : CpuTarget{};
-      return Placement{resolveWeightPacking(packing, target, DType::BF16),
-                       resolveWeightPacking(packing, target, DType::F16)};
+      // Only auto asks the target and the tuner's measurement.
+      if (packing != "auto")
+        return Placement{resolveWeightPacking(packing, {}, DType::BF16),
+                         resolveWeightPacking(packing, {}, DType::F16)};
+      const CpuTarget target = targetOf(module);
+      const std::string measured = measuredPacking(module);
+      return Placement{resolveWeightPacking(packing, target, DType::BF16, measured),
+                       resolveWeightPacking(packing, target, DType::F16, measured)};
     } catch (const std::exception &error) {
       module.emitError() << "cpu-pack-column-blocks: " << error.what();
       return failure();
     }
+  }
+
+  /// q3.tuning's weight_packing, or "" (throws when it is not a string).
+  static std::string measuredPacking(ModuleOp module) {
+    DictionaryAttr tuning = tuningOf(module);
+    Attribute value = tuning ? tuning.get(kMeasuredWeightPackingKey) : nullptr;
+    if (!value)
+      return "";
+    auto text = value.dyn_cast<StringAttr>();
+    if (!text)
+      throw std::invalid_argument("q3.tuning's " + kMeasuredWeightPackingKey.str() +
+                                  " must be \"at_load\" or \"per_call\"");
+    return text.str();
   }
 
   void runOnOperation() override {
@@ -143,8 +174,22 @@ struct CpuPackColumnBlocksPass : impl::CpuPackColumnBlocksBase<CpuPackColumnBloc
 
 } // namespace
 
-std::string resolveWeightPacking(const std::string &option, const CpuTarget &target,
-                                 DType element) {
+int64_t packableWeightBytes(ModuleOp module) {
+  llvm::DenseSet<Value> counted;
+  int64_t bytes = 0;
+  module.walk([&](Operation *op) {
+    Value weight = productWeight(op);
+    if (!weight || !counted.insert(weight).second)
+      return;
+    auto type = weight.getType().cast<RankedTensorType>();
+    if (packableType(type) && type.hasStaticShape())
+      bytes += type.getNumElements() * 2;
+  });
+  return bytes;
+}
+
+std::string resolveWeightPacking(const std::string &option, const CpuTarget &target, DType element,
+                                 const std::string &measured) {
   if (option == "at-load")
     return "at_load";
   if (option == "per-call")
@@ -153,10 +198,18 @@ std::string resolveWeightPacking(const std::string &option, const CpuTarget &tar
     throw std::invalid_argument("packing must be auto, at-load or per-call, got '" + option + "'");
   // The tile unit reads packed bf16 weights: a host with AMX, or a portable
   // AVX-512 artifact, which carries an AMX variant. An f16 weight never
-  // takes it, so packing it at load would only cost the load.
+  // takes it: like a bf16 one elsewhere, it goes where the tuner measured
+  // packing at load pays for its cost.
   const bool mayRunAmx = target.name == "x86-64-v4" ||
                          (targetHas(target, "amx-tile") && targetHas(target, "amx-bf16"));
-  return mayRunAmx && element == DType::BF16 ? "at_load" : "per_call";
+  if (mayRunAmx && element == DType::BF16)
+    return "at_load";
+  if (measured.empty())
+    return "per_call";
+  if (measured != "at_load" && measured != "per_call")
+    throw std::invalid_argument("the measured weight packing must be at_load or per_call, got '" +
+                                measured + "'");
+  return measured;
 }
 
 std::unique_ptr<mlir::Pass> createCpuPackColumnBlocksPass() {

@@ -66,6 +66,10 @@ std::optional<int64_t> measuredPrefetchBytes(mlir::ModuleOp module,
 /// "none" for kNoPrefetch (what measuredPrefetchBytes reads back).
 mlir::Attribute measuredPrefetchAttr(mlir::Builder &builder, int64_t prefetchBytes);
 inline constexpr const char *kTuningAttrName = "q3.tuning";
+/// q3.tuning's weight_packing: "at_load" or "per_call", where
+/// --weight-packing=auto puts bf16 and f16 product weights on a target that
+/// cannot run AMX (backends/cpu/WeightPackingTuner.h measures it).
+inline constexpr llvm::StringLiteral kMeasuredWeightPackingKey = "weight_packing";
 
 /// The K of a product kernel whose prefill runs the column-block register
 /// tiles (its weight in column blocks, or packed per call: see

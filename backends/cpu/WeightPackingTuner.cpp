@@ -1,0 +1,110 @@
+//===- WeightPackingTuner.cpp - whether packing the weights at load pays --===//
+#include "backends/cpu/WeightPackingTuner.h"
+#include "backends/cpu/TuningKernel.h"
+#include "backends/cpu/TuningRecord.h"
+#include "backends/cpu/passes/CpuPasses.h"
+
+#include "runtime/HostBuffer.h"
+#include "runtime/ThreadPool.h"
+#include "runtime/WeightLayout.h"
+
+#include "llvm/Support/xxhash.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+
+namespace q3::cpu {
+namespace {
+
+/// The measured weight: rows of a 0.6B product's K, 128 MiB of them (a
+/// measurement must be long next to a page fault's cost, and a few of them
+/// short next to a compile).
+constexpr int64_t kColumns = 1024;
+constexpr int64_t kProbeBytes = int64_t(128) << 20;
+
+/// Rounds, each into fresh memory: the median is taken.
+int roundsFor(TuneLevel level) { return level == TuneLevel::Full ? 7 : 3; }
+
+std::string cacheKey(const CpuTarget &target, TuneLevel level, int threads) {
+  return fmt::format("weight packing into fresh huge pages, {} MiB of {}-column rows, {} "
+                     "{:016x} threads {} {}",
+                     kProbeBytes >> 20, kColumns, target.llvmCpu, llvm::xxHash64(target.features),
+                     threads, level == TuneLevel::Full ? "full" : "quick");
+}
+
+/// Seconds the load's packing takes to write the row-major `source` (warm,
+/// as a checkpoint in the page cache is) into memory this process has not
+/// touched, on `pool`'s threads, as runtime/WeightPlan.cpp packs a weight.
+double packIntoFreshMemory(runtime::ThreadPool &pool, const uint16_t *source) {
+  const int64_t blocks = kProbeBytes / 2 / kColumns / runtime::kColumnBlockRows;
+  const auto start = std::chrono::steady_clock::now();
+  runtime::HostBuffer fresh(size_t(kProbeBytes), runtime::HostBuffer::Pages::Huge);
+  auto *to = reinterpret_cast<uint16_t *>(fresh.data());
+  pool.parallelFor(
+      blocks,
+      [&](int64_t begin, int64_t end) {
+        runtime::packColumnBlocks(source, to, kColumns, begin, end);
+      },
+      16);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// The median GB/s of the packing over `rounds` fresh buffers.
+double measurePackRate(int threads, int rounds) {
+  runtime::ThreadPool pool(threads);
+  // On huge pages, as a checkpoint the page cache holds in huge folios is
+  // mapped (q3run reads it back that way when it is not): the packing reads
+  // 16 rows side by side, and on small pages its TLB misses made the rate a
+  // quarter of a load's (1.5 against ~6 GB/s on an AMD EPYC family 25 VM).
+  runtime::HostBuffer sourceMemory(size_t(kProbeBytes), runtime::HostBuffer::Pages::Huge);
+  auto *source = reinterpret_cast<uint16_t *>(sourceMemory.data());
+  pool.parallelFor(kProbeBytes / 2, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) // touched, so only the destination is fresh
+      source[i] = uint16_t(0x3f80 + (i & 0x7f));
+  });
+  std::vector<double> seconds;
+  for (int round = 0; round < rounds; ++round)
+    seconds.push_back(packIntoFreshMemory(pool, source));
+  return double(kProbeBytes) / quantile(seconds, 0.5) / 1e9;
+}
+
+} // namespace
+
+std::string chooseWeightPacking(int64_t packedBytes, double packGbPerSecond) {
+  if (!(packGbPerSecond > 0))
+    return "per_call";
+  const double seconds = double(packedBytes) / (packGbPerSecond * 1e9);
+  return seconds <= kPackAtLoadBudgetSeconds ? "at_load" : "per_call";
+}
+
+WeightPackingTuning tuneWeightPacking(const CpuTarget &target, int64_t packedBytes, TuneLevel level,
+                                      int threads, double maxForeignShare) {
+  if (threads < 1)
+    throw std::invalid_argument("--tune: the weight-packing measurement needs at least one thread");
+  WeightPackingTuning tuning;
+  tuning.threads = threads;
+  tuning.packedBytes = packedBytes;
+  const std::vector<double> rates = namedRatesCachedOrMeasured(
+      cacheKey(target, level, threads), {"pack_gb_s"}, maxForeignShare,
+      [&] { return std::vector<double>{measurePackRate(threads, roundsFor(level))}; },
+      tuning.provenance);
+  tuning.packGbPerSecond = rates.at(0);
+  tuning.estimatedSeconds = double(packedBytes) / (tuning.packGbPerSecond * 1e9);
+  tuning.chosen = chooseWeightPacking(packedBytes, tuning.packGbPerSecond);
+  return tuning;
+}
+
+void recordWeightPackingTuning(mlir::ModuleOp module, const WeightPackingTuning &tuning) {
+  TuningRecord record(module);
+  mlir::Builder &b = record.builder;
+  record.set(kMeasuredWeightPackingKey, b.getStringAttr(tuning.chosen));
+  record.set("weight_packing_gb_s", record.rate(tuning.packGbPerSecond));
+  record.set("weight_packing_estimate_s",
+             b.getF64FloatAttr(std::round(tuning.estimatedSeconds * 100) / 100));
+  record.setOthersShare("weight_packing_others_share", tuning.provenance);
+  record.commit();
+}
+
+} // namespace q3::cpu
