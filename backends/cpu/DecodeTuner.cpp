@@ -1,5 +1,6 @@
 //===- DecodeTuner.cpp - measure how decode best streams its products -----===//
 #include "backends/cpu/DecodeTuner.h"
+#include "backends/cpu/DecodeProductLayers.h"
 #include "backends/cpu/TuningCache.h"
 #include "backends/cpu/TuningKernel.h"
 #include "backends/cpu/TuningRecord.h"
@@ -29,210 +30,9 @@
 namespace q3::cpu {
 namespace {
 
-/// Weight bytes one measurement streams: layers' products, far more than a
-/// last-level cache (32 MiB here) and as much as a small model decodes per
-/// token. The working set matters beyond the cache: on the AMD EPYC
-/// family-26 VM (2026-12-03) the same layers streamed 72-77 GB/s over 160
-/// MiB, 62-65 over 256 MiB and 54-56 over 512 MiB or 1.2 GB, the model's
-/// products 51-57 in the same minutes; and only from 512 MiB did the stream
-/// counts rank as in the model (4 > 2 > 1 by 10-20%; over 160 MiB 2 came
-/// out ahead of 4).
-constexpr int64_t kStreamBytes = int64_t(512) << 20;
-/// At most this many layers per measurement: a tiny model's (the tests')
-/// would otherwise take ten thousand dispatches each.
-constexpr int64_t kMaxLayers = 1024;
-
 /// Rounds per measurement: quick keeps a 0.6B compile's whole tuning under
 /// 10 s now that each round streams 512 MiB per candidate.
 int roundsFor(TuneLevel level) { return level == TuneLevel::Full ? 31 : 11; }
-
-/// Where the measured products' weights lie: `layers` copies of each
-/// product's, one after the other like a checkpoint's tensors, each start
-/// moved on by a few KiB (a checkpoint's small norm tensors do that). Over
-/// 160 MiB of copies a whole power of two apart, four streams measured 40%
-/// under one; staggered, within 5% (AMD EPYC family 26, 2026-12-03; runs
-/// meeting in the same DRAM banks would do it, not verified).
-struct LayerWeights {
-  runtime::HostBuffer memory;
-  std::vector<std::vector<uint8_t *>> at; // [layer][product]
-};
-
-/// Each weight starts on a cache line, as the plain read beside the
-/// products needs (its loads are aligned).
-int64_t lineRounded(size_t bytes) { return (int64_t(bytes) + 63) / 64 * 64; }
-
-LayerWeights layerWeights(const std::vector<std::vector<uint8_t>> &packed, int64_t layers) {
-  constexpr int64_t kStagger = 2048;
-  int64_t layerBytes = 0;
-  for (const std::vector<uint8_t> &weight : packed)
-    layerBytes += lineRounded(weight.size()) + kStagger;
-  LayerWeights w;
-  // On huge pages, as the model's weights are (copied at load or mapped from
-  // huge page-cache folios): on small pages the same loops streamed at half
-  // the rate (33 against 65-72 GB/s on an AMD EPYC family 26), so the
-  // settings were chosen for a memory path decode never takes.
-  w.memory = runtime::HostBuffer(size_t(layers * layerBytes), runtime::HostBuffer::Pages::Huge);
-  uint8_t *cursor = w.memory.data();
-  for (int64_t layer = 0; layer < layers; ++layer) {
-    w.at.emplace_back();
-    for (const std::vector<uint8_t> &weight : packed) {
-      cursor += kStagger;
-      std::memcpy(cursor, weight.data(), weight.size());
-      w.at.back().push_back(cursor);
-      cursor += lineRounded(weight.size());
-    }
-  }
-  return w;
-}
-
-/// Decode's products laid out over kStreamBytes of layers, and the threads
-/// that stream them: built once for both stages of a measurement (filling
-/// 512 MiB of huge pages is a good part of its time).
-class ProductLayers {
-public:
-  ProductLayers(const std::vector<FusedLinearKernel> &products, int threads)
-      : products(products), pool(threads) {
-    std::mt19937 rng(11);
-    int64_t widest = 0, longest = 0;
-    for (const FusedLinearKernel &product : products) {
-      widest = std::max(widest, product.inFeatures);
-      longest = std::max(longest, product.outFeatures);
-      packed.push_back(randomWeights(product, rng));
-      gains.push_back(randomHalves(*product.prologueGain, product.inFeatures, rng));
-      layerBytes += int64_t(packed.back().size());
-    }
-    layers = std::clamp<int64_t>((kStreamBytes + layerBytes - 1) / layerBytes, 2, kMaxLayers);
-    weights = layerWeights(packed, layers);
-    x.assign(size_t(widest), 0.5f);
-    y.resize(size_t(longest));
-  }
-
-  /// The median GB/s of each candidate over interleaved rounds (the order
-  /// rotates each round, so none always runs first after another's
-  /// streams), its ratios to `baseline`'s in the same rounds, and its ratio
-  /// to a plain read of the same weights cut as the baseline's (one more
-  /// run in every round; its median GB/s goes to `plainRead`). A
-  /// measurement streams the products in turn, layer after layer, as a
-  /// decode step does.
-  std::vector<DecodeRate> measure(const CpuTarget &target,
-                                  const std::vector<DecodeSetting> &candidates,
-                                  const DecodeSetting &baseline, int rounds, double &plainRead) {
-    compileMissing(target, candidates);
-    std::vector<std::function<double()>> runs;
-    for (const DecodeSetting &candidate : candidates)
-      runs.push_back(
-          [&, candidate] { return streamAll(loaded.at(keyOf(candidate)), int(candidate.chunks)); });
-    runs.push_back([&] { return readAll(int(baseline.chunks)); });
-    const std::vector<std::vector<double>> seconds = timesInterleaved(runs, rounds);
-    const size_t plainAt = candidates.size();
-    const auto baselineAt = std::find(candidates.begin(), candidates.end(), baseline);
-    std::vector<RoundRatios> ratios(runs.size());
-    if (baselineAt != candidates.end())
-      ratios = ratiosToBaseline(seconds, size_t(baselineAt - candidates.begin()));
-    const std::vector<RoundRatios> ofPlainRead = ratiosToBaseline(seconds, plainAt);
-    const double bytes = double(layers * layerBytes);
-    std::vector<DecodeRate> measured;
-    for (size_t i = 0; i < candidates.size(); ++i)
-      measured.push_back({candidates[i], bytes / quantile(seconds[i], 0.5) / 1e9, ratios[i].median,
-                          ratios[i].lowerQuartile, ofPlainRead[i].median});
-    plainRead = bytes / quantile(seconds[plainAt], 0.5) / 1e9;
-    return measured;
-  }
-
-private:
-  // One compiled kernel per product, prefetch distance and stream count.
-  using KernelKey = std::pair<int64_t, int64_t>;
-  using KernelsBySetting = std::map<KernelKey, std::vector<LoadedTuningKernel>>;
-  static KernelKey keyOf(const DecodeSetting &s) { return {s.prefetchBytes, s.streams}; }
-
-  /// Compiles the kernels of the candidates' settings that an earlier stage
-  /// did not (the second stage's baseline is one of the first's settings).
-  void compileMissing(const CpuTarget &target, const std::vector<DecodeSetting> &candidates) {
-    std::vector<FusedLinearKernel> kernels;
-    std::vector<KernelKey> keys;
-    for (const DecodeSetting &c : candidates)
-      if (!loaded.count(keyOf(c)) && std::find(keys.begin(), keys.end(), keyOf(c)) == keys.end()) {
-        keys.push_back(keyOf(c));
-        for (const FusedLinearKernel &product : products) {
-          kernels.push_back(product);
-          kernels.back().prefetchBytes = c.prefetchBytes;
-          kernels.back().decodeStreams = c.streams;
-        }
-      }
-    if (kernels.empty())
-      return;
-    std::vector<LoadedTuningKernel> compiled = loadTuningKernels(kernels, target);
-    for (size_t i = 0; i < compiled.size(); ++i)
-      loaded[keys[i / products.size()]].push_back(std::move(compiled[i]));
-  }
-
-  /// Seconds to run `perProduct(layer, p)` over every layer's products in
-  /// turn, as decode meets them.
-  /// Seconds to run every layer's products in order, each one pool loop
-  /// of bodyOf(layer, product) = {workgroups, body} cut into `chunks` pieces
-  /// per thread, all in one ThreadPool::runLoops as a decode pass runs.
-  template <typename BodyOf> double timeEveryProduct(int chunks, BodyOf bodyOf) {
-    std::vector<runtime::ThreadPool::Body> bodies;
-    std::vector<runtime::ThreadPool::Loop> loops;
-    bodies.reserve(size_t(layers) * products.size()); // the loops point into it
-    for (int64_t layer = 0; layer < layers; ++layer)
-      for (size_t p = 0; p < products.size(); ++p) {
-        auto [count, body] = bodyOf(size_t(layer), p);
-        bodies.push_back(std::move(body));
-        loops.push_back({count, &bodies.back(), chunks});
-      }
-    const auto start = std::chrono::steady_clock::now();
-    pool.runLoops(loops);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-
-  /// Seconds to stream every layer's products once with `entries`.
-  double streamAll(const std::vector<LoadedTuningKernel> &entries, int chunks) {
-    return timeEveryProduct(chunks, [&](size_t layer, size_t p) {
-      const FusedLinearKernel &product = products[p];
-      const std::array<void *, 4> buffers = {x.data(), weights.at[layer][p], gains[p].data(),
-                                             y.data()};
-      const std::array<int64_t, 4> bytes = {product.inFeatures * 4, int64_t(packed[p].size()),
-                                            int64_t(gains[p].size()), product.outFeatures * 4};
-      const runtime::KernelEntry entry = entries[p].entry;
-      runtime::ThreadPool::Body body = [entry, buffers, bytes](int64_t begin, int64_t end) {
-        const int64_t scalars[runtime::kFixedKernelScalars] = {1, 1, 1};
-        void *pointers[4] = {buffers[0], buffers[1], buffers[2], buffers[3]};
-        entry(pointers, bytes.data(), scalars, begin, end);
-      };
-      return std::make_pair(product.workgroups(), std::move(body));
-    });
-  }
-
-  /// Seconds to read every layer's product weights once with the bandwidth
-  /// probe's loop (four runs side by side per piece), cut into `chunks`
-  /// pieces per thread as the products are: what the products would take
-  /// if streaming cost nothing but the reads.
-  double readAll(int chunks) {
-    constexpr int64_t kLine = 64;
-    std::atomic<uint64_t> sum{0};
-    const double seconds = timeEveryProduct(chunks, [&](size_t layer, size_t p) {
-      const uint8_t *data = weights.at[layer][p];
-      runtime::ThreadPool::Body body = [data, &sum](int64_t begin, int64_t end) {
-        sum.fetch_add(runtime::readLines(data + begin * kLine, (end - begin) * kLine,
-                                         runtime::kProbeReadStreams),
-                      std::memory_order_relaxed);
-      };
-      return std::make_pair(int64_t(packed[p].size()) / kLine, std::move(body));
-    });
-    const uint64_t total = sum.load(); // consumed, so the reads cannot be dropped
-    asm volatile("" : : "r"(total) : "memory");
-    return seconds;
-  }
-
-  const std::vector<FusedLinearKernel> &products;
-  runtime::ThreadPool pool;
-  std::vector<std::vector<uint8_t>> packed, gains;
-  int64_t layerBytes = 0, layers = 0;
-  LayerWeights weights;
-  std::vector<float> x, y;
-  KernelsBySetting loaded;
-};
 
 /// What makes a measurement reusable: the CPU, the shapes, the threads, the
 /// level, the kernels' source and the bytes streamed ("layers": entries of
@@ -250,7 +50,7 @@ std::string cacheKey(const CpuTarget &target, const std::vector<FusedLinearKerne
       "streams at the chosen distance, "
       "beside a plain read, {} "
       "{}{} threads {} {} {:016x}",
-      kStreamBytes >> 20, target.llvmCpu, llvm::xxHash64(target.features), shapes, threads,
+      kDecodeStreamBytes >> 20, target.llvmCpu, llvm::xxHash64(target.features), shapes, threads,
       level == TuneLevel::Full ? "full" : "quick", llvm::xxHash64(sources));
 }
 
@@ -459,7 +259,8 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
     tuning.provenance.cachePath = path;
   } else {
     tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
-      ProductLayers layers(products, threads);
+      runtime::ThreadPool pool(threads);
+      ProductLayers layers(products, pool);
       tuning.measured = layers.measure(target, decodeCandidates(level, fixedChunks, fixedStreams),
                                        baseline, roundsFor(level), tuning.plainReadGbPerSecond);
       chooseSplitAndDistance();
