@@ -1,5 +1,7 @@
 //===- WeightPackingTuner.cpp - whether packing the weights at load pays --===//
 #include "backends/cpu/WeightPackingTuner.h"
+#include "backends/cpu/DecodeProductLayers.h"
+#include "backends/cpu/DecodeTuner.h"
 #include "backends/cpu/TuningKernel.h"
 #include "backends/cpu/TuningRecord.h"
 #include "backends/cpu/passes/CpuPasses.h"
@@ -26,6 +28,9 @@ constexpr int64_t kProbeBytes = int64_t(128) << 20;
 
 /// Rounds, each into fresh memory: the median is taken.
 int roundsFor(TuneLevel level) { return level == TuneLevel::Full ? 7 : 3; }
+
+/// Rounds of the decode race, as many as the decode tuner's stages take.
+int raceRoundsFor(TuneLevel level) { return level == TuneLevel::Full ? 31 : 11; }
 
 std::string cacheKey(const CpuTarget &target, TuneLevel level, int threads) {
   return fmt::format("weight packing into fresh huge pages, {} MiB of {}-column rows, {} "
@@ -70,16 +75,69 @@ double measurePackRate(int threads, int rounds) {
   return double(kProbeBytes) / quantile(seconds, 0.5) / 1e9;
 }
 
-} // namespace
-
-std::string chooseWeightPacking(int64_t packedBytes, double packGbPerSecond) {
-  if (!(packGbPerSecond > 0))
-    return "per_call";
-  const double seconds = double(packedBytes) / (packGbPerSecond * 1e9);
-  return seconds <= kPackAtLoadBudgetSeconds ? "at_load" : "per_call";
+/// Decode's products, as the decode tuner measures them (the gate and up,
+/// then the down weight, one row each), with their weights per call or
+/// packed at load.
+std::vector<FusedLinearKernel> decodeProducts(int64_t hidden, int64_t intermediate, DType dtype,
+                                              bool packPerCall) {
+  const TunedWeights weights{dtype, packPerCall};
+  return {tuningProduct("tune_decode_up", hidden, 2 * intermediate, weights, /*swiglu=*/false),
+          tuningProduct("tune_decode_down", intermediate, hidden, weights, /*swiglu=*/false)};
 }
 
-WeightPackingTuning tuneWeightPacking(const CpuTarget &target, int64_t packedBytes, TuneLevel level,
+std::string raceCacheKey(const CpuTarget &target, const std::vector<FusedLinearKernel> &perCall,
+                         const std::vector<FusedLinearKernel> &atLoad, TuneLevel level,
+                         int threads) {
+  std::string shapes, sources;
+  for (const FusedLinearKernel &product : perCall)
+    shapes += fmt::format(" {}x{}", product.inFeatures, product.outFeatures);
+  for (const auto *products : {&perCall, &atLoad})
+    for (const FusedLinearKernel &product : *products)
+      sources += fusedLinearSource(product);
+  return fmt::format("weight layouts raced in decode, {} MiB of layers, {} {:016x}{} threads {} "
+                     "{} {:016x}",
+                     kDecodeStreamBytes >> 20, target.llvmCpu, llvm::xxHash64(target.features),
+                     shapes, threads, level == TuneLevel::Full ? "full" : "quick",
+                     llvm::xxHash64(sources));
+}
+
+/// Streams decode's products per call and packed in interleaved rounds at
+/// the default decode setting (the decode tuner then tunes the chosen
+/// layout): {per-call GB/s, packed GB/s, the packed one's median ratio to
+/// per call in the same rounds, its lower quartile}.
+std::vector<double> raceLayouts(const CpuTarget &target,
+                                const std::vector<FusedLinearKernel> &perCall,
+                                const std::vector<FusedLinearKernel> &atLoad, int threads,
+                                int rounds) {
+  runtime::ThreadPool pool(threads); // one pool: an idle second one would spin beside the first
+  ProductLayers perCallLayers(perCall, pool), atLoadLayers(atLoad, pool);
+  const DecodeSetting setting{kDefaultDecodeChunks, kBaselineDecodePrefetchBytes,
+                              kDefaultDecodeStreams};
+  const std::vector<std::vector<double>> seconds = timesInterleaved(
+      {perCallLayers.streamRun(target, setting), atLoadLayers.streamRun(target, setting)}, rounds);
+  const RoundRatios packed = ratiosToBaseline(seconds, 0).at(1);
+  return {double(perCallLayers.streamedBytes()) / quantile(seconds[0], 0.5) / 1e9,
+          double(atLoadLayers.streamedBytes()) / quantile(seconds[1], 0.5) / 1e9, packed.median,
+          packed.lowerQuartile};
+}
+
+} // namespace
+
+bool packingFitsTheLoad(int64_t packedBytes, double packGbPerSecond) {
+  return packGbPerSecond > 0 &&
+         double(packedBytes) / (packGbPerSecond * 1e9) <= kPackAtLoadBudgetSeconds;
+}
+
+std::string chooseWeightPacking(int64_t packedBytes, double packGbPerSecond,
+                                const std::optional<RoundRatios> &atLoadOverPerCall) {
+  return packingFitsTheLoad(packedBytes, packGbPerSecond) && atLoadOverPerCall &&
+                 clearlyFaster(*atLoadOverPerCall, kPackAtLoadDecodeTie)
+             ? "at_load"
+             : "per_call";
+}
+
+WeightPackingTuning tuneWeightPacking(const CpuTarget &target, int64_t packedBytes, int64_t hidden,
+                                      int64_t intermediate, DType dtype, TuneLevel level,
                                       int threads, double maxForeignShare) {
   if (threads < 1)
     throw std::invalid_argument("--tune: the weight-packing measurement needs at least one thread");
@@ -92,7 +150,23 @@ WeightPackingTuning tuneWeightPacking(const CpuTarget &target, int64_t packedByt
       tuning.provenance);
   tuning.packGbPerSecond = rates.at(0);
   tuning.estimatedSeconds = double(packedBytes) / (tuning.packGbPerSecond * 1e9);
-  tuning.chosen = chooseWeightPacking(packedBytes, tuning.packGbPerSecond);
+  std::optional<RoundRatios> atLoadOverPerCall;
+  if (packingFitsTheLoad(packedBytes, tuning.packGbPerSecond)) {
+    const auto perCall = decodeProducts(hidden, intermediate, dtype, /*packPerCall=*/true);
+    const auto atLoad = decodeProducts(hidden, intermediate, dtype, /*packPerCall=*/false);
+    WeightPackingTuning::Race race;
+    const std::vector<double> raced = namedRatesCachedOrMeasured(
+        raceCacheKey(target, perCall, atLoad, level, threads),
+        {"per_call_gb_s", "at_load_gb_s", "ratio", "ratio_low"}, maxForeignShare,
+        [&] { return raceLayouts(target, perCall, atLoad, threads, raceRoundsFor(level)); },
+        race.provenance);
+    race.perCallGbPerSecond = raced.at(0);
+    race.atLoadGbPerSecond = raced.at(1);
+    race.atLoadOverPerCall = {raced.at(2), raced.at(3)};
+    atLoadOverPerCall = race.atLoadOverPerCall;
+    tuning.race = race;
+  }
+  tuning.chosen = chooseWeightPacking(packedBytes, tuning.packGbPerSecond, atLoadOverPerCall);
   return tuning;
 }
 
@@ -104,6 +178,16 @@ void recordWeightPackingTuning(mlir::ModuleOp module, const WeightPackingTuning 
   record.set("weight_packing_estimate_s",
              b.getF64FloatAttr(std::round(tuning.estimatedSeconds * 100) / 100));
   record.setOthersShare("weight_packing_others_share", tuning.provenance);
+  if (tuning.race) {
+    const WeightPackingTuning::Race &race = *tuning.race;
+    record.set(
+        "weight_packing_decode_gb_s",
+        b.getDictionaryAttr({b.getNamedAttr("per_call", record.rate(race.perCallGbPerSecond)),
+                             b.getNamedAttr("at_load", record.rate(race.atLoadGbPerSecond))}));
+    record.set("weight_packing_decode_ratio",
+               b.getF64FloatAttr(std::round(race.atLoadOverPerCall.median * 1000) / 1000));
+    record.setOthersShare("weight_packing_decode_others_share", race.provenance);
+  }
   record.commit();
 }
 

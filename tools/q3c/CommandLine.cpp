@@ -170,7 +170,7 @@ cl::opt<std::string> targetWeightPacking(
         "tokens, decode up to 20% faster) or auto (at-load with --embed-weights, "
         "--prefill-matmul=amx or, for bf16 weights, a target that may run AMX; for --cpu=host "
         "with --tune, at-load when packing this model's weights measured under a second on "
-        "this host; else per-call)"),
+        "this host and the packed products decoded clearly faster there; else per-call)"),
     cl::value_desc("auto|per-call|at-load"), cl::cat(q3Category));
 cl::opt<std::string> targetKvCache(
     "kv-cache", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
@@ -342,17 +342,17 @@ std::optional<cpu::AttentionTuning> tuneAttentionIfItMatters(const cpu::CpuTarge
   return cpu::tuneAttention(host, *shape, tuneMaxForeignShare);
 }
 
-/// Measures what packing the weights at load would cost this host, unless
+/// Measures what packing the weights at load would cost this host and, when
+/// it fits the load, whether the packed products decode faster, unless
 /// --weight-packing decides or the target packs them at load anyway (AMX).
-std::optional<cpu::WeightPackingTuning> tuneWeightPackingIfItMatters(const cpu::CpuTarget &host,
-                                                                     mlir::ModuleOp module,
-                                                                     cpu::DType dtype,
-                                                                     cpu::TuneLevel level) {
+std::optional<cpu::WeightPackingTuning>
+tuneWeightPackingIfItMatters(const cpu::CpuTarget &host, mlir::ModuleOp module, cpu::DType dtype,
+                             int64_t hidden, int64_t intermediate, cpu::TuneLevel level) {
   if (weightPackingFromFlags() != "auto" ||
       cpu::resolveWeightPacking("auto", host, dtype) == "at_load")
     return std::nullopt;
-  return cpu::tuneWeightPacking(host, cpu::packableWeightBytes(module), level,
-                                runtime::availableCpus(), tuneMaxForeignShare);
+  return cpu::tuneWeightPacking(host, cpu::packableWeightBytes(module), hidden, intermediate, dtype,
+                                level, runtime::availableCpus(), tuneMaxForeignShare);
 }
 
 /// Measures for --cpu=host, when the weights are bf16 or f16 (the products
@@ -381,7 +381,8 @@ HostTuning tuneIfAsked(mlir::ModuleOp module, const std::string &target) {
   cpu::TunedWeights weights;
   weights.dtype = dtype.getValue() == "float16" ? cpu::DType::F16 : cpu::DType::BF16;
   HostTuning tuning;
-  tuning.weightPacking = tuneWeightPackingIfItMatters(host, module, weights.dtype, level);
+  tuning.weightPacking =
+      tuneWeightPackingIfItMatters(host, module, weights.dtype, hidden, intermediate, level);
   if (tuning.weightPacking)
     cpu::recordWeightPackingTuning(module, *tuning.weightPacking);
   weights.packPerCall = cpu::resolveWeightPacking(

@@ -101,15 +101,26 @@ void printPrefillTuning(const cpu::TuningResult &result) {
                                     : "");
 }
 
-/// -v: what packing the weights at load would cost, and where they go.
+/// -v: what packing the weights at load would cost, how the two layouts
+/// decoded, and where the weights go.
 void printWeightPackingTuning(const cpu::WeightPackingTuning &tuning) {
   llvm::outs() << fmt::format(
       "measured the load's weight packing ({}): {:.1f} GB/s into fresh memory on {} threads, so "
       "this model's {:.2f} GB of product weights would take ~{:.2f} s to pack at load (budget "
-      "{:.1f} s): weights {}\n",
+      "{:.1f} s)\n",
       cpu::describeProvenance(tuning.provenance), tuning.packGbPerSecond, tuning.threads,
-      double(tuning.packedBytes) / 1e9, tuning.estimatedSeconds, cpu::kPackAtLoadBudgetSeconds,
-      tuning.chosen == "at_load" ? "packed at load" : "read in place, packed per call");
+      double(tuning.packedBytes) / 1e9, tuning.estimatedSeconds, cpu::kPackAtLoadBudgetSeconds);
+  if (tuning.race)
+    llvm::outs() << fmt::format(
+        "  raced decode's products in both layouts ({}): per call {:.1f} GB/s, packed {:.1f} GB/s "
+        "(the packed one's ratio to per call in the same rounds: median {:.3f}, lower quartile "
+        "{:.3f})\n",
+        cpu::describeProvenance(tuning.race->provenance), tuning.race->perCallGbPerSecond,
+        tuning.race->atLoadGbPerSecond, tuning.race->atLoadOverPerCall.median,
+        tuning.race->atLoadOverPerCall.lowerQuartile);
+  llvm::outs() << "  weights "
+               << (tuning.chosen == "at_load" ? "packed at load" : "read in place, packed per call")
+               << "\n";
 }
 
 /// -v: what the tuner measured for attention's prefill.

@@ -25,11 +25,13 @@
 // hypervisor backs it on first touch): 0.6B loaded in 2.2-3.5 s packed at
 // load on one, 0.2 s on another, 0.004 s bound in place. Per call, each
 // prefill packs its 32-row panels (0-5% of a 128-row prefill on an AMD
-// family 26), and decode reads the row-major weights, slower (up to 20%,
-// backends/cpu/WeightPackingTuner.h). `auto` packs bf16 weights at load
+// family 26), and decode reads the row-major weights, as fast on one
+// machine and up to 20% slower on another
+// (backends/cpu/WeightPackingTuner.h). `auto` packs bf16 weights at load
 // where the target may run AMX, whose tile unit reads the packed weight;
 // elsewhere it takes q3.tuning's weight_packing, which the tuner sets from
-// what packing costs on the host; with nothing measured, per call. bf16 and
+// what packing costs the load and gains decode on the host; with nothing
+// measured, per call. bf16 and
 // f16 weights are packed (the layout moves 16-bit pairs); those that do not
 // fit (f32, rows not a multiple of 16, an odd K) stay row-major and take the
 // row-major kernels.
