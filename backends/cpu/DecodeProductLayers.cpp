@@ -24,6 +24,12 @@ int64_t lineRounded(size_t bytes) { return (int64_t(bytes) + 63) / 64 * 64; }
 
 } // namespace
 
+std::vector<FusedLinearKernel> decodeTuningProducts(int64_t hidden, int64_t intermediate,
+                                                    const TunedWeights &weights) {
+  return {tuningProduct("tune_decode_up", hidden, 2 * intermediate, weights, /*swiglu=*/false),
+          tuningProduct("tune_decode_down", intermediate, hidden, weights, /*swiglu=*/false)};
+}
+
 /// Where the measured products' weights lie: `layers` copies of each
 /// product's, one after the other like a checkpoint's tensors, each start
 /// moved on by a few KiB (a checkpoint's small norm tensors do that). Over

@@ -11,6 +11,7 @@
 
 #include "backends/cpu/CpuTarget.h"
 #include "backends/cpu/DecodeTuner.h"
+#include "backends/cpu/Tuner.h"
 #include "backends/cpu/TuningKernel.h"
 
 #include "runtime/HostBuffer.h"
@@ -32,6 +33,21 @@ namespace q3::cpu {
 /// counts rank as in the model (4 > 2 > 1 by 10-20%; over 160 MiB 2 came
 /// out ahead of 4).
 inline constexpr int64_t kDecodeStreamBytes = int64_t(512) << 20;
+
+/// Rounds per decode measurement: quick keeps a 0.6B compile's whole tuning
+/// near 10 s with each round streaming 512 MiB per candidate.
+inline int decodeMeasurementRounds(TuneLevel level) { return level == TuneLevel::Full ? 31 : 11; }
+
+/// A layer's products as decode streams them, one row each, their weights
+/// held as `weights` says: the gate and up weight, then the down weight,
+/// both as plain products (lm_head, q/k/v, o and down, 70% of a 0.6B
+/// token's weights, are), so one stream is told apart from two (a SwiGLU
+/// product reads its gate and up rows side by side). One product measured
+/// alone over 160 MiB ranked the stream counts the other way round from the
+/// model (four streams 20-40% under one, where the model decoded 8-20%
+/// faster with four).
+std::vector<FusedLinearKernel> decodeTuningProducts(int64_t hidden, int64_t intermediate,
+                                                    const TunedWeights &weights);
 
 /// Decode's products laid out over kDecodeStreamBytes of layers, streamed on
 /// `pool`'s threads: built once for every stage of a measurement (filling

@@ -30,10 +30,6 @@
 namespace q3::cpu {
 namespace {
 
-/// Rounds per measurement: quick keeps a 0.6B compile's whole tuning under
-/// 10 s now that each round streams 512 MiB per candidate.
-int roundsFor(TuneLevel level) { return level == TuneLevel::Full ? 31 : 11; }
-
 /// What makes a measurement reusable: the CPU, the shapes, the threads, the
 /// level, the kernels' source and the bytes streamed ("layers": entries of
 /// one product measured alone, or on small pages before that, are not
@@ -212,16 +208,8 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
   requireTunableShape(hidden, intermediate);
   if (threads < 1)
     throw std::invalid_argument("--tune: the decode measurement needs at least one thread");
-  // A layer's products as decode streams them, one row each: the gate and
-  // up weight, then the down weight, both as plain products (lm_head, q/k/v,
-  // o and down, 70% of a 0.6B token's weights, are), so one stream is told
-  // apart from two (a SwiGLU product reads its gate and up rows side by
-  // side). One product measured alone over 160 MiB ranked the stream counts
-  // the other way round from the model (four streams 20-40% under one, where
-  // the model decoded 8-20% faster with four).
-  const std::vector<FusedLinearKernel> products = {
-      tuningProduct("tune_decode_up", hidden, 2 * intermediate, weights, /*swiglu=*/false),
-      tuningProduct("tune_decode_down", intermediate, hidden, weights, /*swiglu=*/false)};
+  const std::vector<FusedLinearKernel> products =
+      decodeTuningProducts(hidden, intermediate, weights);
   DecodeTuning tuning;
   tuning.threads = threads;
   // The split at which the distances and stream counts are measured, and the
@@ -262,14 +250,14 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
       runtime::ThreadPool pool(threads);
       ProductLayers layers(products, pool);
       tuning.measured = layers.measure(target, decodeCandidates(level, fixedChunks, fixedStreams),
-                                       baseline, roundsFor(level), tuning.plainReadGbPerSecond);
+                                       baseline, decodeMeasurementRounds(level), tuning.plainReadGbPerSecond);
       chooseSplitAndDistance();
       // The plain read of the stage that measures the chosen setting: the
       // second, when there is one.
       if (fixedStreams == 0)
         tuning.streamRates =
             layers.measure(target, decodeStreamCandidates(tuning.streamsMeasuredAt),
-                           tuning.streamsMeasuredAt, roundsFor(level), tuning.plainReadGbPerSecond);
+                           tuning.streamsMeasuredAt, decodeMeasurementRounds(level), tuning.plainReadGbPerSecond);
       return nlohmann::json{{"splits_and_distances", ratesJson(tuning.measured)},
                             {"streams", ratesJson(tuning.streamRates)},
                             {"plain_read_gb_s", tuning.plainReadGbPerSecond}};

@@ -29,9 +29,6 @@ constexpr int64_t kProbeBytes = int64_t(128) << 20;
 /// Rounds, each into fresh memory: the median is taken.
 int roundsFor(TuneLevel level) { return level == TuneLevel::Full ? 7 : 3; }
 
-/// Rounds of the decode race, as many as the decode tuner's stages take.
-int raceRoundsFor(TuneLevel level) { return level == TuneLevel::Full ? 31 : 11; }
-
 std::string cacheKey(const CpuTarget &target, TuneLevel level, int threads) {
   return fmt::format("weight packing into fresh huge pages, {} MiB of {}-column rows, {} "
                      "{:016x} threads {} {}",
@@ -73,16 +70,6 @@ double measurePackRate(int threads, int rounds) {
   for (int round = 0; round < rounds; ++round)
     seconds.push_back(packIntoFreshMemory(pool, source));
   return double(kProbeBytes) / quantile(seconds, 0.5) / 1e9;
-}
-
-/// Decode's products, as the decode tuner measures them (the gate and up,
-/// then the down weight, one row each), with their weights per call or
-/// packed at load.
-std::vector<FusedLinearKernel> decodeProducts(int64_t hidden, int64_t intermediate, DType dtype,
-                                              bool packPerCall) {
-  const TunedWeights weights{dtype, packPerCall};
-  return {tuningProduct("tune_decode_up", hidden, 2 * intermediate, weights, /*swiglu=*/false),
-          tuningProduct("tune_decode_down", intermediate, hidden, weights, /*swiglu=*/false)};
 }
 
 std::string raceCacheKey(const CpuTarget &target, const std::vector<FusedLinearKernel> &perCall,
@@ -152,13 +139,13 @@ WeightPackingTuning tuneWeightPacking(const CpuTarget &target, int64_t packedByt
   tuning.estimatedSeconds = double(packedBytes) / (tuning.packGbPerSecond * 1e9);
   std::optional<RoundRatios> atLoadOverPerCall;
   if (packingFitsTheLoad(packedBytes, tuning.packGbPerSecond)) {
-    const auto perCall = decodeProducts(hidden, intermediate, dtype, /*packPerCall=*/true);
-    const auto atLoad = decodeProducts(hidden, intermediate, dtype, /*packPerCall=*/false);
+    const auto perCall = decodeTuningProducts(hidden, intermediate, {dtype, /*packPerCall=*/true});
+    const auto atLoad = decodeTuningProducts(hidden, intermediate, {dtype, /*packPerCall=*/false});
     WeightPackingTuning::Race race;
     const std::vector<double> raced = namedRatesCachedOrMeasured(
         raceCacheKey(target, perCall, atLoad, level, threads),
         {"per_call_gb_s", "at_load_gb_s", "ratio", "ratio_low"}, maxForeignShare,
-        [&] { return raceLayouts(target, perCall, atLoad, threads, raceRoundsFor(level)); },
+        [&] { return raceLayouts(target, perCall, atLoad, threads, decodeMeasurementRounds(level)); },
         race.provenance);
     race.perCallGbPerSecond = raced.at(0);
     race.atLoadGbPerSecond = raced.at(1);
