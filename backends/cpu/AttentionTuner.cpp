@@ -32,18 +32,18 @@ constexpr double kF32Margin = 1.10;
 // longer fit a 48 KiB L1 beside the shared key and value copies).
 const std::vector<AttentionRate> kCandidates = {{false, 1}, {true, 1}, {true, 2}, {true, 3}};
 
+std::string candidateName(const AttentionRate &r) {
+  return r.bf16 ? fmt::format("avx512bf16_sets{}", r.rowSets) : "f32";
+}
+
 AttentionKernel measuredKernel(const AttentionKernel &shape, const AttentionRate &candidate) {
   AttentionKernel kernel = shape;
-  kernel.name = "tune_attention";
+  kernel.name = "tune_attention_" + candidateName(candidate);
   kernel.paths = AttentionKernel::Paths::PrefillOnly;
   kernel.cache = DType::F32;
   kernel.bf16Prefill = candidate.bf16;
   kernel.prefillRowSets = candidate.rowSets;
   return kernel;
-}
-
-std::string candidateName(const AttentionRate &r) {
-  return r.bf16 ? fmt::format("avx512bf16_sets{}", r.rowSets) : "f32";
 }
 
 std::vector<float> randomFloats(size_t count, std::mt19937 &rng) {

@@ -34,8 +34,9 @@ namespace q3::cpu {
 /// out ahead of 4).
 inline constexpr int64_t kDecodeStreamBytes = int64_t(512) << 20;
 
-/// Rounds per decode measurement: quick keeps a 0.6B compile's whole tuning
-/// near 10 s with each round streaming 512 MiB per candidate.
+/// Rounds per decode measurement, each streaming 512 MiB per candidate:
+/// with quick's, a 0.6B compile with a fresh tuning cache took 6.3-8.2 s in
+/// all on the family-26 VM (2026-12-05; the bound is 10 s of tuning).
 inline int decodeMeasurementRounds(TuneLevel level) { return level == TuneLevel::Full ? 31 : 11; }
 
 /// A layer's products as decode streams them, one row each, their weights
@@ -85,7 +86,8 @@ private:
     runtime::HostBuffer memory;
     std::vector<std::vector<uint8_t *>> at; // [layer][product]
   };
-  static LayerWeights layerWeights(const std::vector<std::vector<uint8_t>> &packed, int64_t layers);
+  static LayerWeights layerWeights(const std::vector<std::vector<uint8_t>> &packed, int64_t layers,
+                                   runtime::ThreadPool &pool);
 
   void compileMissing(const CpuTarget &target, const std::vector<DecodeSetting> &candidates);
   template <typename BodyOf> double timeEveryProduct(int chunks, BodyOf bodyOf);

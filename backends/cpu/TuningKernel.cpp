@@ -5,8 +5,16 @@
 #include "runtime/DType.h"
 #include "runtime/WeightLayout.h"
 
+#include "llvm/Support/xxhash.h"
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <stdexcept>
 
 namespace q3::cpu {
@@ -43,10 +51,17 @@ FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t
 
 std::vector<uint8_t> randomHalves(DType dtype, int64_t count, std::mt19937 &rng) {
   requireHalves(dtype);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  // A splitmix64 stream seeded from `rng`: uniform_real_distribution over
+  // mt19937 took ~150 ms for a decode tuner's 9 M weights.
+  uint64_t state = (uint64_t(rng()) << 32) | rng();
   std::vector<float> values(static_cast<size_t>(count));
-  for (float &v : values)
-    v = uniform(rng);
+  for (float &v : values) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    v = float(int64_t(z >> 40) - (int64_t(1) << 23)) * 0x1p-23f; // [-1, 1), exactly
+  }
   std::vector<uint8_t> stored(values.size() * 2);
   runtime::convertFromF32(dtype, values.data(), stored.data(), values.size());
   return stored;
@@ -64,33 +79,90 @@ std::vector<uint8_t> randomWeights(const FusedLinearKernel &kernel, std::mt19937
   return packed;
 }
 
-/// The kernel `name` of the shared object `object`, loaded.
-static LoadedTuningKernel loadObject(const std::vector<uint8_t> &object, const std::string &name) {
-  LoadedTuningKernel loaded;
-  loaded.library = runtime::SharedLibrary::loadFromMemory("tune", object.data(), object.size());
-  loaded.entry = reinterpret_cast<runtime::KernelEntry>(
-      loaded.library->symbol(std::string(runtime::kKernelSymbolPrefix) + name));
-  if (!loaded.entry)
+namespace {
+
+/// The entry of kernel `name` in `library`.
+runtime::KernelEntry entryOf(const runtime::SharedLibrary &library, const std::string &name) {
+  auto entry = reinterpret_cast<runtime::KernelEntry>(
+      library.symbol(std::string(runtime::kKernelSymbolPrefix) + name));
+  if (!entry)
     throw std::runtime_error("the tuning kernel '" + name + "' has no entry point");
-  return loaded;
+  return entry;
 }
+
+/// The kernels this process already compiled for the tuners, by target and
+/// source: the tuners share some (the weight-packing race's per-call
+/// products are the decode tuner's baseline), and a fresh compile's
+/// tuning time is bounded (--tune).
+class CompiledTuningKernels {
+public:
+  static std::string keyOf(const std::string &source, const CpuTarget &target) {
+    return target.llvmCpu + "\n" + target.features + "\n" + source;
+  }
+  std::optional<LoadedTuningKernel> find(const std::string &key) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto at = kernels.find(key);
+    return at == kernels.end() ? std::nullopt : std::optional(at->second);
+  }
+  void add(const std::string &key, const LoadedTuningKernel &kernel) {
+    std::lock_guard<std::mutex> lock(mutex);
+    kernels.emplace(key, kernel);
+  }
+
+private:
+  std::mutex mutex;
+  std::map<std::string, LoadedTuningKernel> kernels;
+};
+
+CompiledTuningKernels &compiledTuningKernels() {
+  static CompiledTuningKernels compiled;
+  return compiled;
+}
+
+} // namespace
 
 std::vector<LoadedTuningKernel> loadTuningSources(const std::vector<std::string> &sources,
                                                   const std::vector<std::string> &names,
                                                   const CpuTarget &target) {
   if (sources.size() != names.size())
     throw std::invalid_argument("loadTuningSources: a name for every source");
-  const std::vector<std::vector<uint8_t>> objects = compileKernelsToObjects(sources, target);
-  std::vector<LoadedTuningKernel> loaded;
+  if (std::set<std::string>(names.begin(), names.end()).size() != names.size())
+    throw std::invalid_argument("loadTuningSources: the kernels share one library, so each "
+                                "needs its own name");
+  CompiledTuningKernels &compiled = compiledTuningKernels();
+  std::vector<LoadedTuningKernel> loaded(sources.size());
+  std::vector<size_t> missing;
+  std::vector<std::string> missingSources;
   for (size_t i = 0; i < sources.size(); ++i)
-    loaded.push_back(loadObject(linkSharedObject(objects[i]), names[i]));
+    if (std::optional<LoadedTuningKernel> known =
+            compiled.find(CompiledTuningKernels::keyOf(sources[i], target)))
+      loaded[i] = *known;
+    else {
+      missing.push_back(i);
+      missingSources.push_back(sources[i]);
+    }
+  if (missing.empty())
+    return loaded;
+  // One link for the whole batch: each `cc -shared` costs ~50 ms, which over
+  // the thirty-odd candidates of a 0.6B compile was 2 s of its tuning.
+  const std::vector<uint8_t> object =
+      linkSharedObject(compileKernelsToObjects(missingSources, target));
+  std::shared_ptr<runtime::SharedLibrary> library =
+      runtime::SharedLibrary::loadFromMemory("tune", object.data(), object.size());
+  for (size_t i : missing) {
+    loaded[i] = {library, entryOf(*library, names[i])};
+    compiled.add(CompiledTuningKernels::keyOf(sources[i], target), loaded[i]);
+  }
   return loaded;
 }
 
 std::vector<LoadedTuningKernel> loadTuningKernels(const std::vector<FusedLinearKernel> &kernels,
                                                   const CpuTarget &target) {
   std::vector<std::string> sources, names;
-  for (const FusedLinearKernel &kernel : kernels) {
+  for (FusedLinearKernel kernel : kernels) {
+    // Variants of one product share its name: each gets one of its own, the
+    // same whenever the same variant is asked for again.
+    kernel.name += fmt::format("_{:016x}", llvm::xxHash64(fusedLinearSource(kernel)));
     sources.push_back(fusedLinearSource(kernel));
     names.push_back(kernel.name);
   }

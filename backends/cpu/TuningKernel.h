@@ -50,20 +50,22 @@ std::vector<uint8_t> randomHalves(DType dtype, int64_t count, std::mt19937 &rng)
 std::vector<uint8_t> randomWeights(const FusedLinearKernel &kernel, std::mt19937 &rng);
 
 /// A kernel the tuners compiled and loaded; `entry` stays valid while
-/// `library` lives.
+/// `library` (shared by the kernels compiled with it) lives.
 struct LoadedTuningKernel {
-  std::unique_ptr<runtime::SharedLibrary> library;
+  std::shared_ptr<runtime::SharedLibrary> library;
   runtime::KernelEntry entry = nullptr;
 };
 
-/// The kernels `names[i]` of MLIR `sources[i]` compiled for `target` (on
-/// all CPUs at once: compileKernelsToObjects) and loaded.
+/// The kernels `names[i]` (distinct) of MLIR `sources[i]` compiled for
+/// `target` (on all CPUs at once: compileKernelsToObjects), linked into one
+/// library and loaded; a source this process compiled for `target` before is
+/// not compiled again.
 std::vector<LoadedTuningKernel> loadTuningSources(const std::vector<std::string> &sources,
                                                   const std::vector<std::string> &names,
                                                   const CpuTarget &target);
 
 /// Each of `kernels` (fusedLinearSource) compiled and loaded, as
-/// loadTuningSources.
+/// loadTuningSources; their names may repeat (each is given a suffix).
 std::vector<LoadedTuningKernel> loadTuningKernels(const std::vector<FusedLinearKernel> &kernels,
                                                   const CpuTarget &target);
 
