@@ -44,10 +44,10 @@ inline constexpr double kPackAtLoadBudgetSeconds = 1.0;
 
 /// How much faster the packed products must decode, as clearlyFaster's tie,
 /// for the load to pack them: a gain must pay for a load that copies 1.2 GB
-/// (0.6B) into fresh memory, 0.3-0.6 s and once 2.2 s on the family-26 VM,
-/// against nothing per call. There the race measured the layouts at
-/// 0.967-1.027 (a tie; the model decoded alike); on family 25 the per-call
-/// down product alone ran 15-20% slower.
+/// (0.6B) into fresh memory, 0.4-2.5 s on the family-26 VM, against nothing
+/// per call. There the race measured the layouts at 0.92-1.13, following
+/// the minute's bandwidth (the model decoded alike); on family 25 the
+/// per-call down product alone ran 15-20% slower.
 inline constexpr double kPackAtLoadDecodeTie = 0.06;
 
 struct WeightPackingTuning {
