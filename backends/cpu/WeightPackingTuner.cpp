@@ -31,10 +31,11 @@ constexpr int64_t kProbeBytes = int64_t(128) << 20;
 int roundsFor(TuneLevel level) { return level == TuneLevel::Full ? 7 : 3; }
 
 std::string cacheKey(const CpuTarget &target, TuneLevel level, int threads) {
-  return fmt::format("weight packing into huge pages new to the process, {} MiB of {}-column rows, {} "
-                     "{:016x} threads {} {}",
-                     kProbeBytes >> 20, kColumns, target.llvmCpu, llvm::xxHash64(target.features),
-                     threads, level == TuneLevel::Full ? "full" : "quick");
+  return fmt::format(
+      "weight packing into huge pages new to the process, {} MiB of {}-column rows, {} "
+      "{:016x} threads {} {}",
+      kProbeBytes >> 20, kColumns, target.llvmCpu, llvm::xxHash64(target.features), threads,
+      level == TuneLevel::Full ? "full" : "quick");
 }
 
 /// Seconds the load's packing takes to write the row-major `source` (warm,
@@ -156,7 +157,9 @@ WeightPackingTuning tuneWeightPacking(const CpuTarget &target, int64_t packedByt
     const std::vector<double> raced = namedRatesCachedOrMeasured(
         raceCacheKey(target, perCall, atLoad, level, threads),
         {"per_call_gb_s", "at_load_gb_s", "ratio", "ratio_low"}, maxForeignShare,
-        [&] { return raceLayouts(target, perCall, atLoad, threads, decodeMeasurementRounds(level)); },
+        [&] {
+          return raceLayouts(target, perCall, atLoad, threads, decodeMeasurementRounds(level));
+        },
         race.provenance);
     race.perCallGbPerSecond = raced.at(0);
     race.atLoadGbPerSecond = raced.at(1);

@@ -6,8 +6,8 @@
 // baseline) is not built again.
 //
 //===----------------------------------------------------------------------===//
-#include "backends/cpu/CpuTarget.h"
 #include "backends/cpu/TuningKernel.h"
+#include "backends/cpu/CpuTarget.h"
 
 #include "runtime/KernelABI.h"
 
@@ -72,9 +72,9 @@ TEST(TuningKernel, AKernelBuiltBeforeIsNotBuiltAgain) {
 TEST(TuningKernel, SourcesOfOneBatchNeedTheirOwnNames) {
   const std::string source = cpu::fusedLinearSource(variant(cpu::kNoPrefetch));
   const std::string name = variant(cpu::kNoPrefetch).name;
-  EXPECT_THROW(cpu::loadTuningSources({source, source}, {name, name},
-                                      cpu::resolveCpuTarget("host")),
-               std::invalid_argument);
+  EXPECT_THROW(
+      cpu::loadTuningSources({source, source}, {name, name}, cpu::resolveCpuTarget("host")),
+      std::invalid_argument);
 }
 
 TEST(TuningKernel, RandomHalvesSpreadOverMinusOneToOne) {
