@@ -4,6 +4,10 @@
 #include "runtime/KernelABI.h"
 #include "runtime/MemoryBandwidth.h"
 
+#include "llvm/Support/xxhash.h"
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -28,6 +32,15 @@ std::vector<FusedLinearKernel> decodeTuningProducts(int64_t hidden, int64_t inte
                                                     const TunedWeights &weights) {
   return {tuningProduct("tune_decode_up", hidden, 2 * intermediate, weights, /*swiglu=*/false),
           tuningProduct("tune_decode_down", intermediate, hidden, weights, /*swiglu=*/false)};
+}
+
+std::string productsCacheKey(const std::vector<FusedLinearKernel> &products) {
+  std::string shapes, sources;
+  for (const FusedLinearKernel &product : products) {
+    shapes += fmt::format(" {}x{}", product.inFeatures, product.outFeatures);
+    sources += fusedLinearSource(product);
+  }
+  return fmt::format("{} {:016x}", shapes, llvm::xxHash64(sources));
 }
 
 /// Where the measured products' weights lie: `layers` copies of each

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace q3::cpu {
@@ -49,6 +50,11 @@ inline int decodeMeasurementRounds(TuneLevel level) { return level == TuneLevel:
 /// faster with four).
 std::vector<FusedLinearKernel> decodeTuningProducts(int64_t hidden, int64_t intermediate,
                                                     const TunedWeights &weights);
+
+/// What names `products` in a tuning cache key: their shapes (" KxN" each)
+/// and a hash of their kernels' sources, so a changed kernel is measured
+/// again.
+std::string productsCacheKey(const std::vector<FusedLinearKernel> &products);
 
 /// Decode's products laid out over kDecodeStreamBytes of layers, streamed on
 /// `pool`'s threads: built once for every stage of a measurement (filling

@@ -36,18 +36,12 @@ namespace {
 /// reused).
 std::string cacheKey(const CpuTarget &target, const std::vector<FusedLinearKernel> &products,
                      TuneLevel level, int threads) {
-  std::string shapes, sources;
-  for (const FusedLinearKernel &product : products) {
-    shapes += fmt::format(" {}x{}", product.inFeatures, product.outFeatures);
-    sources += fusedLinearSource(product);
-  }
-  return fmt::format(
-      "decode layers {} MiB in one run of halving-piece loops, ratios to no prefetch, "
-      "streams at the chosen distance, "
-      "beside a plain read, {} "
-      "{}{} threads {} {} {:016x}",
-      kDecodeStreamBytes >> 20, target.llvmCpu, llvm::xxHash64(target.features), shapes, threads,
-      level == TuneLevel::Full ? "full" : "quick", llvm::xxHash64(sources));
+  return fmt::format("decode layers {} MiB in one run of halving-piece loops, ratios to no "
+                     "prefetch, streams at the chosen distance, beside a plain read, {} "
+                     "{:016x}{} threads {} {}",
+                     kDecodeStreamBytes >> 20, target.llvmCpu, llvm::xxHash64(target.features),
+                     productsCacheKey(products), threads,
+                     level == TuneLevel::Full ? "full" : "quick");
 }
 
 std::optional<std::vector<DecodeRate>> cachedRates(const nlohmann::json &entries,
@@ -249,15 +243,16 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
     tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
       runtime::ThreadPool pool(threads);
       ProductLayers layers(products, pool);
-      tuning.measured = layers.measure(target, decodeCandidates(level, fixedChunks, fixedStreams),
-                                       baseline, decodeMeasurementRounds(level), tuning.plainReadGbPerSecond);
+      tuning.measured =
+          layers.measure(target, decodeCandidates(level, fixedChunks, fixedStreams), baseline,
+                         decodeMeasurementRounds(level), tuning.plainReadGbPerSecond);
       chooseSplitAndDistance();
       // The plain read of the stage that measures the chosen setting: the
       // second, when there is one.
       if (fixedStreams == 0)
-        tuning.streamRates =
-            layers.measure(target, decodeStreamCandidates(tuning.streamsMeasuredAt),
-                           tuning.streamsMeasuredAt, decodeMeasurementRounds(level), tuning.plainReadGbPerSecond);
+        tuning.streamRates = layers.measure(
+            target, decodeStreamCandidates(tuning.streamsMeasuredAt), tuning.streamsMeasuredAt,
+            decodeMeasurementRounds(level), tuning.plainReadGbPerSecond);
       return nlohmann::json{{"splits_and_distances", ratesJson(tuning.measured)},
                             {"streams", ratesJson(tuning.streamRates)},
                             {"plain_read_gb_s", tuning.plainReadGbPerSecond}};

@@ -87,17 +87,11 @@ double measurePackRate(int threads, int rounds) {
 std::string raceCacheKey(const CpuTarget &target, const std::vector<FusedLinearKernel> &perCall,
                          const std::vector<FusedLinearKernel> &atLoad, TuneLevel level,
                          int threads) {
-  std::string shapes, sources;
-  for (const FusedLinearKernel &product : perCall)
-    shapes += fmt::format(" {}x{}", product.inFeatures, product.outFeatures);
-  for (const auto *products : {&perCall, &atLoad})
-    for (const FusedLinearKernel &product : *products)
-      sources += fusedLinearSource(product);
-  return fmt::format("weight layouts raced in decode, {} MiB of layers, {} {:016x}{} threads {} "
-                     "{} {:016x}",
+  return fmt::format("weight layouts raced in decode, {} MiB of layers, {} {:016x} per call{} "
+                     "packed{} threads {} {}",
                      kDecodeStreamBytes >> 20, target.llvmCpu, llvm::xxHash64(target.features),
-                     shapes, threads, level == TuneLevel::Full ? "full" : "quick",
-                     llvm::xxHash64(sources));
+                     productsCacheKey(perCall), productsCacheKey(atLoad), threads,
+                     level == TuneLevel::Full ? "full" : "quick");
 }
 
 /// Streams decode's products per call and packed in interleaved rounds at
