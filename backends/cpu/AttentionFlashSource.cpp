@@ -92,30 +92,12 @@ static std::string multiplyAdd(bool bf16, const std::string &result, const std::
   return fmt::format("      {} = vector.fma {}, {}, {} : vector<16xf32>\n", result, a, b, acc);
 }
 
-std::string flashScores(const AttentionKernel &kernel, const AttentionTypes &types) {
-  const FlashScratch scratch = flashScratchTypes(kernel);
-  const Bf16FlashScratch pairs = bf16FlashScratchTypes(kernel);
-  const bool bf16 = kernel.bf16Prefill;
-  std::string scoreBody, accArgs, accYields;
-  for (int p = 0; p < kLanes; ++p) {
-    if (bf16)
-      scoreBody += fmt::format("      %k{0} = memref.load %keyPairs[%cP{0}, %i] : {1}\n"
-                               "      %kb{0} = vector.broadcast %k{0} : i32 to vector<16xi32>\n",
-                               p, pairs.keyPairs);
-    else
-      scoreBody += fmt::format("      %k{0} = memref.load %keysBlock[%cP{0}, %i] : {1}\n"
-                               "      %kb{0} = vector.broadcast %k{0} : f32 to vector<16xf32>\n",
-                               p, blockViewType(kernel));
-    scoreBody += multiplyAdd(bf16, fmt::format("%r{}", p), fmt::format("%kb{}", p), "%qi",
-                             fmt::format("%a{}", p));
-    accArgs += fmt::format("{}%a{} = %zeroV", p ? ", " : "", p);
-    accYields += fmt::format("{}%r{}", p ? ", " : "", p);
-  }
-  // While the keys are scored, the block's value rows are prefetched, 16
-  // rows x D / 16 lines = D lines over the D (f32) or D / 2 (bf16) steps.
-  const int64_t steps = bf16 ? kernel.headDim / 2 : kernel.headDim;
+std::string valueRowPrefetches(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const int64_t steps = kernel.bf16Prefill ? kernel.headDim / 2 : kernel.headDim;
   const int64_t linesPerStep = kernel.headDim / steps;
-  std::string prefetches;
+  std::string prefetches = fmt::format("      %lineVectors = arith.constant {} : index\n"
+                                       "      %cLinesPerStep = arith.constant {} : index\n",
+                                       kernel.headDim / kLanes, linesPerStep);
   for (int64_t l = 0; l < linesPerStep; ++l)
     prefetches += fmt::format(
         "      %lineStep{0} = arith.muli %i, %cLinesPerStep : index\n"
@@ -128,20 +110,27 @@ std::string flashScores(const AttentionKernel &kernel, const AttentionTypes &typ
         "      memref.prefetch %values[%kv, %linePosition{0}, %lineColumn{0}], read, locality<3>, "
         "data : {1}\n",
         l, types.kv);
-  const std::string queryLoad =
-      bf16 ? fmt::format("      %qi = vector.load %queryPairs[%i, %c0] : {}, vector<16xi32>\n",
-                         pairs.queryPairs)
-           : fmt::format("      %qi = vector.load %queryT[%i, %c0] : {}, vector<16xf32>\n",
-                         scratch.queryT);
-  return fmt::format(R"mlir(    %lineVectors = arith.constant {0} : index
-    %cLinesPerStep = arith.constant {1} : index
-    %cSteps = arith.constant {2} : index
-    %s:16 = scf.for %i = %c0 to %cSteps step %c1 iter_args({3}) -> ({4}) {{
-{5}{6}{7}      scf.yield {8} : {4}
+  return prefetches;
+}
+
+std::string flashScores(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const FlashScratch scratch = flashScratchTypes(kernel);
+  std::string scoreBody, accArgs, accYields;
+  for (int p = 0; p < kLanes; ++p) {
+    scoreBody += fmt::format("      %k{0} = memref.load %keysBlock[%cP{0}, %i] : {1}\n"
+                             "      %kb{0} = vector.broadcast %k{0} : f32 to vector<16xf32>\n"
+                             "      %r{0} = vector.fma %kb{0}, %qi, %a{0} : vector<16xf32>\n",
+                             p, blockViewType(kernel));
+    accArgs += fmt::format("{}%a{} = %zeroV", p ? ", " : "", p);
+    accYields += fmt::format("{}%r{}", p ? ", " : "", p);
+  }
+  return fmt::format(R"mlir(    %s:16 = scf.for %i = %c0 to %cD step %c1 iter_args({0}) -> ({1}) {{
+{2}      %qi = vector.load %queryT[%i, %c0] : {3}, vector<16xf32>
+{4}      scf.yield {5} : {1}
     }}
 )mlir",
-                     kernel.headDim / kLanes, linesPerStep, steps, accArgs, vectorTypes(kLanes),
-                     prefetches, queryLoad, scoreBody, accYields);
+                     accArgs, vectorTypes(kLanes), valueRowPrefetches(kernel, types),
+                     scratch.queryT, scoreBody, accYields);
 }
 
 /// The value loop's tile: `lanes` lanes x `vectors` feature vectors of the
@@ -244,17 +233,17 @@ std::string flashValues(const AttentionKernel &kernel, const AttentionTypes &typ
 /// see at the lowest float. Only a block that crosses the causal diagonal (or
 /// the last position) is masked: a block every lane sees entirely (position
 /// %j15 before the first lane's count, the smallest) keeps its scores.
-static std::string maskedScores() {
+static std::string maskedScores(const std::vector<std::string> &scores) {
   std::string masked, plain, yields;
   for (int p = 0; p < kLanes; ++p) {
     masked +=
         fmt::format("      %pos{0} = arith.index_cast %j{0} : index to i32\n"
                     "      %posV{0} = vector.broadcast %pos{0} : i32 to vector<16xi32>\n"
                     "      %sees{0} = arith.cmpi slt, %posV{0}, %countV : vector<16xi32>\n"
-                    "      %masked{0} = arith.select %sees{0}, %s#{0}, %lowestV : vector<16xi1>, "
+                    "      %masked{0} = arith.select %sees{0}, {1}, %lowestV : vector<16xi1>, "
                     "vector<16xf32>\n",
-                    p);
-    plain += fmt::format("{}%s#{}", p ? ", " : "", p);
+                    p, scores[size_t(p)]);
+    plain += fmt::format("{}{}", p ? ", " : "", scores[size_t(p)]);
     yields += fmt::format("{}%masked{}", p ? ", " : "", p);
   }
   return fmt::format(
@@ -287,13 +276,14 @@ static std::string pairwise(std::string &text, const std::string &prefix,
   return values[0];
 }
 
-std::string flashSoftmax(const AttentionKernel &kernel) {
+std::string flashSoftmax(const AttentionKernel &kernel,
+                         const std::vector<std::string> &blockScores) {
   const FlashScratch scratch = flashScratchTypes(kernel);
   const Bf16FlashScratch pairs = bf16FlashScratchTypes(kernel);
   std::vector<std::string> scores;
   for (int p = 0; p < kLanes; ++p)
     scores.push_back(fmt::format("%sm#{}", p));
-  std::string text = maskedScores();
+  std::string text = maskedScores(blockScores);
   // Maxima without NaN propagation (vmaxps alone): a NaN score still reaches
   // the output through its exponential.
   const std::string blockMax = pairwise(text, "%bm", "arith.maxf {}, {} fastmath<nnan>", scores);
@@ -341,7 +331,10 @@ static std::string flashKeyBlock(const AttentionKernel &kernel, const AttentionT
   text += keyBlockView(kernel, types, "keys", "keysF");
   text += keyBlockView(kernel, types, "values", "valuesF");
   text += blockPositions();
-  text += flashScores(kernel, types) + flashSoftmax(kernel);
+  std::vector<std::string> scores;
+  for (int p = 0; p < kLanes; ++p)
+    scores.push_back(fmt::format("%s#{}", p));
+  text += flashScores(kernel, types) + flashSoftmax(kernel, scores);
   return text + flashValues(kernel, types);
 }
 

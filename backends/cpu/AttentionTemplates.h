@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace q3::cpu::attention {
 
@@ -102,9 +103,14 @@ std::string bf16Pairs(const std::string &result, const std::string &low, const s
 /// The bf16 flash kernel's scratch types and sizes for `kernel`'s head size.
 Bf16FlashScratch bf16FlashScratchTypes(const AttentionKernel &kernel);
 
+/// The prefetches of the key block's value rows (%blockStart .. + 15) that a
+/// score loop step %i issues: over the loop's D (f32) or D / 2 (bf16) steps,
+/// 16 rows x D / 16 lines, so the values are in L1 when the scores are done.
+std::string valueRowPrefetches(const AttentionKernel &kernel, const AttentionTypes &types);
+
 /// `%s:16`: the 16 lanes' scores of positions %blockStart .. + 15 as outer
-/// products (a key's feature broadcast times the lanes' query feature): f32
-/// FMAs one feature at a time, or vdpbf16ps on pairs of features (bf16Prefill).
+/// products with f32 FMAs, one feature at a time (a key's feature broadcast
+/// times the lanes' query feature).
 std::string flashScores(const AttentionKernel &kernel, const AttentionTypes &types);
 
 /// The value loop: the output sums %outT ([lane][D]) rescaled by the lanes'
@@ -119,12 +125,13 @@ std::string flashScores(const AttentionKernel &kernel, const AttentionTypes &typ
 /// of the features.
 std::string flashValues(const AttentionKernel &kernel, const AttentionTypes &types);
 
-/// The causal mask of the block's scores %s (only where the block crosses
+/// The causal mask of the block's scores `scores` (16 vector<16xf32>
+/// values, one per position; only where the block crosses
 /// the diagonal), the online softmax update of the running maxima %m and
 /// sums %l (%mNew, %lNew, and the rescale %alpha of the old sums), and the
 /// block's probabilities: f32 in %probabilities, or (bf16Prefill) as bf16
 /// pairs of positions in %probabilityPairs.
-std::string flashSoftmax(const AttentionKernel &kernel);
+std::string flashSoftmax(const AttentionKernel &kernel, const std::vector<std::string> &scores);
 
 /// The positions of the key block, %j0 .. %j15.
 std::string blockPositions();
@@ -155,9 +162,10 @@ std::string flashFunction(const AttentionKernel &kernel, const AttentionTypes &t
 
 /// @<name>_flash_bf16: the bf16 prefill (bf16Prefill) of rows %tBase ..
 /// %tBase + %blockRowsAll - 1, up to prefillRowSets blocks of 16 / heads rows:
-/// per key block the keys are rounded once (and, after the first set's
-/// scores, the values paired once) for every set; each set scores, runs its
-/// online softmax and adds its values in its own region. A set past the
+/// per key block the keys are rounded once (and, after the scores, the
+/// values paired once) for every set; one loop scores the keys for all the
+/// sets, then each set runs its online softmax and adds its values in its
+/// own region. A set past the
 /// rows repeats the first set's rows and stores nothing.
 std::string bf16FlashFunction(const AttentionKernel &kernel, const AttentionTypes &types);
 
