@@ -125,12 +125,12 @@ std::string flashScores(const AttentionKernel &kernel, const AttentionTypes &typ
 /// of the features.
 std::string flashValues(const AttentionKernel &kernel, const AttentionTypes &types);
 
-/// The causal mask of the block's scores `scores` (16 vector<16xf32>
-/// values, one per position; only where the block crosses
-/// the diagonal), the online softmax update of the running maxima %m and
-/// sums %l (%mNew, %lNew, and the rescale %alpha of the old sums), and the
-/// block's probabilities: f32 in %probabilities, or (bf16Prefill) as bf16
-/// pairs of positions in %probabilityPairs.
+/// The causal mask of the block's `scores` (16 vector<16xf32> values, one
+/// per position; masked only where the block crosses the diagonal), the
+/// online softmax update of the running maxima %m and sums %l (%mNew, %lNew,
+/// and the rescale %alpha of the old sums), and the block's probabilities:
+/// f32 in %probabilities, or (bf16Prefill) as bf16 pairs of positions in
+/// %probabilityPairs.
 std::string flashSoftmax(const AttentionKernel &kernel, const std::vector<std::string> &scores);
 
 /// The positions of the key block, %j0 .. %j15.
@@ -165,8 +165,8 @@ std::string flashFunction(const AttentionKernel &kernel, const AttentionTypes &t
 /// per key block the keys are rounded once (and, after the scores, the
 /// values paired once) for every set; one loop scores the keys for all the
 /// sets, then each set runs its online softmax and adds its values in its
-/// own region. A set past the
-/// rows repeats the first set's rows and stores nothing.
+/// own region. A set past the rows repeats the first set's rows and stores
+/// nothing.
 std::string bf16FlashFunction(const AttentionKernel &kernel, const AttentionTypes &types);
 
 } // namespace q3::cpu::attention
