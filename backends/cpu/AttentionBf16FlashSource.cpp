@@ -49,7 +49,15 @@ Bf16FlashScratch bf16FlashScratchTypes(const AttentionKernel &kernel) {
           fmt::format("memref<{}x{}xi32>", kLanes / 2, d),
           fmt::format("memref<{}x{}xi32>", kLanes / 2, kLanes),
           2 * kLanes * d,
-          2 * kLanes * d};
+          2 * kLanes * d,
+          fmt::format("memref<{0}x{1}xi32, strided<[{1}, 1], offset: ?>>", kLanes, d / 2),
+          fmt::format("memref<{0}x{1}xi32, strided<[{1}, 1], offset: ?>>", kLanes / 2, d)};
+}
+
+int64_t roundedRowsPerCall(const AttentionKernel &kernel) {
+  constexpr int64_t kRoundedBytes = 512 * 1024;
+  const int64_t rowBytes = 2 * 2 * kernel.headDim; // a key and a value row as bf16
+  return kRoundedBytes / rowBytes / kLanes * kLanes;
 }
 
 /// The bf16 flash kernel's scratch shared by its row sets: a key block's
@@ -68,11 +76,21 @@ static std::string bf16FlashBuffers(const AttentionKernel &kernel) {
                      scratch.valueHalves, scratch.valuePairs, scratch.probabilityPairs);
 }
 
-/// The key block as bf16 rows (%keyHalves), from the clamped rows. A bf16
-/// cache is copied, the others rounded.
-static std::string bf16KeyCopy(const AttentionKernel &kernel, const AttentionTypes &types) {
+/// Where a key block's rounded rows go: the block's scratch (row p) or the
+/// call's rounded rows (row %blockStart + p, and for values pair
+/// %blockStart / 2 + j).
+enum class RoundInto { Scratch, CallRows };
+
+/// The key block as bf16 rows, from the clamped rows %blockRead<p>: into
+/// %keyHalves, or %roundedKeyHalves. A bf16 cache is copied, the others
+/// rounded.
+static std::string bf16KeyCopy(const AttentionKernel &kernel, const AttentionTypes &types,
+                               RoundInto into) {
   const Bf16FlashScratch scratch = bf16FlashScratchTypes(kernel);
   const bool bf16Cache = kernel.cache == DType::BF16;
+  const bool callRows = into == RoundInto::CallRows;
+  const std::string halvesType =
+      callRows ? fmt::format("memref<?x{}xi16>", kernel.headDim) : scratch.keyHalves;
   std::string keys = "    scf.for %kc = %c0 to %cD step %c32 {\n"
                      "      %kcHigh = arith.addi %kc, %c16 : index\n";
   for (int p = 0; p < kLanes; ++p) {
@@ -90,20 +108,28 @@ static std::string bf16KeyCopy(const AttentionKernel &kernel, const AttentionTyp
                                 fmt::format("%kv, %blockRead{}, %kcHigh", p), types.kv) +
               "\n" + bf16Halves(row, row + "l", row + "u");
     }
-    keys += fmt::format("      vector.store {}, %keyHalves[%cP{}, %kc] : {}, vector<32xi16>\n", row,
-                        p, scratch.keyHalves);
+    keys += fmt::format("      vector.store {}, {}[{}{}, %kc] : {}, vector<32xi16>\n", row,
+                        callRows ? "%roundedKeyHalves" : "%keyHalves",
+                        callRows ? "%blockRow" : "%cP", p, halvesType);
   }
-  return clampedBlockRows("%block", "    ") + keys + "    }\n";
+  return keys + "    }\n";
 }
 
-/// The key block's values with the positions paired (%valueHalves): pair j
-/// of feature f is (row 2j, row 2j + 1). Made after the scores, while which
-/// the rows were prefetched.
-static std::string bf16ValueCopy(const AttentionKernel &kernel, const AttentionTypes &types) {
+/// The key block's values with the positions paired: pair j of feature f
+/// is (row 2j, row 2j + 1), into %valueHalves or %roundedValueHalves. Into
+/// the scratch it is made after the scores, while which the rows were
+/// prefetched.
+static std::string bf16ValueCopy(const AttentionKernel &kernel, const AttentionTypes &types,
+                                 RoundInto into) {
   const Bf16FlashScratch scratch = bf16FlashScratchTypes(kernel);
   const bool bf16Cache = kernel.cache == DType::BF16;
+  const bool callRows = into == RoundInto::CallRows;
+  const std::string halvesType =
+      callRows ? fmt::format("memref<?x{}xi16>", 2 * kernel.headDim) : scratch.valueHalves;
   std::string values = "    scf.for %vp = %c0 to %cD step %c16 {\n"
                        "      %vpHalves = arith.muli %vp, %c2 : index\n";
+  if (callRows)
+    values += "      %blockPair = arith.divui %blockStart, %c2 : index\n";
   for (int j = 0; j < kLanes / 2; ++j) {
     const std::string pair = fmt::format("%vw{}", j);
     if (bf16Cache) {
@@ -124,12 +150,48 @@ static std::string bf16ValueCopy(const AttentionKernel &kernel, const AttentionT
                             "vector<32xi16>\n",
                             pair, interleaveMask());
     }
-    values += fmt::format(
-        "      %vpRow{0} = arith.constant {0} : index\n"
-        "      vector.store {1}, %valueHalves[%vpRow{0}, %vpHalves] : {2}, vector<32xi16>\n",
-        j, pair, scratch.valueHalves);
+    values += callRows
+                  ? fmt::format("      %vpRow{0}c = arith.constant {0} : index\n"
+                                "      %vpRow{0} = arith.addi %blockPair, %vpRow{0}c : index\n",
+                                j)
+                  : fmt::format("      %vpRow{0} = arith.constant {0} : index\n", j);
+    values += fmt::format("      vector.store {}, {}[%vpRow{}, %vpHalves] : {}, vector<32xi16>\n",
+                          pair, callRows ? "%roundedValueHalves" : "%valueHalves", j, halvesType);
   }
   return values + "    }\n";
+}
+
+/// `rounded` where the key block is in the call's rounded rows, else
+/// `scratch`: the prefetches of the rows each path reads next.
+static std::string roundedOr(const std::string &rounded, const std::string &scratch) {
+  return "      scf.if %inRounded {\n" + rounded + "      } else {\n" + scratch + "      }\n";
+}
+
+/// The prefetch a score step %i issues of the block's rounded value pairs:
+/// 8 pair rows of D / 16 lines each, one line per step of the D / 2.
+static std::string valuePairPrefetch(const AttentionKernel &kernel) {
+  return fmt::format("        %pfRowLines = arith.constant {0} : index\n"
+                     "        %pfPair0 = arith.divui %blockStart, %c2 : index\n"
+                     "        %pfPairIn = arith.divui %i, %pfRowLines : index\n"
+                     "        %pfPair = arith.addi %pfPair0, %pfPairIn : index\n"
+                     "        %pfLineIn = arith.remui %i, %pfRowLines : index\n"
+                     "        %pfColumn = arith.muli %pfLineIn, %c16 : index\n"
+                     "        memref.prefetch %roundedValuePairs[%pfPair, %pfColumn], read, "
+                     "locality<3>, data : memref<?x{1}xi32>\n",
+                     kernel.headDim / kLanes, kernel.headDim);
+}
+
+std::string nextBlockRoundedOr(const AttentionKernel &kernel, const std::string &scratch) {
+  std::string rounded = "        %prefetchPairs = arith.divui %prefetchColumn, %c2 : index\n";
+  for (int p = 0; p < kLanes; ++p)
+    rounded += fmt::format("        %nextRoundedKey{0} = arith.addi %blockEnd, %cP{0} : index\n"
+                           "        memref.prefetch %roundedKeyPairs[%nextRoundedKey{0}, "
+                           "%prefetchPairs], read, locality<3>, data : memref<?x{1}xi32>\n",
+                           p, kernel.headDim / 2);
+  return "      %nextBlockIndex = arith.addi %blockIndex, %c1 : index\n"
+         "      %nextInRounded = arith.cmpi ult, %nextBlockIndex, %roundedBlocks : index\n"
+         "      scf.if %nextInRounded {\n" +
+         rounded + "      } else {\n" + scratch + "      }\n";
 }
 
 /// Keys each pass of the sets' score loop scores: their accumulators for
@@ -161,16 +223,17 @@ static std::string bf16SetScores(const AttentionKernel &kernel, const AttentionT
   std::string text =
       fmt::format("    %cPairSteps = arith.constant {} : index\n", kernel.headDim / 2);
   for (int64_t pass = 0; pass < kLanes / keys; ++pass) {
-    std::string body = pass == 0 ? valueRowPrefetches(kernel, types) : "";
+    std::string body =
+        pass == 0 ? roundedOr(valuePairPrefetch(kernel), valueRowPrefetches(kernel, types)) : "";
     std::string accArgs, accYields;
     for (int64_t set = 0; set < sets; ++set)
       body += fmt::format("      %qi{0} = vector.load %queryPairs{0}[%i, %c0] : {1}, "
                           "vector<16xi32>\n",
                           set, pairs.queryPairs);
     for (int64_t k = 0; k < keys; ++k) {
-      body += fmt::format("      %k{0} = memref.load %keyPairs[%cP{1}, %i] : {2}\n"
+      body += fmt::format("      %k{0} = memref.load %blockKeyPairs[%cP{1}, %i] : {2}\n"
                           "      %kb{0} = vector.broadcast %k{0} : i32 to vector<16xi32>\n",
-                          k, pass * keys + k, pairs.keyPairs);
+                          k, pass * keys + k, pairs.keyPairsView);
       for (int64_t set = 0; set < sets; ++set) {
         const std::string acc = fmt::format("{}_{}", k, set);
         body +=
@@ -186,6 +249,89 @@ static std::string bf16SetScores(const AttentionKernel &kernel, const AttentionT
                         pass, keys * sets, accArgs, vectorTypes(int(keys * sets)), body, accYields);
   }
   return text;
+}
+
+/// The call's rounded rows (%roundedKeyHalves and pairs, %roundedValueHalves
+/// and pairs: roundedRowsPerCall() of each at most, %roundedBlocks blocks of
+/// them here), from the bytes the kernel's call gave, and the rows already
+/// rounded, %rounded0: those of %roundedState when it holds this KV head's
+/// (the call's earlier workgroups rounded them), else none.
+static std::string roundedRows(const AttentionKernel &kernel) {
+  const int64_t d = kernel.headDim;
+  return fmt::format(
+      "  %roundedRows = arith.muli %roundedBlocks, %c16 : index\n"
+      "  %roundedPairRows = arith.divui %roundedRows, %c2 : index\n"
+      "  %roundedKeyHalves = memref.view %roundedKeyBytes[%c0][%roundedRows] : memref<?xi8> to "
+      "memref<?x{0}xi16>\n"
+      "  %roundedKeyPairs = memref.view %roundedKeyBytes[%c0][%roundedRows] : memref<?xi8> to "
+      "memref<?x{1}xi32>\n"
+      "  %roundedValueHalves = memref.view %roundedValueBytes[%c0][%roundedPairRows] : "
+      "memref<?xi8> to memref<?x{2}xi16>\n"
+      "  %roundedValuePairs = memref.view %roundedValueBytes[%c0][%roundedPairRows] : "
+      "memref<?xi8> to memref<?x{0}xi32>\n"
+      "  %roundedKv = memref.load %roundedState[%c0] : memref<2xindex>\n"
+      "  %roundedBefore = memref.load %roundedState[%c1] : memref<2xindex>\n"
+      "  %sameKv = arith.cmpi eq, %roundedKv, %kv : index\n"
+      "  %rounded0 = arith.select %sameKv, %roundedBefore, %c0 : index\n"
+      "  memref.store %kv, %roundedState[%c0] : memref<2xindex>\n"
+      "  %lastVisible = arith.subi %visible, %c1 : index\n",
+      d, d / 2, 2 * d);
+}
+
+/// The key block's pairs, %blockKeyPairs, and the rows rounded after it,
+/// %roundedNext. A block within the call's rounded rows is rounded there by
+/// the first workgroup of the call that reads it, keys and values together,
+/// and read from there by the others (a call's workgroups are consecutive
+/// blocks of rows of one KV head, which read the same blocks of keys); a
+/// block past them is rounded into the scratch, as each workgroup did before.
+/// Rows read are clamped to the last visible position of the whole prompt,
+/// so a block's rounded rows are the same whichever workgroup rounds it.
+static std::string blockKeyPairs(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const Bf16FlashScratch scratch = bf16FlashScratchTypes(kernel);
+  return clampedBlockRows("%block", "    ", "%lastVisible") +
+         fmt::format("    %blockIndex = arith.divui %blockStart, %c16 : index\n"
+                     "    %inRounded = arith.cmpi ult, %blockIndex, %roundedBlocks : index\n"
+                     "    %notYet = arith.cmpi uge, %blockIndex, %rounded : index\n"
+                     "    %roundHere = arith.andi %inRounded, %notYet : i1\n"
+                     "    %roundedNext = scf.if %roundHere -> (index) {{\n"
+                     "{0}{1}"
+                     "      %afterBlock = arith.addi %blockIndex, %c1 : index\n"
+                     "      scf.yield %afterBlock : index\n"
+                     "    }} else {{\n"
+                     "      scf.yield %rounded : index\n"
+                     "    }}\n"
+                     "    %blockKeyPairs = scf.if %inRounded -> ({2}) {{\n"
+                     "      %roundedBlockKeys = memref.subview %roundedKeyPairs[%blockStart, 0] "
+                     "[{3}, {4}] [1, 1] : memref<?x{4}xi32> to {2}\n"
+                     "      scf.yield %roundedBlockKeys : {2}\n"
+                     "    }} else {{\n"
+                     "{5}"
+                     "      %scratchKeys = memref.cast %keyPairs : {6} to {2}\n"
+                     "      scf.yield %scratchKeys : {2}\n"
+                     "    }}\n",
+                     bf16KeyCopy(kernel, types, RoundInto::CallRows),
+                     bf16ValueCopy(kernel, types, RoundInto::CallRows), scratch.keyPairsView,
+                     kLanes, kernel.headDim / 2, bf16KeyCopy(kernel, types, RoundInto::Scratch),
+                     scratch.keyPairs);
+}
+
+/// The key block's value pairs, %blockValuePairs: the call's rounded rows
+/// or (a block past them) the scratch, made now that the scores are done.
+static std::string blockValuePairs(const AttentionKernel &kernel, const AttentionTypes &types) {
+  const Bf16FlashScratch scratch = bf16FlashScratchTypes(kernel);
+  return fmt::format("    %blockValuePairs = scf.if %inRounded -> ({0}) {{\n"
+                     "      %roundedPair0 = arith.divui %blockStart, %c2 : index\n"
+                     "      %roundedBlockValues = memref.subview "
+                     "%roundedValuePairs[%roundedPair0, 0] [{1}, {2}] [1, 1] : memref<?x{2}xi32> "
+                     "to {0}\n"
+                     "      scf.yield %roundedBlockValues : {0}\n"
+                     "    }} else {{\n"
+                     "{3}"
+                     "      %scratchValues = memref.cast %valuePairs : {4} to {0}\n"
+                     "      scf.yield %scratchValues : {0}\n"
+                     "    }}\n",
+                     scratch.valuePairsView, kLanes / 2, kernel.headDim,
+                     bf16ValueCopy(kernel, types, RoundInto::Scratch), scratch.valuePairs);
 }
 
 /// `%<name> = scf.execute_region ...`: `body` in a region of its own, where
@@ -250,7 +396,7 @@ std::string bf16FlashFunction(const AttentionKernel &kernel, const AttentionType
                              set, vector),
                  flashSoftmax(kernel, scores), "%mNew, %lNew, %alpha");
     if (set == 0)
-      blockSets += bf16ValueCopy(kernel, types);
+      blockSets += blockValuePairs(kernel, types);
     blockSets +=
         inRegion("", "",
                  fmt::format("      %outT = memref.cast %outT{0} : {1} to {1}\n"
@@ -273,25 +419,29 @@ std::string bf16FlashFunction(const AttentionKernel &kernel, const AttentionType
   }
   return fmt::format(
       R"mlir(
-func.func private @{name}_flash_bf16(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}, %tBase: index, %h0: index, %kv: index, %count0: index, %blockRowsAll: index) {{
+func.func private @{name}_flash_bf16(%q: {queryType}, %keys: {kvType}, %values: {kvType}, %out: {queryType}, %roundedKeyBytes: memref<?xi8>, %roundedValueBytes: memref<?xi8>, %roundedState: memref<2xindex>, %roundedBlocks: index, %visible: index, %tBase: index, %h0: index, %kv: index, %count0: index, %blockRowsAll: index) {{
 {constants}  %cSetRows = arith.constant {setRows} : index
   %zeroI = arith.constant dense<0> : vector<16xi32>
-{buffers}  %lastRowAll = arith.subi %blockRowsAll, %c1 : index
+{buffers}{roundedRows}  %lastRowAll = arith.subi %blockRowsAll, %c1 : index
   %maxCount = arith.addi %count0, %lastRowAll : index
   %lastPosition = arith.subi %maxCount, %c1 : index
-{sets}  %final:{carriedCount} = scf.for %blockStart = %c0 to %maxCount step %c16 iter_args({carried}) -> ({carriedTypes}) {{
+{sets}  %final:{carriedCount} = scf.for %blockStart = %c0 to %maxCount step %c16 iter_args({carried}, %rounded = %rounded0) -> ({carriedTypes}, index) {{
     %blockEnd = arith.addi %blockStart, %c16 : index
-{keyCopy}{blockPositions}{scores}{blockSets}    scf.yield {yields} : {carriedTypes}
+{keyPairs}{blockPositions}{scores}{blockSets}    scf.yield {yields}, %roundedNext : {carriedTypes}, index
   }}
+  memref.store %final#{roundedResult}, %roundedState[%c1] : memref<2xindex>
 {outputs}  return
 }}
 )mlir",
       fmt::arg("name", kernel.name), fmt::arg("queryType", types.query),
       fmt::arg("kvType", types.kv), fmt::arg("constants", flashConstants(kernel)),
       fmt::arg("setRows", setRows), fmt::arg("buffers", bf16FlashBuffers(kernel)),
-      fmt::arg("sets", sets), fmt::arg("carriedCount", 2 * kernel.prefillRowSets),
+      fmt::arg("sets", sets), fmt::arg("carriedCount", 2 * kernel.prefillRowSets + 1),
       fmt::arg("carried", carried), fmt::arg("carriedTypes", carriedTypes),
-      fmt::arg("keyCopy", bf16KeyCopy(kernel, types)), fmt::arg("blockPositions", blockPositions()),
+      fmt::arg("roundedRows", roundedRows(kernel)),
+      fmt::arg("roundedResult", 2 * kernel.prefillRowSets),
+      fmt::arg("keyPairs", blockKeyPairs(kernel, types)),
+      fmt::arg("blockPositions", blockPositions()),
       fmt::arg("scores", bf16SetScores(kernel, types)), fmt::arg("blockSets", blockSets),
       fmt::arg("yields", yields), fmt::arg("outputs", outputs));
 }

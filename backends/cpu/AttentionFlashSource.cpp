@@ -30,12 +30,13 @@ static std::string blockViewType(const AttentionKernel &kernel) {
                      kernel.headDim);
 }
 
-std::string clampedBlockRows(const std::string &prefix, const std::string &indent) {
+std::string clampedBlockRows(const std::string &prefix, const std::string &indent,
+                             const std::string &lastRow) {
   std::string text;
   for (int p = 0; p < kLanes; ++p)
     text += fmt::format("{0}{1}Row{2} = arith.addi %blockStart, %cP{2} : index\n"
-                        "{0}{1}Read{2} = arith.minui {1}Row{2}, %lastPosition : index\n",
-                        indent, prefix, p);
+                        "{0}{1}Read{2} = arith.minui {1}Row{2}, {3} : index\n",
+                        indent, prefix, p, lastRow);
   return text;
 }
 
@@ -169,11 +170,13 @@ std::string flashValues(const AttentionKernel &kernel, const AttentionTypes &typ
                   "      %tileColumn = arith.muli %columnGroup, %cTileFeatures : index\n"
                   "      %tileFeatures = arith.muli %tile, %cD : index\n"
                   "      %prefetchColumn = arith.divui %tileFeatures, %cTiles : index\n");
+  std::string keyPrefetches;
   for (int p = 0; p < kLanes; ++p)
-    body += fmt::format("      %nextKey{0} = arith.addi %blockEnd, %cP{0} : index\n"
-                        "      memref.prefetch %keys[%kv, %nextKey{0}, %prefetchColumn], read, "
-                        "locality<3>, data : {1}\n",
-                        p, types.kv);
+    keyPrefetches += fmt::format("      %nextKey{0} = arith.addi %blockEnd, %cP{0} : index\n"
+                                 "      memref.prefetch %keys[%kv, %nextKey{0}, %prefetchColumn], "
+                                 "read, locality<3>, data : {1}\n",
+                                 p, types.kv);
+  body += bf16 ? nextBlockRoundedOr(kernel, keyPrefetches) : keyPrefetches;
   auto acc = [](int64_t lane, int64_t c, int step) {
     return fmt::format("%u{}_{}_{}", lane, c, step);
   };
@@ -194,9 +197,9 @@ std::string flashValues(const AttentionKernel &kernel, const AttentionTypes &typ
   }
   for (int p = 0; p < steps; ++p) {
     for (int64_t c = 0; c < tile.vectors; ++c)
-      body += bf16 ? fmt::format("      %v{0}_{1} = vector.load %valuePairs[%cP{0}, %column{1}] "
-                                 ": {2}, vector<16xi32>\n",
-                                 p, c, pairs.valuePairs)
+      body += bf16 ? fmt::format("      %v{0}_{1} = vector.load %blockValuePairs[%cP{0}, "
+                                 "%column{1}] : {2}, vector<16xi32>\n",
+                                 p, c, pairs.valuePairsView)
                    : fmt::format("      %v{0}_{1} = vector.load %valuesBlock[%cP{0}, %column{1}] "
                                  ": {2}, vector<16xf32>\n",
                                  p, c, blockViewType(kernel));

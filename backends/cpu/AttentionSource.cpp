@@ -155,6 +155,30 @@ static std::string prefillLead(const AttentionKernel &kernel) {
          "      %leads = arith.andi %blockLead, %firstSplit : i1\n";
 }
 
+/// The bf16 flash prefill's rounded rows for the call's workgroups (see
+/// roundedRowsPerCall): the visible positions' blocks up to that many, none
+/// rounded yet (%roundedState: no KV head, no rows).
+static std::string roundedRowsBuffers(const AttentionKernel &kernel) {
+  return fmt::format(
+      "  %roundedCapacity = arith.constant {0} : index\n"
+      "  %c15 = arith.constant 15 : index\n"
+      "  %visibleUp = arith.addi %visible, %c15 : index\n"
+      "  %visibleBlocks = arith.divui %visibleUp, %c16 : index\n"
+      "  %capacityBlocks = arith.divui %roundedCapacity, %c16 : index\n"
+      "  %roundedBlocks = arith.minui %visibleBlocks, %capacityBlocks : index\n"
+      "  %cRoundedBlockBytes = arith.constant {1} : index\n"
+      "  %roundedBytes = arith.muli %roundedBlocks, %cRoundedBlockBytes : index\n"
+      "  %roundedKeyBytes = memref.alloca(%roundedBytes) {{alignment = 64 : i64}} : "
+      "memref<?xi8>\n"
+      "  %roundedValueBytes = memref.alloca(%roundedBytes) {{alignment = 64 : i64}} : "
+      "memref<?xi8>\n"
+      "  %roundedState = memref.alloca() : memref<2xindex>\n"
+      "  %noKvHead = arith.constant -1 : index\n"
+      "  memref.store %noKvHead, %roundedState[%c0] : memref<2xindex>\n"
+      "  memref.store %c0, %roundedState[%c1] : memref<2xindex>\n",
+      roundedRowsPerCall(kernel), 16 * 2 * kernel.headDim);
+}
+
 /// A prefill runs @<name>_flash on blocks of 16 / heads rows, or
 /// @<name>_flash_bf16 on prefillRowSets such blocks (the workgroup of the
 /// first row does them, in split 0 of its head group, the others nothing);
@@ -184,9 +208,13 @@ static std::string vectorAttention(const AttentionKernel &kernel, const Attentio
       kernel.name, types.query, types.kv, scratch.queryT, scratch.outT, scratch.probabilities,
       scratch.laneScalars, scratch.block);
   const std::string flashBf16 = fmt::format(
-      "func.call @{0}_flash_bf16(%q, %keys, %values, %out, %t, %h0, %kv, %count0, %blockRows) : "
-      "({1}, {2}, {2}, {1}, index, index, index, index, index) -> ()",
+      "func.call @{0}_flash_bf16(%q, %keys, %values, %out, %roundedKeyBytes, %roundedValueBytes, "
+      "%roundedState, %roundedBlocks, %visible, %t, %h0, %kv, %count0, %blockRows) : ({1}, {2}, "
+      "{2}, {1}, memref<?xi8>, memref<?xi8>, memref<2xindex>, index, index, index, index, index, "
+      "index, index) -> ()",
       kernel.name, types.query, types.kv);
+  if (kernel.hasPrefill() && kernel.bf16Prefill)
+    buffers += roundedRowsBuffers(kernel);
   const int64_t leadRows = kernel.prefillBlockRows() * kernel.prefillRowSets;
   std::string functions;
   if (kernel.hasDecode())

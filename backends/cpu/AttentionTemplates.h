@@ -45,11 +45,19 @@ struct FlashScratch {
 /// pairs of features, [D / 2][lane]; a key block's rows as bf16, [16][D]
 /// (pairs: [16][D / 2]); its values with the positions paired, [8][D] pairs
 /// (bf16: [8][2 D]); one key block's probabilities with the positions
-/// paired, [8][lane].
+/// paired, [8][lane]. The score and value loops read a key block's pairs
+/// and its value pairs through views of either the scratch or the call's
+/// rounded rows (keyPairsView, valuePairsView).
 struct Bf16FlashScratch {
   std::string queryPairs, keyHalves, keyPairs, valueHalves, valuePairs, probabilityPairs;
   int64_t keyBytes, valueBytes;
+  std::string keyPairsView, valuePairsView;
 };
+
+/// Rows of keys and of values a bf16 flash prefill keeps rounded for the
+/// workgroups of one kernel call (a run of workgroups on one thread): 512
+/// KiB of stack, 1024 positions for head_dim 128.
+int64_t roundedRowsPerCall(const AttentionKernel &kernel);
 
 /// The memref types of `kernel`'s query and cache views.
 AttentionTypes typesOf(const AttentionKernel &kernel);
@@ -91,10 +99,12 @@ std::string splitMergeFunction(const AttentionKernel &kernel);
 /// The f32 flash kernel's scratch types for `kernel`'s head size.
 FlashScratch flashScratchTypes(const AttentionKernel &kernel);
 
-/// The rows %blockStart .. + 15 a flash key block reads, %<prefix>Read<p>:
-/// rows past the last visible position read that one (their scores are
-/// masked and their probabilities 0, and no read passes the written rows).
-std::string clampedBlockRows(const std::string &prefix, const std::string &indent);
+/// The rows %blockStart .. + 15 a flash key block reads, %<prefix>Row<p>
+/// clamped to `lastRow` as %<prefix>Read<p>: rows past the last visible
+/// position read that one (their scores are masked and their probabilities
+/// 0, and no read passes the written rows).
+std::string clampedBlockRows(const std::string &prefix, const std::string &indent,
+                             const std::string &lastRow = "%lastPosition");
 
 /// `result` (vector<16xi32>): lane i is the bf16 pair (low[i], high[i]),
 /// the low one in the lower half (the pair vdpbf16ps multiplies).
@@ -112,6 +122,11 @@ std::string valueRowPrefetches(const AttentionKernel &kernel, const AttentionTyp
 /// products with f32 FMAs, one feature at a time (a key's feature broadcast
 /// times the lanes' query feature).
 std::string flashScores(const AttentionKernel &kernel, const AttentionTypes &types);
+
+/// The bf16 value loop's prefetches of the next key block: of the call's
+/// rounded key rows where the next block is among them, else `scratch` (the
+/// cache rows it will be rounded from).
+std::string nextBlockRoundedOr(const AttentionKernel &kernel, const std::string &scratch);
 
 /// The value loop: the output sums %outT ([lane][D]) rescaled by the lanes'
 /// %alpha and added the block's values times each lane's probability, one
@@ -166,7 +181,10 @@ std::string flashFunction(const AttentionKernel &kernel, const AttentionTypes &t
 /// values paired once) for every set; one loop scores the keys for all the
 /// sets, then each set runs its online softmax and adds its values in its
 /// own region. A set past the rows repeats the first set's rows and stores
-/// nothing.
+/// nothing. Key blocks within the call's rounded rows (%roundedKeyBytes,
+/// %roundedValueBytes: %roundedBlocks blocks; %roundedState holds the KV
+/// head and the blocks rounded so far) are rounded once per call, keys and
+/// values together, by the first of its workgroups to read them.
 std::string bf16FlashFunction(const AttentionKernel &kernel, const AttentionTypes &types);
 
 } // namespace q3::cpu::attention

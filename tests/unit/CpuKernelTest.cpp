@@ -42,7 +42,7 @@ struct LinearCase {
   bool columnBlocks = false; // weight bound in runtime/WeightLayout.h's column blocks
   cpu::PrefillMatmul matmul = cpu::PrefillMatmul::F32; // with column blocks
   int64_t tileRows = 6;                                // rows of the prefill register tile
-  bool perCall = false;       // row-major weight, panels packed by each prefill
+  bool perCall = false;            // row-major weight, panels packed by each prefill
   std::vector<int64_t> parts = {}; // the weight in buffers of these rows (not columnBlocks)
 };
 
@@ -949,6 +949,14 @@ TEST(AttentionKernel, PrefillsWithBf16Products) {
   for (int64_t sets : {int64_t(1), int64_t(3), cpu::AttentionKernel::kMaxPrefillRowSets})
     for (int64_t rows : {5, 17, 40})
       checkAttention(128, rows + 21, gqa2, rows, DType::F32, true, sets);
+  // A call's workgroups share the key blocks they rounded, up to
+  // roundedRowsPerCall positions (1024 for head_dim 128, 512 for 256); the
+  // blocks past those are rounded by each workgroup. Prompts that end
+  // inside, at and past that many positions, and a bf16 cache.
+  for (int64_t visible : {1000, 1024, 1100})
+    checkAttention(128, visible, gqa2, 37, DType::F32, true);
+  checkAttention(128, 1100, gqa4, 40, DType::BF16, true, 3);
+  checkAttention(256, 600, gqa2, 19, DType::F32, true);
 }
 
 // Aligned runs of query heads on one KV head run in one workgroup (the
