@@ -128,8 +128,6 @@ static std::string bf16ValueCopy(const AttentionKernel &kernel, const AttentionT
       callRows ? fmt::format("memref<?x{}xi16>", 2 * kernel.headDim) : scratch.valueHalves;
   std::string values = "    scf.for %vp = %c0 to %cD step %c16 {\n"
                        "      %vpHalves = arith.muli %vp, %c2 : index\n";
-  if (callRows)
-    values += "      %blockPair = arith.divui %blockStart, %c2 : index\n";
   for (int j = 0; j < kLanes / 2; ++j) {
     const std::string pair = fmt::format("%vw{}", j);
     if (bf16Cache) {
@@ -161,19 +159,20 @@ static std::string bf16ValueCopy(const AttentionKernel &kernel, const AttentionT
   return values + "    }\n";
 }
 
-/// `rounded` where the key block is in the call's rounded rows, else
-/// `scratch`: the prefetches of the rows each path reads next.
-static std::string roundedOr(const std::string &rounded, const std::string &scratch) {
-  return "      scf.if %inRounded {\n" + rounded + "      } else {\n" + scratch + "      }\n";
+/// `rounded` where `inRounded` (an i1: a key block is in the call's rounded
+/// rows), else `scratch`: the prefetches of the rows each path reads next.
+static std::string roundedOr(const std::string &inRounded, const std::string &rounded,
+                             const std::string &scratch) {
+  return "      scf.if " + inRounded + " {\n" + rounded + "      } else {\n" + scratch +
+         "      }\n";
 }
 
 /// The prefetch a score step %i issues of the block's rounded value pairs:
 /// 8 pair rows of D / 16 lines each, one line per step of the D / 2.
 static std::string valuePairPrefetch(const AttentionKernel &kernel) {
   return fmt::format("        %pfRowLines = arith.constant {0} : index\n"
-                     "        %pfPair0 = arith.divui %blockStart, %c2 : index\n"
                      "        %pfPairIn = arith.divui %i, %pfRowLines : index\n"
-                     "        %pfPair = arith.addi %pfPair0, %pfPairIn : index\n"
+                     "        %pfPair = arith.addi %blockPair, %pfPairIn : index\n"
                      "        %pfLineIn = arith.remui %i, %pfRowLines : index\n"
                      "        %pfColumn = arith.muli %pfLineIn, %c16 : index\n"
                      "        memref.prefetch %roundedValuePairs[%pfPair, %pfColumn], read, "
@@ -189,9 +188,8 @@ std::string nextBlockRoundedOr(const AttentionKernel &kernel, const std::string 
                            "%prefetchPairs], read, locality<3>, data : memref<?x{1}xi32>\n",
                            p, kernel.headDim / 2);
   return "      %nextBlockIndex = arith.addi %blockIndex, %c1 : index\n"
-         "      %nextInRounded = arith.cmpi ult, %nextBlockIndex, %roundedBlocks : index\n"
-         "      scf.if %nextInRounded {\n" +
-         rounded + "      } else {\n" + scratch + "      }\n";
+         "      %nextInRounded = arith.cmpi ult, %nextBlockIndex, %roundedBlocks : index\n" +
+         roundedOr("%nextInRounded", rounded, scratch);
 }
 
 /// Keys each pass of the sets' score loop scores: their accumulators for
@@ -223,8 +221,9 @@ static std::string bf16SetScores(const AttentionKernel &kernel, const AttentionT
   std::string text =
       fmt::format("    %cPairSteps = arith.constant {} : index\n", kernel.headDim / 2);
   for (int64_t pass = 0; pass < kLanes / keys; ++pass) {
-    std::string body =
-        pass == 0 ? roundedOr(valuePairPrefetch(kernel), valueRowPrefetches(kernel, types)) : "";
+    std::string body = pass == 0 ? roundedOr("%inRounded", valuePairPrefetch(kernel),
+                                             valueRowPrefetches(kernel, types))
+                                 : "";
     std::string accArgs, accYields;
     for (int64_t set = 0; set < sets; ++set)
       body += fmt::format("      %qi{0} = vector.load %queryPairs{0}[%i, %c0] : {1}, "
@@ -290,6 +289,7 @@ static std::string blockKeyPairs(const AttentionKernel &kernel, const AttentionT
   const Bf16FlashScratch scratch = bf16FlashScratchTypes(kernel);
   return clampedBlockRows("%block", "    ", "%lastVisible") +
          fmt::format("    %blockIndex = arith.divui %blockStart, %c16 : index\n"
+                     "    %blockPair = arith.divui %blockStart, %c2 : index\n"
                      "    %inRounded = arith.cmpi ult, %blockIndex, %roundedBlocks : index\n"
                      "    %notYet = arith.cmpi uge, %blockIndex, %rounded : index\n"
                      "    %roundHere = arith.andi %inRounded, %notYet : i1\n"
@@ -320,9 +320,8 @@ static std::string blockKeyPairs(const AttentionKernel &kernel, const AttentionT
 static std::string blockValuePairs(const AttentionKernel &kernel, const AttentionTypes &types) {
   const Bf16FlashScratch scratch = bf16FlashScratchTypes(kernel);
   return fmt::format("    %blockValuePairs = scf.if %inRounded -> ({0}) {{\n"
-                     "      %roundedPair0 = arith.divui %blockStart, %c2 : index\n"
                      "      %roundedBlockValues = memref.subview "
-                     "%roundedValuePairs[%roundedPair0, 0] [{1}, {2}] [1, 1] : memref<?x{2}xi32> "
+                     "%roundedValuePairs[%blockPair, 0] [{1}, {2}] [1, 1] : memref<?x{2}xi32> "
                      "to {0}\n"
                      "      scf.yield %roundedBlockValues : {0}\n"
                      "    }} else {{\n"
@@ -424,7 +423,6 @@ func.func private @{name}_flash_bf16(%q: {queryType}, %keys: {kvType}, %values: 
   %zeroI = arith.constant dense<0> : vector<16xi32>
 {buffers}{roundedRows}  %lastRowAll = arith.subi %blockRowsAll, %c1 : index
   %maxCount = arith.addi %count0, %lastRowAll : index
-  %lastPosition = arith.subi %maxCount, %c1 : index
 {sets}  %final:{carriedCount} = scf.for %blockStart = %c0 to %maxCount step %c16 iter_args({carried}, %rounded = %rounded0) -> ({carriedTypes}, index) {{
     %blockEnd = arith.addi %blockStart, %c16 : index
 {keyPairs}{blockPositions}{scores}{blockSets}    scf.yield {yields}, %roundedNext : {carriedTypes}, index
