@@ -17,16 +17,25 @@
 // sequence extent), [1] the positions visible after it (start position + T),
 // [2] the KV cache capacity in positions; the kernel's own index arguments
 // (layer, start position, ...) follow.
+//
+// Kernels keep their scratch on the stack (memref.alloca in their IR), and
+// the runtime runs them on stacks of kKernelStackBytes, whatever thread
+// calls it (ThreadPool's stackBytes). What they take: decode attention 4
+// bytes per visible position for each query head of a workgroup (64 KiB per
+// head at 16384 positions), the bf16 flash prefill 512 KiB of rounded rows
+// per call, the rest a few KiB to tens of KiB. Their frames probe each page
+// they take (CompileKernels.cpp), so a stack too small faults at its guard
+// page instead of writing below it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace q3::runtime {
 
 using KernelEntry = void (*)(void *const *buffers, const int64_t *bufferBytes,
-                             const int64_t *scalars, int64_t workgroupBegin,
-                             int64_t workgroupEnd);
+                             const int64_t *scalars, int64_t workgroupBegin, int64_t workgroupEnd);
 
 inline constexpr const char *kKernelSymbolPrefix = "q3_kernel_";
 
@@ -35,6 +44,10 @@ inline constexpr const char *kKernelSymbolPrefix = "q3_kernel_";
 inline std::string variantKernelName(const std::string &kernel, const std::string &variant) {
   return kernel + "__" + variant;
 }
-inline constexpr int kFixedKernelScalars = 3;  // rows, visible, capacity
+inline constexpr int kFixedKernelScalars = 3; // rows, visible, capacity
+
+/// The stack every thread that runs kernels gets: address space reserved
+/// per thread, backed only where touched.
+inline constexpr size_t kKernelStackBytes = size_t(16) << 20;
 
 } // namespace q3::runtime

@@ -18,6 +18,7 @@
 #include "runtime/DType.h"
 #include "runtime/Driver.h"
 #include "runtime/HostBuffer.h"
+#include "runtime/KernelABI.h"
 #include "runtime/LoadError.h"
 #include "runtime/MemoryLock.h"
 #include "runtime/ModelMemory.h"
@@ -434,7 +435,8 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
     throw LoadError(fmt::format("{}: --mlock keeps the weights the CPU kernels read in memory; "
                                 "this artifact runs on {}, whose weights live in device memory",
                                 artifactPath, s.manifest.target.backend));
-  s.pool = std::make_unique<ThreadPool>(options.threads); // also packs weights in parallel
+  // Also packs the weights in parallel.
+  s.pool = std::make_unique<ThreadPool>(options.threads, kKernelStackBytes);
   s.driver = createDriver(*s.artifact, s.manifest, artifactPath, *s.pool,
                          DriverOptions{options.device});
   const int64_t maxPositions = s.manifest.config.maxPositionEmbeddings;

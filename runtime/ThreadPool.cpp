@@ -5,6 +5,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <system_error>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -15,7 +16,43 @@ namespace q3::runtime {
 // pool stops burning CPU soon after.
 static constexpr auto kSpinTime = std::chrono::microseconds(200);
 
-ThreadPool::ThreadPool(int threads) {
+namespace {
+
+struct WorkerStart {
+  ThreadPool *pool;
+  int slot;
+  void (ThreadPool::*loop)(int);
+};
+
+void *startWorker(void *argument) {
+  const WorkerStart start = *static_cast<WorkerStart *>(argument);
+  delete static_cast<WorkerStart *>(argument);
+  (start.pool->*start.loop)(start.slot);
+  return nullptr;
+}
+
+/// Starts a thread running (pool->*loop)(slot), with a stack of
+/// `stackBytes` (0: the system's default).
+pthread_t startThread(ThreadPool *pool, int slot, void (ThreadPool::*loop)(int),
+                      size_t stackBytes) {
+  pthread_attr_t attributes;
+  pthread_attr_init(&attributes);
+  int error = stackBytes > 0 ? pthread_attr_setstacksize(&attributes, stackBytes) : 0;
+  pthread_t thread{};
+  auto *start = new WorkerStart{pool, slot, loop};
+  if (error == 0)
+    error = pthread_create(&thread, &attributes, startWorker, start);
+  pthread_attr_destroy(&attributes);
+  if (error != 0) {
+    delete start;
+    throw std::system_error(error, std::generic_category());
+  }
+  return thread;
+}
+
+} // namespace
+
+ThreadPool::ThreadPool(int threads, size_t stackBytes) {
   if (threads < 0)
     throw std::invalid_argument("ThreadPool: thread count must be >= 0");
   if (threads == 0)
@@ -23,11 +60,13 @@ ThreadPool::ThreadPool(int threads) {
   size_ = threads;
   workers_.reserve(size_t(threads - 1));
   try {
+    if (stackBytes > 0)
+      callerStack_ = std::make_unique<CallerStack>(stackBytes);
     for (int slot = 1; slot < threads; ++slot)
-      workers_.emplace_back([this, slot] { workerLoop(slot); });
+      workers_.push_back(startThread(this, slot, &ThreadPool::workerLoop, stackBytes));
   } catch (const std::system_error &error) {
     // The destructor does not run for a half-built pool: stop the workers
-    // that did start, or their std::thread objects abort the process.
+    // that did start.
     const size_t started = workers_.size();
     stopWorkers();
     throw ThreadStartError(fmt::format("cannot start thread {} of {}: {} (the system limits "
@@ -45,9 +84,16 @@ void ThreadPool::stopWorkers() {
     generation_.fetch_add(2); // stays even: a worker wakes and sees stopping_
   }
   workAvailable_.notify_all();
-  for (std::thread &worker : workers_)
-    worker.join();
+  for (pthread_t worker : workers_)
+    pthread_join(worker, nullptr);
   workers_.clear();
+}
+
+void ThreadPool::onCallerStack(const std::function<void()> &body) {
+  if (callerStack_)
+    callerStack_->run(body);
+  else
+    body();
 }
 
 template <typename Ready>
@@ -179,7 +225,7 @@ void ThreadPool::workerLoop(int slot) {
 
 void ThreadPool::parallelFor(int64_t count, const Body &body, int chunksPerThread) {
   if (count == 1) { // nothing to share: skip waking anyone
-    body(0, 1);
+    onCallerStack([&] { body(0, 1); });
     return;
   }
   runLoops({Loop{count, &body, chunksPerThread}});
@@ -213,9 +259,11 @@ void ThreadPool::setLoops(const std::vector<Loop> &loops) {
 
 void ThreadPool::runLoops(const std::vector<Loop> &loops) {
   if (size_ == 1) { // nothing to share: skip waking anyone
-    for (const Loop &loop : loops)
-      if (loop.count > 0)
-        (*loop.body)(0, loop.count);
+    onCallerStack([&] {
+      for (const Loop &loop : loops)
+        if (loop.count > 0)
+          (*loop.body)(0, loop.count);
+    });
     return;
   }
   if (std::none_of(loops.begin(), loops.end(), [](const Loop &loop) { return loop.count > 0; }))
@@ -237,7 +285,7 @@ void ThreadPool::runLoops(const std::vector<Loop> &loops) {
     { std::lock_guard<std::mutex> lock(sleepMutex_); }
     workAvailable_.notify_all();
   }
-  walkLoops(0);
+  onCallerStack([this] { walkLoops(0); });
   if (firstError_)
     std::rethrow_exception(firstError_);
 }

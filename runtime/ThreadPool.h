@@ -12,9 +12,12 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 #include <vector>
+
+#include <pthread.h>
+
+#include "runtime/CallerStack.h"
 
 namespace q3::runtime {
 
@@ -30,7 +33,13 @@ public:
   // `threads` counts the caller too: ThreadPool(4) starts 3 workers. 0 means
   // std::thread::hardware_concurrency(); negative is std::invalid_argument.
   // Throws ThreadStartError when a worker cannot be started.
-  explicit ThreadPool(int threads);
+  //
+  // With `stackBytes` > 0 every thread runs the loops on a stack of that
+  // many bytes: the workers are started with it, and the caller runs its
+  // share on one the pool owns (CallerStack), so what the loops may put on
+  // the stack does not depend on the calling thread or `ulimit -s`. With 0
+  // the workers get the system's default stack and the caller its own.
+  explicit ThreadPool(int threads, size_t stackBytes = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool &) = delete;
   ThreadPool &operator=(const ThreadPool &) = delete;
@@ -96,8 +105,12 @@ private:
   template <typename Ready>
   void spinThenWait(std::condition_variable &cv, std::atomic<int> &sleepers, Ready ready);
 
+  // Runs `body` on the caller's stack, or on callerStack_ where there is one.
+  void onCallerStack(const std::function<void()> &body);
+
   int size_;
-  std::vector<std::thread> workers_;
+  std::vector<pthread_t> workers_;
+  std::unique_ptr<CallerStack> callerStack_;
 
   // Per thread, the unclaimed part of its chunks of one loop: the next (low
   // 32 bits) and the end (high 32 bits) in one word, so the owner's claim

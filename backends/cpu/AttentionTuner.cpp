@@ -3,6 +3,8 @@
 #include "backends/cpu/TuningKernel.h"
 #include "backends/cpu/TuningRecord.h"
 #include "backends/cpu/passes/CpuPasses.h"
+#include "runtime/CallerStack.h"
+#include "runtime/KernelABI.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/xxhash.h"
@@ -95,7 +97,11 @@ std::vector<AttentionRate> measure(const AttentionKernel &shape, const CpuTarget
   std::vector<std::function<double()>> runs;
   for (size_t i = 0; i < kernels.size(); ++i)
     runs.push_back([&, i] { return inputs.time(loaded[i], kernels[i]); });
-  const std::vector<double> best = bestOfInterleaved(runs, kRepetitions);
+  // On a stack of the runtime's size, not the compiler's main thread's.
+  std::vector<double> best;
+  runtime::CallerStack(runtime::kKernelStackBytes).run([&] {
+    best = bestOfInterleaved(runs, kRepetitions);
+  });
   // Row t scores and sums t + 1 positions per query head: two products of
   // head_dim multiply-adds each.
   const double positions = double(kPromptRows) * double(kPromptRows + 1) / 2;

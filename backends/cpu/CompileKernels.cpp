@@ -100,8 +100,7 @@ void lowerToLLVMDialect(mlir::ModuleOp module, const std::string &diagnostics) {
   pm.addPass(mlir::createConvertFuncToLLVMPass());
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
   if (mlir::failed(pm.run(module)))
-    throw std::runtime_error("lowering the CPU kernels to the LLVM dialect failed: " +
-                             diagnostics);
+    throw std::runtime_error("lowering the CPU kernels to the LLVM dialect failed: " + diagnostics);
 }
 
 /// void q3_kernel_<name>(void *const *buffers, const int64_t *bytes,
@@ -146,6 +145,15 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const CpuTarget &target
   return std::unique_ptr<llvm::TargetMachine>(llvmTarget->createTargetMachine(
       triple, target.llvmCpu, target.features, llvm::TargetOptions(), llvm::Reloc::PIC_,
       std::nullopt, llvm::CodeGenOpt::Aggressive));
+}
+
+/// Every frame and dynamic alloca touches its pages in order as it takes
+/// them: a kernel whose scratch outgrows its stack (runtime/KernelABI.h)
+/// faults at the guard page instead of writing into what lies below it.
+void probeStackPages(llvm::Module &module) {
+  for (llvm::Function &function : module)
+    if (!function.isDeclaration())
+      function.addFnAttr("probe-stack", "inline-asm");
 }
 
 void optimize(llvm::Module &module, llvm::TargetMachine &machine) {
@@ -201,6 +209,7 @@ std::vector<uint8_t> compileKernelsToObject(const std::string &mlirSource,
   llvmModule->setTargetTriple(machine->getTargetTriple().str());
   for (const KernelSignature &kernel : kernels)
     addEntry(*llvmModule, kernel);
+  probeStackPages(*llvmModule);
   optimize(*llvmModule, *machine);
   return emitObject(*llvmModule, *machine);
 }

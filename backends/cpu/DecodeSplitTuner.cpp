@@ -5,6 +5,7 @@
 #include "backends/cpu/TuningRecord.h"
 #include "backends/cpu/passes/CpuPasses.h"
 #include "runtime/HostBuffer.h"
+#include "runtime/KernelABI.h"
 #include "runtime/ThreadPool.h"
 
 #include "llvm/Support/xxhash.h"
@@ -123,7 +124,7 @@ std::vector<DecodeSplitRate> measure(const AttentionKernel &shape, const CpuTarg
   }
   const std::vector<LoadedTuningKernel> loaded = loadTuningSources(sources, names, target);
   DecodeInputs inputs(shape, workspaceBytes);
-  runtime::ThreadPool pool(threads);
+  runtime::ThreadPool pool(threads, runtime::kKernelStackBytes);
   std::vector<std::function<double()>> runs;
   for (size_t i = 0; i < kernels.size(); ++i)
     runs.push_back([&, i] { return inputs.time(loaded[i], kernels[i], pool); });

@@ -241,7 +241,7 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
     tuning.provenance.cachePath = path;
   } else {
     tuning.provenance = measureAndCache(key, maxForeignShare, [&] {
-      runtime::ThreadPool pool(threads);
+      runtime::ThreadPool pool(threads, runtime::kKernelStackBytes);
       ProductLayers layers(products, pool);
       tuning.measured =
           layers.measure(target, decodeCandidates(level, fixedChunks, fixedStreams), baseline,

@@ -7,6 +7,7 @@
 #include "backends/cpu/passes/CpuPasses.h"
 
 #include "runtime/HostBuffer.h"
+#include "runtime/KernelABI.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/WeightLayout.h"
 
@@ -102,7 +103,8 @@ std::vector<double> raceLayouts(const CpuTarget &target,
                                 const std::vector<FusedLinearKernel> &perCall,
                                 const std::vector<FusedLinearKernel> &atLoad, int threads,
                                 int rounds) {
-  runtime::ThreadPool pool(threads); // one pool: an idle second one would spin beside the first
+  // One pool: an idle second one would spin beside the first.
+  runtime::ThreadPool pool(threads, runtime::kKernelStackBytes);
   ProductLayers perCallLayers(perCall, pool), atLoadLayers(atLoad, pool);
   const DecodeSetting setting{kDefaultDecodeChunks, kBaselineDecodePrefetchBytes,
                               kDefaultDecodeStreams};

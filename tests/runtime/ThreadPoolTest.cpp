@@ -2,17 +2,20 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
-#include <string>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -312,6 +315,84 @@ TEST(ThreadPool, WakesWorkersThatFellAsleep) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5)); // past the spin window
     EXPECT_EQ(visitCounts(pool, 50), std::vector<int>(50, 1));
   }
+}
+
+// Puts `bytes` on the stack, touching it from the top down, so a stack too
+// small faults at its guard page rather than writing past it.
+[[gnu::noinline]] int useStack(size_t bytes) {
+  std::vector<char> unused; // keeps the frame from being merged into the caller
+  char *area = static_cast<char *>(__builtin_alloca(bytes));
+  for (size_t offset = bytes; offset >= 4096; offset -= 4096)
+    reinterpret_cast<volatile char *>(area)[offset - 1] = 1;
+  return reinterpret_cast<volatile char *>(area)[bytes - 1] + int(unused.size());
+}
+
+// Runs `body` on a new thread with a stack of `stackBytes` and waits for it.
+void onThreadWithStack(size_t stackBytes, const std::function<void()> &body) {
+  pthread_attr_t attributes;
+  ASSERT_EQ(pthread_attr_init(&attributes), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attributes, stackBytes), 0);
+  pthread_t thread;
+  auto run = [](void *argument) -> void * {
+    (*static_cast<const std::function<void()> *>(argument))();
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&thread, &attributes, run, const_cast<std::function<void()> *>(&body)),
+            0);
+  pthread_attr_destroy(&attributes);
+  pthread_join(thread, nullptr);
+}
+
+// Kernels keep their scratch on the stack: a pool given a stack size runs
+// every chunk, the caller's included, on a stack that size even when the
+// calling thread's own is far smaller (ulimit -s, an embedding program's
+// thread). Before, the caller's share ran on the caller's stack and a
+// 1024-token prefill crashed q3run under `ulimit -s 512`.
+TEST(ThreadPool, LoopsRunOnTheStackAskedForWhateverTheCallerHas) {
+  constexpr size_t kCallerStack = 128 << 10, kLoopStack = 4 << 20, kUsed = 2 << 20;
+  for (int threads : {1, 2, 3}) {
+    std::atomic<int> chunks{0};
+    onThreadWithStack(kCallerStack, [&] {
+      ThreadPool pool(threads, kLoopStack);
+      const ThreadPool::Body body = [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          chunks.fetch_add(useStack(kUsed));
+      };
+      pool.parallelFor(1, body);           // the caller alone, no wake-up
+      pool.parallelFor(threads * 4, body); // every thread
+      pool.runLoops({{5, &body, 2}, {3, &body, 1}});
+    });
+    EXPECT_EQ(chunks.load(), 1 + threads * 4 + 8) << threads << " threads";
+  }
+}
+
+TEST(ThreadPool, ExceptionsOfTheCallersShareOnItsOwnStackReachTheCaller) {
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads, 1 << 20);
+    EXPECT_THROW(pool.parallelFor(1, [](int64_t, int64_t) { throw std::runtime_error("one"); }),
+                 std::runtime_error);
+    EXPECT_THROW(pool.parallelFor(8,
+                                  [](int64_t begin, int64_t) {
+                                    if (begin == 0)
+                                      throw std::logic_error("x");
+                                  }),
+                 std::logic_error);
+    std::atomic<int> after{0};
+    pool.parallelFor(8, [&](int64_t begin, int64_t end) { after.fetch_add(int(end - begin)); });
+    EXPECT_EQ(after.load(), 8); // still usable
+  }
+}
+
+// What outgrows the pool's stack faults at its guard page; it never writes
+// into whatever mapping lies below.
+TEST(ThreadPoolDeathTest, OutgrowingThePoolsStackFaults) {
+  EXPECT_EXIT(
+      {
+        ThreadPool pool(1, 256 << 10);
+        pool.parallelFor(1, [](int64_t, int64_t) { useStack(1 << 20); });
+        ::_exit(0);
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
 }
 
 // Under an address-space limit only a few 8 MiB thread stacks fit: the pool
