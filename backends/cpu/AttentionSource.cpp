@@ -160,11 +160,10 @@ static std::string prefillLead(const AttentionKernel &kernel) {
 /// rounded yet (%roundedState: no KV head, no rows).
 static std::string roundedRowsBuffers(const AttentionKernel &kernel) {
   return fmt::format(
-      "  %roundedCapacity = arith.constant {0} : index\n"
+      "  %capacityBlocks = arith.constant {0} : index\n"
       "  %c15 = arith.constant 15 : index\n"
       "  %visibleUp = arith.addi %visible, %c15 : index\n"
       "  %visibleBlocks = arith.divui %visibleUp, %c16 : index\n"
-      "  %capacityBlocks = arith.divui %roundedCapacity, %c16 : index\n"
       "  %roundedBlocks = arith.minui %visibleBlocks, %capacityBlocks : index\n"
       "  %cRoundedBlockBytes = arith.constant {1} : index\n"
       "  %roundedBytes = arith.muli %roundedBlocks, %cRoundedBlockBytes : index\n"
@@ -176,7 +175,7 @@ static std::string roundedRowsBuffers(const AttentionKernel &kernel) {
       "  %noKvHead = arith.constant -1 : index\n"
       "  memref.store %noKvHead, %roundedState[%c0] : memref<2xindex>\n"
       "  memref.store %c0, %roundedState[%c1] : memref<2xindex>\n",
-      roundedRowsPerCall(kernel), 16 * 2 * kernel.headDim);
+      roundedRowsPerCall(kernel) / 16, 16 * 2 * kernel.headDim);
 }
 
 /// A prefill runs @<name>_flash on blocks of 16 / heads rows, or
