@@ -52,4 +52,8 @@ int listDevicesCommand();
 /// memory bandwidth. `args` excludes "q3run bench".
 int benchCommand(const std::vector<std::string> &args);
 
+/// `q3run compare MODEL.q3 --with OTHER.q3 ...`: artifacts loaded side by
+/// side and timed in turns. `args` excludes "q3run compare".
+int compareCommand(const std::vector<std::string> &args);
+
 } // namespace q3::q3run

@@ -112,6 +112,8 @@ int runCommand(const std::vector<std::string> &args) {
                    "[--threads N] [--ctx N]\n"
                    "       q3run bench MODEL.q3 --weights MODEL_DIR [-p N] [-g N] [-r N] [--json] "
                    "(see 'q3run bench --help')\n"
+                   "       q3run compare MODEL.q3 --with OTHER.q3 --weights MODEL_DIR [...]  "
+                   "artifacts timed in turns (see 'q3run compare --help')\n"
                    "       q3run MODEL.q3 --weights MODEL_DIR --prompt TEXT [...]  text in, text out "
                    "(see 'q3run generate --help')\n"
                    "       q3run chat MODEL.q3 --weights MODEL_DIR [...]           interactive chat "

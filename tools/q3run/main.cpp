@@ -4,6 +4,7 @@
 // q3run MODEL.q3 --weights DIR --prompt TEXT [...]   (= q3run generate ...)
 // q3run chat MODEL.q3 --weights DIR [...]
 // q3run bench MODEL.q3 --weights DIR [-p 128] [-g 64] [-r 3] [--json]
+// q3run compare MODEL.q3 --with OTHER.q3 --weights DIR [-p 128] [-g 32] [-r 10]
 // q3run tokenize | detokenize | template ...
 // q3run --list-devices
 //
@@ -37,6 +38,8 @@ int main(int argc, char **argv) {
       code = listDevicesCommand();
     else if (command == "bench")
       code = benchCommand(rest);
+    else if (command == "compare")
+      code = compareCommand(rest);
     else if (command == "chat")
       code = chatCommand(rest);
     else if (command == "generate")
