@@ -171,6 +171,52 @@ BandwidthResult ReadBandwidthProbe::measure(int repetitions) {
   return BandwidthResult{double(lines_ * kLine) / bestSeconds / 1e9, bytes_, pool_.size()};
 }
 
+BandwidthResult measureRegionsReadBandwidth(ThreadPool &pool,
+                                            const std::vector<MemoryRegion> &regions,
+                                            int repetitions) {
+  // Each region's whole lines (the loads are aligned); firstLine[i] counts
+  // the lines before region i.
+  std::vector<const uint8_t *> starts;
+  std::vector<int64_t> firstLine = {0};
+  for (const MemoryRegion &region : regions) {
+    const auto begin = (reinterpret_cast<uintptr_t>(region.data) + kLine - 1) / kLine * kLine;
+    const auto end = (reinterpret_cast<uintptr_t>(region.data) + uintptr_t(region.bytes)) / kLine *
+                     kLine;
+    if (region.bytes <= 0 || end <= begin)
+      continue;
+    starts.push_back(reinterpret_cast<const uint8_t *>(begin));
+    firstLine.push_back(firstLine.back() + int64_t(end - begin) / kLine);
+  }
+  const int64_t lines = firstLine.back();
+  if (lines < 1 || repetitions < 1)
+    throw std::invalid_argument("measureRegionsReadBandwidth: no whole line, or repetitions < 1");
+  std::atomic<uint64_t> checksum{0};
+  double bestSeconds = 0;
+  for (int rep = 0; rep < repetitions; ++rep)
+    for (int streams : kReadPatterns) {
+      const auto start = std::chrono::steady_clock::now();
+      pool.parallelFor(lines, [&](int64_t begin, int64_t end) {
+        uint64_t sum = 0;
+        size_t r = size_t(std::upper_bound(firstLine.begin(), firstLine.end(), begin) -
+                          firstLine.begin() - 1);
+        for (int64_t line = begin; line < end; ++r) {
+          const int64_t upTo = std::min(end, firstLine[r + 1]);
+          sum += sumLines(starts[r] + (line - firstLine[r]) * kLine, upTo - line, streams);
+          line = upTo;
+        }
+        checksum.fetch_add(sum, std::memory_order_relaxed);
+      });
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (bestSeconds == 0 || seconds < bestSeconds)
+        bestSeconds = seconds;
+    }
+  const uint64_t sum = checksum.load();
+  asm volatile("" : : "r"(sum) : "memory");
+  bestSeconds = std::max(bestSeconds, 1e-9);
+  return BandwidthResult{double(lines * kLine) / bestSeconds / 1e9, lines * kLine, pool.size()};
+}
+
 BandwidthResult measureReadBandwidth(ThreadPool &pool, int64_t bytes, int repetitions) {
   if (bytes < 1 || repetitions < 1)
     throw std::invalid_argument("measureReadBandwidth: bytes and repetitions must be >= 1");

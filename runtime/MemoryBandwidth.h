@@ -6,6 +6,7 @@
 #include "runtime/ThreadPool.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace q3::runtime {
 
@@ -35,6 +36,23 @@ uint64_t readLines(const uint8_t *data, int64_t bytes, int streams);
 // against was too low. bytes < 1 or repetitions < 1 is std::invalid_argument.
 BandwidthResult measureReadBandwidth(ThreadPool &pool, int64_t bytes = int64_t(1) << 30,
                                      int repetitions = 5);
+
+// Memory that already holds something, such as the weights where a model
+// reads them.
+struct MemoryRegion {
+  const uint8_t *data;
+  int64_t bytes;
+};
+
+// The same read (both patterns, the best of `repetitions`) of the whole
+// 64-byte lines of `regions`, as one sequence of lines cut among the pool's
+// threads: how fast that memory reads, not a fresh buffer's. On a VM whose
+// pages differ in speed (docs/cpu-backend.md) the two differ. `bytes` in
+// the result is what was read. No lines or repetitions < 1:
+// std::invalid_argument.
+BandwidthResult measureRegionsReadBandwidth(ThreadPool &pool,
+                                            const std::vector<MemoryRegion> &regions,
+                                            int repetitions);
 
 // The same measurement on a buffer that is allocated and touched once, so it
 // can be repeated between other timed work (q3run bench reads it between its

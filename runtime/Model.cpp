@@ -20,6 +20,7 @@
 #include "runtime/HostBuffer.h"
 #include "runtime/KernelABI.h"
 #include "runtime/LoadError.h"
+#include "runtime/MemoryBandwidth.h"
 #include "runtime/MemoryLock.h"
 #include "runtime/ModelMemory.h"
 #include "runtime/WeightPlan.h"
@@ -598,6 +599,20 @@ std::optional<double> Model::deviceReadBandwidth(int reads, int64_t *bytes) {
   if (bytes)
     *bytes = measured->bytes;
   return measured->gigabytesPerSecond;
+}
+
+std::optional<double> Model::weightReadBandwidth(int reads, int64_t *bytes) {
+  State &s = *state;
+  if (s.manifest.target.backend != "cpu")
+    return std::nullopt;
+  std::vector<MemoryRegion> regions;
+  for (size_t i = 0; i < s.weights.size(); ++i)
+    if (s.weightBuffers[i] >= 0)
+      regions.push_back({s.weights[i].data, s.weights[i].bytes()});
+  const BandwidthResult result = measureRegionsReadBandwidth(*s.pool, regions, reads);
+  if (bytes)
+    *bytes = result.bytes;
+  return result.gigabytesPerSecond;
 }
 
 void Model::setProfiling(bool enabled) {

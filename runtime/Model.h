@@ -157,6 +157,12 @@ public:
   /// kernel (the best of `reads`); nullopt for the CPU, whose memory the
   /// caller probes itself (runtime/MemoryBandwidth.h).
   std::optional<double> deviceReadBandwidth(int reads, int64_t *bytes = nullptr);
+  /// CPU artifacts: how fast the memory the kernels read the weights from
+  /// reads (GB/s, the best of `reads` plain reads of every weight where it
+  /// lies, on the model's threads), and the bytes read; nullopt on a device.
+  /// Beside a fresh buffer's rate it tells the pages the weights got from
+  /// the kernels' own speed.
+  std::optional<double> weightReadBandwidth(int reads, int64_t *bytes = nullptr);
 
   /// Starts (clearing what was collected) or stops timing each dispatch.
   /// Off by default: it adds two clock reads to every dispatch.

@@ -73,7 +73,7 @@ def main():
     args = parser.parse_args()
 
     table = {"llama pp": [], "llama tg": [], "q3c pp": [], "q3c tg": [], "q3c floor share": [],
-             "q3c best-probe share": [], "probe GB/s": [], "llama floor share (weights only)": [],
+             "q3c best-probe share": [], "q3c share of its weights' read": [], "probe GB/s": [], "llama floor share (weights only)": [],
              "q3c load s": [], "q3c load kernel CPU s": []}
     for round_index in range(args.rounds):
         table["llama pp"].append(llama_rate(args, args.prompt, 0))
@@ -83,6 +83,9 @@ def main():
         table["q3c tg"].append(q3["decode_tok_s"])
         table["q3c floor share"].append(q3["fraction_of_bandwidth"])  # of the median probe
         table["q3c best-probe share"].append(q3["fraction_of_best_bandwidth"])
+        # Decode over a plain read of the weights where they lie (the probe
+        # reads fresh memory, which may sit on other pages; docs/q3run.md).
+        table["q3c share of its weights' read"].append(q3["fraction_of_weights_read"])
         # The bandwidth q3run's probes measured (their median), and llama.cpp's
         # decode against it counting the weights only (the same bytes in BF16;
         # its cache reads left out, so a lower bound): when both sit near the

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <iterator>
 #include <stdexcept>
+#include <vector>
 
 namespace q3::runtime {
 namespace {
@@ -45,6 +46,28 @@ TEST(MemoryBandwidth, ProbeMeasuresItsBufferRepeatedly) {
     EXPECT_EQ(result.bytes, int64_t(1) << 20);
     EXPECT_EQ(result.threads, 2);
   }
+}
+
+// q3run bench reads the weights where they lie: regions at any address
+// and of any size, of which it reads (and counts) the whole 64-byte lines.
+TEST(MemoryBandwidth, RegionsAreReadAsTheirWholeLines) {
+  alignas(64) static uint8_t memory[64 * 100];
+  const std::vector<MemoryRegion> regions = {
+      {memory + 8, 64 * 10},      // 9 whole lines after its first 56 bytes
+      {memory + 64 * 20, 64 * 7}, // 7, aligned
+      {memory + 64 * 40, 63},     // none: shorter than a line
+      {memory + 64 * 50, 64 * 40 + 5}};
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    const BandwidthResult result = measureRegionsReadBandwidth(pool, regions, 2);
+    EXPECT_EQ(result.bytes, 64 * (9 + 7 + 40)) << threads;
+    EXPECT_GT(result.gigabytesPerSecond, 0);
+    EXPECT_TRUE(std::isfinite(result.gigabytesPerSecond));
+  }
+  ThreadPool pool(1);
+  EXPECT_THROW(measureRegionsReadBandwidth(pool, {{memory + 1, 64}}, 1), std::invalid_argument);
+  EXPECT_THROW(measureRegionsReadBandwidth(pool, {}, 1), std::invalid_argument);
+  EXPECT_THROW(measureRegionsReadBandwidth(pool, regions, 0), std::invalid_argument);
 }
 
 // The decode tuner times readLines over the products' weights as the floor

@@ -418,6 +418,11 @@ int benchCommand(const std::vector<std::string> &args) {
     if (loadPeakRss >= 0)
       peakRss = std::max(loadPeakRss, peakRssBytes() - probe.hostBytes());
   }
+  // The memory the weights lie in, read plainly: beside the probe's fresh
+  // buffer it tells the pages the weights got from the kernels' speed.
+  int64_t weightsReadBytes = 0;
+  const std::optional<double> weightsRead =
+      model->weightReadBandwidth(kProbeReads, &weightsReadBytes);
   std::vector<PhaseProfile> phases;
   if (profile)
     phases = profilePhases(*model, prompt, decodeTokens);
@@ -427,7 +432,8 @@ int benchCommand(const std::vector<std::string> &args) {
   // measures the neighbours' quietest moment as much as the kernels).
   const double bandwidth = median(runs.bandwidths);
   const double bestBandwidth = *std::max_element(runs.bandwidths.begin(), runs.bandwidths.end());
-  std::optional<double> prefillRate, decodeRate, decodeGBs, fraction, fractionOfBest;
+  std::optional<double> prefillRate, decodeRate, decodeGBs, fraction, fractionOfBest,
+      fractionOfWeightsRead;
   if (!runs.prefillRates.empty())
     prefillRate = median(runs.prefillRates);
   // The decode steps see promptTokens + 1 .. promptTokens + generatedTokens
@@ -443,6 +449,8 @@ int benchCommand(const std::vector<std::string> &args) {
     decodeGBs = trafficPerToken * *decodeRate / 1e9;
     fraction = *decodeGBs / bandwidth;
     fractionOfBest = *decodeGBs / bestBandwidth;
+    if (weightsRead)
+      fractionOfWeightsRead = *decodeGBs / *weightsRead;
   }
   const std::string name = describeModel(model->config());
 
@@ -476,6 +484,9 @@ int benchCommand(const std::vector<std::string> &args) {
         {"bandwidth_repetitions", kProbeReads},
         {"fraction_of_bandwidth", orNull(fraction)},
         {"fraction_of_best_bandwidth", orNull(fractionOfBest)},
+        {"weights_read_gb_s", orNull(weightsRead)},
+        {"weights_read_bytes", weightsRead ? json(weightsReadBytes) : json(nullptr)},
+        {"fraction_of_weights_read", orNull(fractionOfWeightsRead)},
         {"peak_rss_bytes", peakRss},
         {"locked_bytes", model->lockedBytes()},
         {"kernel_variants", model->kernelVariantChoices()},
@@ -521,6 +532,13 @@ int benchCommand(const std::vector<std::string> &args) {
   if (fractionOfBest)
     fmt::print("against the best probe, {:.1f} GB/s, decode runs at {:.0f}%\n", bestBandwidth,
                *fractionOfBest * 100);
+  if (weightsRead)
+    fmt::print("the weights where they lie: a plain read of the {} the kernels read, {:.1f} GB/s "
+               "(the best of {} reads){}\n",
+               formatBytes(double(weightsReadBytes)), *weightsRead, kProbeReads,
+               fractionOfWeightsRead
+                   ? fmt::format("; decode runs at {:.0f}% of it", *fractionOfWeightsRead * 100)
+                   : std::string());
   if (decodeRate)
     fmt::print("bytes/token: {} at position 0 (weights, activations, the token's keys and "
                "values: q3c dump --stats), and {} more of the KV cache attention reads at the "
