@@ -20,10 +20,11 @@
 //
 // Kernels keep their scratch on the stack (memref.alloca in their IR), and
 // the runtime runs them on stacks of kKernelStackBytes, whatever thread
-// calls it (ThreadPool's stackBytes). What they take: decode attention 4
-// bytes per visible position for each query head of a workgroup (64 KiB per
-// head at 16384 positions), the bf16 flash prefill 512 KiB of rounded rows
-// per call, the rest a few KiB to tens of KiB. Their frames probe each page
+// calls it (ThreadPool's stackBytes). What they take: the bf16 flash
+// prefill 512 KiB of rounded rows per call, decode attention one block's
+// scores per query head of a workgroup (2 KiB each), the rest a few KiB to
+// tens of KiB; only attention for head sizes that are not a multiple of 16
+// (its scalar fallback) takes 4 bytes per visible position. Their frames probe each page
 // they take (CompileKernels.cpp), so a stack too small faults at its guard
 // page instead of writing below it.
 #pragma once

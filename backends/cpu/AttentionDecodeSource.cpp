@@ -29,6 +29,8 @@ using namespace detail;
 // 68-73 with 128 KiB runs.
 constexpr int64_t kDecodeBlockPositions = 512;
 
+int64_t decodeScoreSlots() { return kDecodeBlockPositions + kLanes; }
+
 namespace {
 
 /// A query vector of decode: row `row` (%t<row>, always 0) and head `head`
@@ -98,6 +100,10 @@ static std::string scoreLoop(const std::vector<Slot> &slots, const PositionRuns 
                         "data : {2}\n",
                         iv, j, types.kv);
   }
+  // The scores are stored at the position's place in the block.
+  for (int j = 0; j < positions; ++j)
+    offsets +=
+        fmt::format("      %{0}_at{1} = arith.subi {2}, %blockStart : index\n", iv, j, position(j));
   for (int s = 0; s < n; ++s) {
     const Slot &slot = slots[size_t(s)];
     body +=
@@ -113,9 +119,9 @@ static std::string scoreLoop(const std::vector<Slot> &slots, const PositionRuns 
       reductions += fmt::format(
           "      %{0}_dot{1} = vector.reduction <add>, %{0}_dots#{1} : vector<16xf32> into f32\n"
           "      %{0}_score{1} = arith.mulf %{0}_dot{1}, %scale : f32\n"
-          "      memref.store %{0}_score{1}, %scores{2}[{3}] : memref<?xf32>\n"
+          "      memref.store %{0}_score{1}, %scores{2}[%{0}_at{3}] : memref<?xf32>\n"
           "      %{0}_max{1} = arith.maxf {4}, %{0}_score{1} : f32\n",
-          iv, chain, slot.k, position(j), last);
+          iv, chain, slot.k, j, last);
       last = fmt::format("%{}_max{}", iv, chain);
     }
     yields += (s ? ", " : "") + last;
@@ -201,11 +207,14 @@ static std::string valueLoop(const std::vector<Slot> &slots, const std::vector<i
                             "locality<3>, data : {3}\n",
                             iv, j, c, types.kv);
     }
+    body +=
+        fmt::format("      %{0}_at{1} = arith.subi {2}, %blockStart : index\n", iv, j, position);
     for (const Slot &slot : slots) {
-      body += fmt::format("      %{0}_p{1}_{2} = memref.load %scores{1}[{3}] : memref<?xf32>\n"
-                          "      %{0}_pv{1}_{2} = vector.broadcast %{0}_p{1}_{2} : f32 to "
-                          "vector<16xf32>\n",
-                          iv, slot.k, j, position);
+      body +=
+          fmt::format("      %{0}_p{1}_{2} = memref.load %scores{1}[%{0}_at{2}] : memref<?xf32>\n"
+                      "      %{0}_pv{1}_{2} = vector.broadcast %{0}_p{1}_{2} : f32 to "
+                      "vector<16xf32>\n",
+                      iv, slot.k, j);
       for (int64_t c : columns)
         body += fmt::format("      {0} = vector.fma %{1}_pv{2}_{3}, %{1}_v{4}_{3}, {5} : "
                             "vector<16xf32>\n",
@@ -319,12 +328,13 @@ std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &
         "      %left32{0} = arith.index_cast %left{0} : index to i32\n"
         "      %leftV{0} = vector.broadcast %left32{0} : i32 to vector<16xi32>\n"
         "      %inBlock{0} = arith.cmpi slt, %laneIndex, %leftV{0} : vector<16xi32>\n"
-        "      %scoreV{0} = vector.load %scores{0}[%e] : memref<?xf32>, vector<16xf32>\n"
+        "      %eAt{0} = arith.subi %e, %blockStart : index\n"
+        "      %scoreV{0} = vector.load %scores{0}[%eAt{0}] : memref<?xf32>, vector<16xf32>\n"
         "      %shiftedV{0} = arith.subf %scoreV{0}, %maxV{0} : vector<16xf32>\n"
         "      %expV{0} = math.exp %shiftedV{0} : vector<16xf32>\n"
         "      %probV{0} = arith.select %inBlock{0}, %expV{0}, %zeroV : vector<16xi1>, "
         "vector<16xf32>\n"
-        "      vector.store %probV{0}, %scores{0}[%e] : memref<?xf32>, vector<16xf32>\n"
+        "      vector.store %probV{0}, %scores{0}[%eAt{0}] : memref<?xf32>, vector<16xf32>\n"
         "      %er{0} = arith.addf %ea{0}, %probV{0} : vector<16xf32>\n"
         "      scf.yield %er{0} : vector<16xf32>\n"
         "    }}\n"

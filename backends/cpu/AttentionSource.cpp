@@ -237,7 +237,7 @@ static std::string vectorAttention(const AttentionKernel &kernel, const Attentio
              R"mlir(  %cBlock = arith.constant {blockRows} : index
   %oneRow = arith.cmpi eq, %rows, %c1 : index
   %c16 = arith.constant 16 : index
-  %scoreSlots = arith.addi %visible, %c16 : index
+  %scoreSlots = arith.constant {scoreSlots} : index
 {buffers}  scf.for %g = %wgBegin to %wgEnd step %c1 {{
 {prologue}    scf.if %oneRow {{
 {decode}    }} else {{
@@ -247,6 +247,7 @@ static std::string vectorAttention(const AttentionKernel &kernel, const Attentio
 }}
 )mlir",
              fmt::arg("blockRows", leadRows), fmt::arg("buffers", buffers),
+             fmt::arg("scoreSlots", decodeScoreSlots()),
              fmt::arg("prologue", workgroupPrologue(heads, kernel.queryHeads, kernel.decodeSplits)),
              fmt::arg("decode", kernel.hasDecode()
                                     ? decodeBranch(kernel, types, decodeScores, decodeScoreTypes)

@@ -74,8 +74,14 @@ std::string slotSoftmax(int k, const std::string &max, const std::string &count)
 /// Every key and value row is read once for all the heads; the value sums
 /// stay in registers across the blocks (16 accumulators per column group).
 /// With decodeSplits > 1 it also takes %direct, %partials and %record: the
-/// output when %direct, else its records (splitDecode).
+/// output when %direct, else its records (splitDecode). Its %scores<k> hold
+/// one block's scores, at their place in the block.
 std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &types);
+
+/// Floats in each of decode's %scores<k>: a block's positions and the lanes
+/// of the last vector read past its end. So decode's stack does not grow
+/// with the context.
+int64_t decodeScoreSlots();
 
 /// The workspace's records of decode splits: [record][kSplitRecordHeader +
 /// head_dim] f32, the maximum at 0, the sum at 1, the value sums from
