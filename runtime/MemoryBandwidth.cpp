@@ -147,28 +147,10 @@ ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool &pool, int64_t bytes)
 BandwidthResult ReadBandwidthProbe::measure(int repetitions) {
   if (repetitions < 1)
     throw std::invalid_argument("ReadBandwidthProbe: repetitions must be >= 1");
-  std::atomic<uint64_t> checksum{0};
-  double bestSeconds = 0;
-  bool first = true;
-  for (int rep = 0; rep < repetitions; ++rep)
-    for (int streams : kReadPatterns) {
-      auto start = std::chrono::steady_clock::now();
-      pool_.parallelFor(lines_, [&](int64_t begin, int64_t end) {
-        checksum.fetch_add(sumLines(data_ + begin * kLine, end - begin, streams),
-                           std::memory_order_relaxed);
-      });
-      double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (first || seconds < bestSeconds)
-        bestSeconds = seconds;
-      first = false;
-    }
-  // Consuming the sum keeps the reads observable to the compiler.
-  uint64_t sum = checksum.load();
-  asm volatile("" : : "r"(sum) : "memory");
-
-  bestSeconds = std::max(bestSeconds, 1e-9); // a tiny buffer may time as zero
-  return BandwidthResult{double(lines_ * kLine) / bestSeconds / 1e9, bytes_, pool_.size()};
+  BandwidthResult result =
+      measureRegionsReadBandwidth(pool_, {{data_, lines_ * kLine}}, repetitions);
+  result.bytes = bytes_;
+  return result;
 }
 
 BandwidthResult measureRegionsReadBandwidth(ThreadPool &pool,
@@ -180,8 +162,8 @@ BandwidthResult measureRegionsReadBandwidth(ThreadPool &pool,
   std::vector<int64_t> firstLine = {0};
   for (const MemoryRegion &region : regions) {
     const auto begin = (reinterpret_cast<uintptr_t>(region.data) + kLine - 1) / kLine * kLine;
-    const auto end = (reinterpret_cast<uintptr_t>(region.data) + uintptr_t(region.bytes)) / kLine *
-                     kLine;
+    const auto end =
+        (reinterpret_cast<uintptr_t>(region.data) + uintptr_t(region.bytes)) / kLine * kLine;
     if (region.bytes <= 0 || end <= begin)
       continue;
     starts.push_back(reinterpret_cast<const uint8_t *>(begin));
