@@ -1,0 +1,46 @@
+# GoogleTest programs built by clang-16 under a sanitizer, for code whose
+# failures the main build cannot see: the thread pool's synchronization
+# (ThreadSanitizer) and its stack switches (AddressSanitizer, which must be
+# told of them). Like the fuzzers they are compiled directly by clang-16 from
+# the listed sources, beside the main build's toolchain, and need
+# Q3_BUILD_FUZZERS (which makes clang-16 a requirement).
+#
+#   q3_add_sanitized_test(NAME name SANITIZE address,undefined|thread
+#                         SOURCES a.cpp b.cpp [FILTER gtest-filter])
+#
+# registers the ctest test sanitize.<name>. A sanitizer's report fails it even
+# where the sanitizer lets the program go on (warnings, UBSan's runtime
+# errors, ASan's "false positive error reports may follow").
+function(q3_add_sanitized_test)
+  cmake_parse_arguments(S "" "NAME;SANITIZE;FILTER" "SOURCES" ${ARGN})
+  if(NOT Q3_BUILD_FUZZERS)
+    message(STATUS "sanitized test ${S_NAME}: skipped (Q3_BUILD_FUZZERS is OFF)")
+    return()
+  endif()
+  set(abs_sources)
+  foreach(src ${S_SOURCES})
+    get_filename_component(abs ${src} ABSOLUTE)
+    list(APPEND abs_sources ${abs})
+  endforeach()
+  set(out ${CMAKE_BINARY_DIR}/sanitize/${S_NAME})
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/sanitize
+    COMMAND ${Q3_FUZZ_CLANG} -std=c++17 -g -O1 -fno-omit-frame-pointer
+            -fsanitize=${S_SANITIZE} -fno-sanitize-recover=all
+            -I${PROJECT_SOURCE_DIR} -o ${out} ${abs_sources}
+            -lgtest -lgtest_main -lfmt -pthread
+    DEPENDS ${abs_sources}
+    COMMENT "Building ${S_NAME} with clang-16 (-fsanitize=${S_SANITIZE})"
+    VERBATIM)
+  add_custom_target(${S_NAME} ALL DEPENDS ${out})
+  set(filter_flag)
+  if(S_FILTER)
+    set(filter_flag "--gtest_filter=${S_FILTER}")
+  endif()
+  add_test(NAME sanitize.${S_NAME} COMMAND ${out} ${filter_flag})
+  set_tests_properties(sanitize.${S_NAME} PROPERTIES
+    LABELS sanitize
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0;TSAN_OPTIONS=halt_on_error=1"
+    FAIL_REGULAR_EXPRESSION "ERROR: AddressSanitizer;ERROR: LeakSanitizer;WARNING: ThreadSanitizer;ERROR: ThreadSanitizer;runtime error:;False positive error reports may follow")
+endfunction()
