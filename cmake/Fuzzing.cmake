@@ -19,6 +19,28 @@ if(Q3_BUILD_FUZZERS AND NOT Q3_FUZZ_CLANG)
                       "-DQ3_BUILD_FUZZERS=OFF")
 endif()
 
+# Builds `OUTPUT` from SOURCES with clang-16 (-std=c++17 -g -O1, the project's
+# root on the include path) and FLAGS, linked with LIBS; target NAME, built by
+# default.
+function(q3_add_clang_program)
+  cmake_parse_arguments(P "" "NAME;OUTPUT;COMMENT" "SOURCES;FLAGS;LIBS" ${ARGN})
+  set(abs_sources)
+  foreach(src ${P_SOURCES})
+    get_filename_component(abs ${src} ABSOLUTE)
+    list(APPEND abs_sources ${abs})
+  endforeach()
+  get_filename_component(dir ${P_OUTPUT} DIRECTORY)
+  add_custom_command(
+    OUTPUT ${P_OUTPUT}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
+    COMMAND ${Q3_FUZZ_CLANG} -std=c++17 -g -O1 -fno-omit-frame-pointer ${P_FLAGS}
+            -I${PROJECT_SOURCE_DIR} -o ${P_OUTPUT} ${abs_sources} ${P_LIBS}
+    DEPENDS ${abs_sources}
+    COMMENT "${P_COMMENT}"
+    VERBATIM)
+  add_custom_target(${P_NAME} ALL DEPENDS ${P_OUTPUT})
+endfunction()
+
 function(q3_add_fuzzer)
   cmake_parse_arguments(F "" "NAME;CORPUS;SECONDS;DICT" "SOURCES" ${ARGN})
   if(NOT Q3_BUILD_FUZZERS)
@@ -33,22 +55,11 @@ function(q3_add_fuzzer)
   if(NOT F_SECONDS)
     set(F_SECONDS 20)
   endif()
-  set(abs_sources)
-  foreach(src ${F_SOURCES})
-    get_filename_component(abs ${src} ABSOLUTE)
-    list(APPEND abs_sources ${abs})
-  endforeach()
   set(out ${CMAKE_BINARY_DIR}/fuzz/${F_NAME})
-  add_custom_command(
-    OUTPUT ${out}
-    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/fuzz
-    COMMAND ${Q3_FUZZ_CLANG} -std=c++17 -g -O1 -fno-omit-frame-pointer
-            -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-            -I${PROJECT_SOURCE_DIR} -o ${out} ${abs_sources} -lfmt -lsodium -lxxhash
-    DEPENDS ${abs_sources}
-    COMMENT "Building fuzzer ${F_NAME} with clang-16 (ASan+UBSan)"
-    VERBATIM)
-  add_custom_target(${F_NAME} ALL DEPENDS ${out})
+  q3_add_clang_program(NAME ${F_NAME} OUTPUT ${out} SOURCES ${F_SOURCES}
+    FLAGS -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+    LIBS -lfmt -lsodium -lxxhash
+    COMMENT "Building fuzzer ${F_NAME} with clang-16 (ASan+UBSan)")
   get_filename_component(corpus ${F_CORPUS} ABSOLUTE)
   add_test(NAME fuzz.${F_NAME}.corpus
            COMMAND ${out} -runs=0 ${dict_flag} ${corpus})

@@ -3,7 +3,8 @@
 # (ThreadSanitizer) and its stack switches (AddressSanitizer, which must be
 # told of them). Like the fuzzers they are compiled directly by clang-16 from
 # the listed sources, beside the main build's toolchain, and need
-# Q3_BUILD_FUZZERS (which makes clang-16 a requirement).
+# Q3_BUILD_FUZZERS (which makes clang-16 a requirement); q3_add_clang_program
+# is Fuzzing.cmake's.
 #
 #   q3_add_sanitized_test(NAME name SANITIZE address,undefined|thread
 #                         SOURCES a.cpp b.cpp [FILTER gtest-filter])
@@ -17,23 +18,11 @@ function(q3_add_sanitized_test)
     message(STATUS "sanitized test ${S_NAME}: skipped (Q3_BUILD_FUZZERS is OFF)")
     return()
   endif()
-  set(abs_sources)
-  foreach(src ${S_SOURCES})
-    get_filename_component(abs ${src} ABSOLUTE)
-    list(APPEND abs_sources ${abs})
-  endforeach()
   set(out ${CMAKE_BINARY_DIR}/sanitize/${S_NAME})
-  add_custom_command(
-    OUTPUT ${out}
-    COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/sanitize
-    COMMAND ${Q3_FUZZ_CLANG} -std=c++17 -g -O1 -fno-omit-frame-pointer
-            -fsanitize=${S_SANITIZE} -fno-sanitize-recover=all
-            -I${PROJECT_SOURCE_DIR} -o ${out} ${abs_sources}
-            -lgtest -lgtest_main -lfmt -pthread
-    DEPENDS ${abs_sources}
-    COMMENT "Building ${S_NAME} with clang-16 (-fsanitize=${S_SANITIZE})"
-    VERBATIM)
-  add_custom_target(${S_NAME} ALL DEPENDS ${out})
+  q3_add_clang_program(NAME ${S_NAME} OUTPUT ${out} SOURCES ${S_SOURCES}
+    FLAGS -fsanitize=${S_SANITIZE} -fno-sanitize-recover=all
+    LIBS -lgtest -lgtest_main -lfmt -pthread
+    COMMENT "Building ${S_NAME} with clang-16 (-fsanitize=${S_SANITIZE})")
   set(filter_flag)
   if(S_FILTER)
     set(filter_flag "--gtest_filter=${S_FILTER}")
