@@ -1,4 +1,5 @@
 #include "runtime/Smaps.h"
+#include "runtime/ReadStream.h"
 
 #include <cstdio>
 
@@ -27,10 +28,7 @@ std::optional<std::string> readSelfSmaps() {
   std::FILE *file = std::fopen("/proc/self/smaps", "re");
   if (!file)
     return std::nullopt;
-  std::string text;
-  char chunk[1 << 14];
-  for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, file)) > 0;)
-    text.append(chunk, n);
+  std::string text = readToEnd(file);
   std::fclose(file);
   return text;
 }

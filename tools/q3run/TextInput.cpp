@@ -3,6 +3,7 @@
 #include "tools/q3run/ArgParser.h"
 
 #include "runtime/LoadError.h"
+#include "runtime/ReadStream.h"
 #include "runtime/text/Utf8.h"
 
 #include <fmt/format.h>
@@ -24,11 +25,7 @@ void checkUtf8(const std::string &text, const std::string &what) {
 }
 
 std::string readStdin() {
-  std::string text;
-  char buffer[65536];
-  size_t got;
-  while ((got = std::fread(buffer, 1, sizeof(buffer), stdin)) > 0)
-    text.append(buffer, got);
+  std::string text = runtime::readToEnd(stdin);
   if (std::ferror(stdin))
     throw UsageError(std::string("cannot read stdin: ") + std::strerror(errno));
   return text;
