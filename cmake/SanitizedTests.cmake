@@ -1,7 +1,7 @@
 # GoogleTest programs built by clang-16 under a sanitizer, for code whose
-# failures the main build cannot see: the thread pool's synchronization
-# (ThreadSanitizer) and its stack switches (AddressSanitizer, which must be
-# told of them). Like the fuzzers they are compiled directly by clang-16 from
+# failures the main build cannot see: the runtime's threaded code
+# (ThreadSanitizer) and the thread pool's stack switches (AddressSanitizer,
+# which must be told of them). Like the fuzzers they are compiled directly by clang-16 from
 # the listed sources, beside the main build's toolchain, and need
 # Q3_BUILD_FUZZERS (which makes clang-16 a requirement); q3_add_clang_program
 # is Fuzzing.cmake's.
