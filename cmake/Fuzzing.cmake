@@ -9,37 +9,8 @@
 #   fuzz.<name>.run    : bounded coverage-guided fuzzing for SECONDS seconds,
 #                        with the libFuzzer dictionary DICT (JSON keys, magics)
 #
-# With Q3_BUILD_FUZZERS on (the default, and what CI runs), a missing clang-16
-# is a configure error: dropping the fuzzers silently would leave CI green
-# without them. Configure with -DQ3_BUILD_FUZZERS=OFF to build without.
-find_program(Q3_FUZZ_CLANG clang++-16)
-if(Q3_BUILD_FUZZERS AND NOT Q3_FUZZ_CLANG)
-  message(FATAL_ERROR "Q3_BUILD_FUZZERS is ON but clang++-16 was not found: install clang-16 "
-                      "and libclang-rt-16-dev (scripts/setup.sh does), or configure with "
-                      "-DQ3_BUILD_FUZZERS=OFF")
-endif()
-
-# Builds `OUTPUT` from SOURCES with clang-16 (-std=c++17 -g -O1, the project's
-# root on the include path) and FLAGS, linked with LIBS; target NAME, built by
-# default.
-function(q3_add_clang_program)
-  cmake_parse_arguments(P "" "NAME;OUTPUT;COMMENT" "SOURCES;FLAGS;LIBS" ${ARGN})
-  set(abs_sources)
-  foreach(src ${P_SOURCES})
-    get_filename_component(abs ${src} ABSOLUTE)
-    list(APPEND abs_sources ${abs})
-  endforeach()
-  get_filename_component(dir ${P_OUTPUT} DIRECTORY)
-  add_custom_command(
-    OUTPUT ${P_OUTPUT}
-    COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
-    COMMAND ${Q3_FUZZ_CLANG} -std=c++17 -g -O1 -fno-omit-frame-pointer ${P_FLAGS}
-            -I${PROJECT_SOURCE_DIR} -o ${P_OUTPUT} ${abs_sources} ${P_LIBS}
-    DEPENDS ${abs_sources}
-    COMMENT "${P_COMMENT}"
-    VERBATIM)
-  add_custom_target(${P_NAME} ALL DEPENDS ${P_OUTPUT})
-endfunction()
+# Q3_BUILD_FUZZERS off builds none (ClangPrograms.cmake).
+include(${CMAKE_CURRENT_LIST_DIR}/ClangPrograms.cmake)
 
 function(q3_add_fuzzer)
   cmake_parse_arguments(F "" "NAME;CORPUS;SECONDS;DICT" "SOURCES" ${ARGN})

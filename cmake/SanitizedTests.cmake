@@ -1,10 +1,10 @@
 # GoogleTest programs built by clang-16 under a sanitizer, for code whose
 # failures the main build cannot see: the runtime's threaded code
 # (ThreadSanitizer) and the thread pool's stack switches (AddressSanitizer,
-# which must be told of them). Like the fuzzers they are compiled directly by clang-16 from
-# the listed sources, beside the main build's toolchain, and need
-# Q3_BUILD_FUZZERS (which makes clang-16 a requirement); q3_add_clang_program
-# is Fuzzing.cmake's.
+# which must be told of them). Like the fuzzers they are compiled directly
+# by clang-16 from the listed sources, beside the main build's toolchain, and
+# need Q3_BUILD_FUZZERS (which makes clang-16 a requirement:
+# ClangPrograms.cmake).
 #
 #   q3_add_sanitized_test(NAME name SANITIZE address,undefined|thread
 #                         SOURCES a.cpp b.cpp [FILTER gtest-filter])
@@ -12,6 +12,8 @@
 # registers the ctest test sanitize.<name>. A sanitizer's report fails it even
 # where the sanitizer lets the program go on (warnings, UBSan's runtime
 # errors, ASan's "false positive error reports may follow").
+include(${CMAKE_CURRENT_LIST_DIR}/ClangPrograms.cmake)
+
 function(q3_add_sanitized_test)
   cmake_parse_arguments(S "" "NAME;SANITIZE;FILTER" "SOURCES" ${ARGN})
   if(NOT Q3_BUILD_FUZZERS)
@@ -30,6 +32,6 @@ function(q3_add_sanitized_test)
   add_test(NAME sanitize.${S_NAME} COMMAND ${out} ${filter_flag})
   set_tests_properties(sanitize.${S_NAME} PROPERTIES
     LABELS sanitize
-    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0;TSAN_OPTIONS=halt_on_error=1"
+    ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1"
     FAIL_REGULAR_EXPRESSION "ERROR: AddressSanitizer;ERROR: LeakSanitizer;WARNING: ThreadSanitizer;ERROR: ThreadSanitizer;runtime error:;False positive error reports may follow")
 endfunction()
