@@ -1,5 +1,7 @@
 #include "runtime/vulkan/VulkanDevice.h"
 
+#include "runtime/Driver.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -351,3 +353,28 @@ int chooseMemoryType(const VkPhysicalDeviceMemoryProperties &memory, uint32_t ty
 }
 
 } // namespace q3::runtime::vulkan
+
+namespace q3::runtime {
+
+std::vector<std::string> listVulkanDevices() {
+  using namespace vulkan;
+  std::unique_ptr<VulkanInstance> instance = VulkanInstance::create(false);
+  std::vector<std::string> lines;
+  int chosen = instance->devices().empty() ? -1 : instance->defaultDevice();
+  for (const DeviceInfo &d : instance->devices()) {
+    std::string subgroups = d.subgroupSizeControl && d.minSubgroupSize != d.maxSubgroupSize
+                                ? fmt::format("{} ({}-{})", d.subgroupSize, d.minSubgroupSize,
+                                              d.maxSubgroupSize)
+                                : std::to_string(d.subgroupSize);
+    lines.push_back(fmt::format(
+        "{}{}: {} | {} | {} | Vulkan {}.{} | {} device-local | subgroup size {} | 16-bit "
+        "storage: {} | f16 arithmetic: {}",
+        d.index, d.index == chosen ? "*" : "", d.name, d.type, d.driver,
+        VK_API_VERSION_MAJOR(d.apiVersion), VK_API_VERSION_MINOR(d.apiVersion),
+        formatBytes(d.deviceLocalBytes), subgroups, d.storageBuffer16BitAccess ? "yes" : "no",
+        d.shaderFloat16 ? "yes" : "no"));
+  }
+  return lines;
+}
+
+} // namespace q3::runtime

@@ -2,16 +2,14 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/LoadError.h"
-#include "runtime/vulkan/SpirvCheck.h"
-#include "runtime/vulkan/SpirvPoison.h"
+#include "runtime/vulkan/DeviceRequirements.h"
+#include "runtime/vulkan/DispatchGrid.h"
+#include "runtime/vulkan/DispatchTrace.h"
 #include "runtime/vulkan/VulkanKernelABI.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -25,7 +23,6 @@ constexpr int64_t kReadbackBytes = int64_t(32) << 20;
 // vkCmdUpdateBuffer's limit: smaller writes (a step's token ids) ride in the
 // next submission instead of a staging round trip of their own.
 constexpr int64_t kMaxInlineWriteBytes = 65536;
-constexpr uint32_t kSetsPerPool = 1024;
 constexpr uint32_t kMaxTimestamps = 8192;
 constexpr size_t kMaxRecordedPasses = 32;
 
@@ -53,22 +50,6 @@ void parseInjection(int &allocAt, int &lostAt) {
     lostAt = at;
 }
 
-/// The Vulkan features a SPIR-V capability needs; "" for none, nullopt for
-/// one this runtime cannot enable.
-std::optional<std::string> featureFor(const std::string &capability) {
-  if (capability == "Shader")
-    return std::string();
-  if (capability == "Float16")
-    return std::string("shaderFloat16");
-  if (capability == "Int16")
-    return std::string("shaderInt16");
-  if (capability == "StorageBuffer16BitAccess" || capability == "StorageUniformBufferBlock16")
-    return std::string("storageBuffer16BitAccess");
-  if (capability == "GroupNonUniform" || capability == "GroupNonUniformArithmetic")
-    return std::string("subgroup arithmetic in compute shaders");
-  return std::nullopt;
-}
-
 } // namespace
 
 //===- Setup ------------------------------------------------------------------===//
@@ -91,97 +72,47 @@ VulkanDriver::VulkanDriver(const Artifact &artifact, const std::string &path,
   poisonLocals_ = envFlag("Q3_VULKAN_POISON_LOCALS");
   parseInjection(injectAllocAt_, injectLostAt_);
   try {
-    // Q3_VULKAN_VALIDATION=1: the validation layer; =sync: with its
-    // synchronization checks.
-    const bool validate = envFlag("Q3_VULKAN_VALIDATION");
-    instance_ = VulkanInstance::create(
-        validate, validate && std::strcmp(std::getenv("Q3_VULKAN_VALIDATION"), "sync") == 0);
-    int index = options.device;
-    if (index < 0) {
-      index = instance_->defaultDevice();
-    } else if (index >= int(instance_->devices().size())) {
-      std::vector<std::string> names;
-      for (const DeviceInfo &d : instance_->devices())
-        names.push_back(fmt::format("{}: {}", d.index, d.name));
-      throw VulkanError(fmt::format("--device {}: there {} {} Vulkan device{} ({})", index,
-                                    names.size() == 1 ? "is" : "are", names.size(),
-                                    names.size() == 1 ? "" : "s", fmt::join(names, ", ")));
-    }
-    const DeviceInfo &info = instance_->devices().at(size_t(index));
-    // The features the modules declare, checked before the device exists.
-    DeviceFeatures features;
-    std::vector<std::string> missing;
-    for (const VulkanKernel &kernel : target_.kernels)
-      for (const KernelVariant &variant : kernel.variants)
-        for (const std::string &capability : variant.capabilities) {
-          std::optional<std::string> feature = featureFor(capability);
-          if (!feature)
-            throw VulkanError("kernel " + kernel.name + " needs the SPIR-V capability " +
-                              capability + ", which this runtime cannot enable");
-          bool has = true;
-          if (*feature == "shaderFloat16")
-            has = features.shaderFloat16 = info.shaderFloat16;
-          else if (*feature == "shaderInt16")
-            has = features.shaderInt16 = info.shaderInt16;
-          else if (*feature == "storageBuffer16BitAccess")
-            has = features.storageBuffer16BitAccess = info.storageBuffer16BitAccess;
-          else if (!feature->empty())
-            has = info.subgroupArithmetic;
-          if (!has && std::find(missing.begin(), missing.end(), *feature) == missing.end())
-            missing.push_back(*feature);
-        }
-    if (!info.hasComputeQueue)
-      missing.push_back("a compute queue");
-    if (!missing.empty())
-      throw VulkanError(fmt::format("Vulkan device {} ({}) lacks what the kernels need: {}",
-                                    info.index, info.name, fmt::join(missing, ", ")));
-    // The subgroup size: the device's default when the kernels allow it,
-    // else one the device can be asked for.
-    const int64_t lo = target_.minSubgroupSize, hi = target_.maxSubgroupSize;
-    subgroupSize_ = info.subgroupSize;
-    if (subgroupSize_ < lo || subgroupSize_ > hi) {
-      subgroupSize_ = 0;
-      if (info.subgroupSizeControl)
-        for (uint32_t size = info.minSubgroupSize; size <= info.maxSubgroupSize; size *= 2)
-          if (size >= lo && size <= hi) {
-            subgroupSize_ = size;
-            break;
-          }
-      if (subgroupSize_ == 0)
-        throw VulkanError(fmt::format(
-            "the kernels need a subgroup size from {} to {}; Vulkan device {} ({}) has {}{}", lo,
-            hi, info.index, info.name,
-            info.subgroupSizeControl
-                ? fmt::format("sizes {} to {}", info.minSubgroupSize, info.maxSubgroupSize)
-                : std::to_string(info.subgroupSize),
-            info.subgroupSizeControl ? "" : " and cannot change it"));
-    }
-    features.subgroupSizeControl = info.subgroupSizeControl;
-    // Not on a CPU device by default: lavapipe's kernels run on the cores
-    // a poll would take.
-    const char *poll = std::getenv("Q3_VULKAN_FENCE_POLL");
-    const bool pollFence =
-        poll && *poll ? std::strcmp(poll, "0") != 0 : info.vkType != VK_PHYSICAL_DEVICE_TYPE_CPU;
-    device_ = std::make_unique<VulkanDevice>(*instance_, index, features);
-    api_ = &device_->api();
-    checkDevice(path);
-
+    openDevice(options);
+    const uint32_t subgroupSize = chooseSubgroupSize(target_, device_->info());
+    checkLimits(target_, device_->info(), subgroupSize);
+    memory_ = std::make_unique<DeviceBuffers>(*device_, injectAllocAt_);
+    sets_ = std::make_unique<DescriptorSetCache>(*api_, device_->handle());
     VkCommandPoolCreateInfo pool{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     pool.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
     pool.queueFamilyIndex = device_->queueFamily();
     check(api_->vkCreateCommandPool(device_->handle(), &pool, nullptr, &pool_),
           "creating a command pool");
+    // Not on a CPU device by default: lavapipe's kernels run on the cores
+    // a poll would take.
+    const char *poll = std::getenv("Q3_VULKAN_FENCE_POLL");
+    const bool pollFence = poll && *poll ? std::strcmp(poll, "0") != 0
+                                         : device_->info().vkType != VK_PHYSICAL_DEVICE_TYPE_CPU;
     batches_ =
         std::make_unique<SubmitQueue>(*api_, device_->handle(), device_->queue(), pool_, pollFence);
-    stepParams_ = createBuffer(int64_t(kStepParamsWords) * 4,
-                               VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                   VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                               VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, "the step parameters");
+    stepParams_ = memory_->create(int64_t(kStepParamsWords) * 4,
+                                  VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                      VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                  VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, "the step parameters");
     std::memset(stepParams_.mapped, 0, size_t(stepParams_.bytes));
-    createPipelines(artifact, path);
+    kernels_ = std::make_unique<KernelPipelines>(*device_, target_, artifact, subgroupSize,
+                                                 poisonLocals_);
   } catch (const VulkanError &e) {
     throw LoadError(path + ": " + e.what());
   }
+}
+
+void VulkanDriver::openDevice(const DriverOptions &options) {
+  // Q3_VULKAN_VALIDATION=1: the validation layer; =sync: with its
+  // synchronization checks.
+  const bool validate = envFlag("Q3_VULKAN_VALIDATION");
+  instance_ = VulkanInstance::create(
+      validate, validate && std::strcmp(std::getenv("Q3_VULKAN_VALIDATION"), "sync") == 0);
+  const int index = selectDevice(*instance_, options.device);
+  // The features the modules declare, checked before the device exists.
+  const DeviceFeatures features =
+      requiredFeatures(target_, instance_->devices().at(size_t(index)));
+  device_ = std::make_unique<VulkanDevice>(*instance_, index, features);
+  api_ = &device_->api();
 }
 
 VulkanDriver::~VulkanDriver() {
@@ -190,22 +121,12 @@ VulkanDriver::~VulkanDriver() {
   VkDevice device = device_->handle();
   api_->vkDeviceWaitIdle(device);
   dropRecordings();
-  for (VkDescriptorPool pool : descriptorPools_)
-    api_->vkDestroyDescriptorPool(device, pool, nullptr);
-  for (Kernel &kernel : kernels_)
-    for (Pipeline &p : kernel.pipelines) {
-      api_->vkDestroyPipeline(device, p.pipeline, nullptr);
-      api_->vkDestroyPipelineLayout(device, p.layout, nullptr);
-      api_->vkDestroyDescriptorSetLayout(device, p.setLayout, nullptr);
-      api_->vkDestroyShaderModule(device, p.module, nullptr);
-    }
-  for (Buffer &buffer : buffers_)
-    destroyBuffer(buffer);
-  destroyBuffer(stepParams_);
-  destroyBuffer(staging_);
-  destroyBuffer(readback_);
-  destroyBuffer(probe_);
-  destroyBuffer(probeSink_);
+  if (memory_) {
+    for (Buffer &buffer : buffers_)
+      memory_->destroy(buffer);
+    for (Buffer *buffer : {&stepParams_, &staging_, &readback_, &probe_, &probeSink_})
+      memory_->destroy(*buffer);
+  }
   batches_.reset();
   if (adHoc_.timestamps)
     api_->vkDestroyQueryPool(device, adHoc_.timestamps, nullptr);
@@ -213,156 +134,19 @@ VulkanDriver::~VulkanDriver() {
     api_->vkDestroyCommandPool(device, pool_, nullptr);
 }
 
-void VulkanDriver::checkDevice(const std::string &path) {
-  const DeviceInfo &info = device_->info();
-  for (const VulkanKernel &kernel : target_.kernels)
-    for (const KernelVariant &variant : kernel.variants)
-      if (uint64_t(variant.sharedBytes) > info.limits.maxComputeSharedMemorySize)
-        throw VulkanError(fmt::format("kernel {} needs {} bytes of shared memory; Vulkan device {} "
-                                      "({}) has {} (maxComputeSharedMemorySize)",
-                                      variant.entryPoint, variant.sharedBytes, info.index,
-                                      info.name, info.limits.maxComputeSharedMemorySize));
-  for (const VulkanKernel &kernel : target_.kernels)
-    if (kernel.split && uint64_t(kernel.split->rowsPerPart * kernel.split->rowBytes) >
-                            info.limits.maxStorageBufferRange)
-      throw VulkanError(fmt::format(
-          "kernel {} binds weight parts of {}; Vulkan device {} ({}) binds at most {} "
-          "(maxStorageBufferRange)",
-          kernel.name, formatBytes(uint64_t(kernel.split->rowsPerPart * kernel.split->rowBytes)),
-          info.index, info.name, formatBytes(info.limits.maxStorageBufferRange)));
-  if (subgroupSize_ > info.limits.maxComputeWorkGroupInvocations)
-    throw VulkanError("the device's subgroup is larger than its largest workgroup");
-  (void)path;
-}
-
-void VulkanDriver::createPipelines(const Artifact &artifact, const std::string &path) {
-  for (const VulkanKernel &spec : target_.kernels) {
-    Kernel kernel;
-    kernel.spec = spec;
-    kernel.pushWords =
-        uint32_t(kPushFirstTensorOffset + spec.elementBytes.size() + spec.pushScalars.size());
-    if (kernel.pushWords > kMaxPushWords ||
-        kernel.pushWords * 4 > device_->info().limits.maxPushConstantsSize)
-      throw VulkanError("kernel " + spec.name + " needs more push constants than the device has");
-    kernelIds_[spec.name] = int64_t(kernels_.size());
-    kernels_.push_back(std::move(kernel));
-  }
-  // Pipelines after the kernels are in place: each points into its spec.
-  for (Kernel &kernel : kernels_)
-    for (const KernelVariant &variant : kernel.spec.variants)
-      kernel.pipelines.push_back(createPipeline(kernel.spec, variant, artifact, path));
-}
-
-VulkanDriver::Pipeline VulkanDriver::createPipeline(const VulkanKernel &kernel,
-                                                    const KernelVariant &variant,
-                                                    const Artifact &artifact,
-                                                    const std::string &path) {
-  VkDevice device = device_->handle();
-  const DeviceInfo &info = device_->info();
-  Pipeline p;
-  p.variant = &variant;
-  const Artifact::Section *section = artifact.find(variant.section);
-  if (!section)
-    throw VulkanError("kernel " + kernel.name + ": no section '" + printable(variant.section) +
-                      "' in the artifact");
-  if (section->kind != SectionKind::Spirv)
-    throw VulkanError("section '" + printable(variant.section) +
-                      "': kind: expected 4 (spirv) for a kernel's module");
-  if (std::string problem = checkSpirv(section->data, section->size, variant.entryPoint);
-      !problem.empty())
-    throw VulkanError("section '" + printable(variant.section) + "': corrupt SPIR-V: " + problem);
-  VkShaderModuleCreateInfo module{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-  module.codeSize = section->size;
-  module.pCode = reinterpret_cast<const uint32_t *>(section->data);
-  std::vector<uint32_t> poisoned;
-  if (poisonLocals_) {
-    poisoned = poisonFunctionVariables(
-        std::vector<uint32_t>(module.pCode, module.pCode + section->size / 4));
-    module.codeSize = poisoned.size() * 4;
-    module.pCode = poisoned.data();
-    if (std::string problem = checkSpirv(reinterpret_cast<const uint8_t *>(poisoned.data()),
-                                         module.codeSize, variant.entryPoint);
-        !problem.empty())
-      throw VulkanError("section '" + printable(variant.section) +
-                        "' with poisoned locals: " + problem);
-  }
-  check(api_->vkCreateShaderModule(device, &module, nullptr, &p.module),
-        "creating the shader module of " + variant.entryPoint);
-
-  std::vector<VkDescriptorSetLayoutBinding> bindings;
-  for (uint32_t b = 0; b < kFirstTensorBinding + kernel.elementBytes.size(); ++b)
-    bindings.push_back({b, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT,
-                        nullptr});
-  VkDescriptorSetLayoutCreateInfo setLayout{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-  setLayout.bindingCount = uint32_t(bindings.size());
-  setLayout.pBindings = bindings.data();
-  check(api_->vkCreateDescriptorSetLayout(device, &setLayout, nullptr, &p.setLayout),
-        "creating a descriptor set layout");
-  const uint32_t pushWords =
-      uint32_t(kPushFirstTensorOffset + kernel.elementBytes.size() + kernel.pushScalars.size());
-  VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, pushWords * 4};
-  VkPipelineLayoutCreateInfo layout{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
-  layout.setLayoutCount = 1;
-  layout.pSetLayouts = &p.setLayout;
-  layout.pushConstantRangeCount = 1;
-  layout.pPushConstantRanges = &push;
-  check(api_->vkCreatePipelineLayout(device, &layout, nullptr, &p.layout),
-        "creating a pipeline layout");
-
-  // The workgroup: as the variant asks, within the device's limits and the
-  // kernel's shared memory, a multiple of the subgroup size.
-  const int64_t sg = subgroupSize_;
-  int64_t cap = std::min<int64_t>({variant.maxInvocations,
-                                   int64_t(info.limits.maxComputeWorkGroupInvocations),
-                                   int64_t(info.limits.maxComputeWorkGroupSize[0])});
-  int64_t want = variant.subgroups > 0 ? variant.subgroups * sg : variant.invocations;
-  int64_t size = std::max<int64_t>(sg, std::min(want, cap) / sg * sg);
-  if (size > cap)
-    throw VulkanError(fmt::format("kernel {}: a workgroup of one {}-wide subgroup exceeds its "
-                                  "limit of {} invocations",
-                                  variant.entryPoint, sg, cap));
-  if ((size / sg) % variant.grid.subgroupsPerUnit != 0)
-    throw VulkanError(fmt::format(
-        "kernel {}: needs workgroups of a multiple of {} subgroups; with {}-wide subgroups "
-        "the device allows {} invocations",
-        variant.entryPoint, variant.grid.subgroupsPerUnit, sg, cap));
-  p.workgroupSize = uint32_t(size);
-  p.subgroupSize = uint32_t(sg);
-  const uint32_t constants[2] = {p.workgroupSize, p.subgroupSize};
-  const VkSpecializationMapEntry entries[2] = {{kWorkgroupSizeSpecId, 0, 4},
-                                               {kSubgroupSizeSpecId, 4, 4}};
-  VkSpecializationInfo specialization{2, entries, sizeof(constants), constants};
-  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required{
-      VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
-  required.requiredSubgroupSize = p.subgroupSize;
-  VkComputePipelineCreateInfo pipeline{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
-  pipeline.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
-  pipeline.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-  pipeline.stage.module = p.module;
-  pipeline.stage.pName = variant.entryPoint.c_str();
-  pipeline.stage.pSpecializationInfo = &specialization;
-  if (info.subgroupSizeControl) {
-    pipeline.stage.pNext = &required;
-    if (info.computeFullSubgroups)
-      pipeline.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
-  }
-  pipeline.layout = p.layout;
-  check(api_->vkCreateComputePipelines(device, VK_NULL_HANDLE, 1, &pipeline, nullptr, &p.pipeline),
-        "creating the pipeline of " + variant.entryPoint);
-  (void)path;
-  return p;
-}
-
 std::pair<uint32_t, uint32_t> VulkanDriver::workgroupOf(const std::string &name) const {
-  const Kernel &kernel = kernels_.at(size_t(kernelIds_.at(name)));
-  return {kernel.pipelines.at(0).workgroupSize, kernel.pipelines.at(0).subgroupSize};
+  std::optional<int64_t> id = kernels_->find(name);
+  if (!id)
+    throw std::out_of_range("no kernel " + name);
+  const Pipeline &first = kernels_->at(*id).pipelines.at(0);
+  return {first.workgroupSize, first.subgroupSize};
 }
 
 int64_t VulkanDriver::kernel(const std::string &name) {
-  auto it = kernelIds_.find(name);
-  if (it == kernelIds_.end())
+  std::optional<int64_t> id = kernels_->find(name);
+  if (!id)
     throw LoadError(path_ + ": the Vulkan manifest has no kernel '" + printable(name) + "'");
-  return it->second;
+  return *id;
 }
 
 //===- Memory -------------------------------------------------------------------===//
@@ -374,77 +158,9 @@ void VulkanDriver::failIfInjected(const char *what, int &counter, int at) {
           std::string("injected fault at ") + what);
 }
 
-VulkanDriver::Buffer VulkanDriver::createBuffer(int64_t bytes, VkMemoryPropertyFlags required,
-                                                VkMemoryPropertyFlags preferred,
-                                                const char *what) {
-  VkDevice device = device_->handle();
-  const DeviceInfo &info = device_->info();
-  const int64_t size = std::max<int64_t>(bytes, 4);
-  auto outOfMemory = [&](const std::string &why) {
-    return VulkanError(fmt::format(
-        "out of device memory: {} needs {}, {} are already allocated, and the device ({}) has {} "
-        "of device-local memory{}{}",
-        what, formatBytes(uint64_t(size)), formatBytes(uint64_t(allocatedBytes_)), info.name,
-        formatBytes(info.deviceLocalBytes), why,
-        std::strstr(what, "KV-cache") ? "; use a smaller --ctx" : ""));
-  };
-  if (uint64_t(allocatedBytes_ + size) > info.deviceLocalBytes)
-    throw outOfMemory("");
-  Buffer buffer;
-  buffer.bytes = bytes;
-  VkBufferCreateInfo create{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-  create.size = VkDeviceSize(size);
-  create.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                 VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-  create.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  check(api_->vkCreateBuffer(device, &create, nullptr, &buffer.buffer), "creating a buffer");
-  VkMemoryRequirements needs{};
-  api_->vkGetBufferMemoryRequirements(device, buffer.buffer, &needs);
-  const VkPhysicalDeviceMemoryProperties &memory = device_->memory();
-  const int chosen = chooseMemoryType(memory, needs.memoryTypeBits, required, preferred);
-  if (chosen < 0) {
-    api_->vkDestroyBuffer(device, buffer.buffer, nullptr);
-    throw VulkanError(std::string("no memory type for ") + what);
-  }
-  VkMemoryAllocateInfo allocate{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-  allocate.allocationSize = needs.size;
-  allocate.memoryTypeIndex = uint32_t(chosen);
-  VkResult result = VK_SUCCESS;
-  if (injectAllocAt_ > 0 && ++allocations_ == injectAllocAt_)
-    result = VK_ERROR_OUT_OF_DEVICE_MEMORY;
-  else
-    result = api_->vkAllocateMemory(device, &allocate, nullptr, &buffer.memory);
-  if (result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY) {
-    api_->vkDestroyBuffer(device, buffer.buffer, nullptr);
-    throw outOfMemory(fmt::format(" ({})", resultName(result)));
-  }
-  check(result, std::string("allocating device memory for ") + what);
-  check(api_->vkBindBufferMemory(device, buffer.buffer, buffer.memory, 0), "binding memory");
-  allocatedBytes_ += int64_t(needs.size);
-  const VkMemoryPropertyFlags flags = memory.memoryTypes[chosen].propertyFlags;
-  if ((flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
-      (flags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)) {
-    void *mapped = nullptr;
-    check(api_->vkMapMemory(device, buffer.memory, 0, VK_WHOLE_SIZE, 0, &mapped), "mapping memory");
-    buffer.mapped = static_cast<uint8_t *>(mapped);
-  }
-  return buffer;
-}
-
-void VulkanDriver::destroyBuffer(Buffer &buffer) {
-  VkDevice device = device_->handle();
-  if (buffer.mapped)
-    api_->vkUnmapMemory(device, buffer.memory);
-  if (buffer.buffer)
-    api_->vkDestroyBuffer(device, buffer.buffer, nullptr);
-  if (buffer.memory)
-    api_->vkFreeMemory(device, buffer.memory, nullptr);
-  buffer = Buffer{};
-}
-
 int64_t VulkanDriver::allocate(int64_t bytes, Pages /*device memory has no such choice*/) {
   try {
-    Buffer buffer = createBuffer(bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0,
+    Buffer buffer = memory_->create(bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0,
                                  "an activation or KV-cache buffer");
     VkCommandBuffer commands = beginOneShot();
     api_->vkCmdFillBuffer(commands, buffer.buffer, 0, VK_WHOLE_SIZE, 0);
@@ -458,7 +174,7 @@ int64_t VulkanDriver::allocate(int64_t bytes, Pages /*device memory has no such 
 
 int64_t VulkanDriver::wrapHost(const void *data, int64_t bytes) {
   try {
-    buffers_.push_back(createBuffer(bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, "a weight"));
+    buffers_.push_back(memory_->create(bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, "a weight"));
     upload(buffers_.back(), 0, data, bytes);
     return int64_t(buffers_.size() - 1);
   } catch (const VulkanError &e) {
@@ -468,7 +184,7 @@ int64_t VulkanDriver::wrapHost(const void *data, int64_t bytes) {
 
 void VulkanDriver::ensureStaging() {
   if (!staging_.buffer)
-    staging_ = createBuffer(2 * kStagingSlotBytes,
+    staging_ = memory_->create(2 * kStagingSlotBytes,
                             VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                                 VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                             0, "the staging ring");
@@ -528,13 +244,13 @@ void VulkanDriver::ensureReadback(int64_t bytes) {
     return;
   if (readback_.buffer) { // too small: an earlier read may still copy into it
     finish();
-    destroyBuffer(readback_);
+    memory_->destroy(readback_);
   }
   // HOST_CACHED where the device has it: the CPU reads it at memory speed,
   // while reading write-combined host memory (the first host-visible type
   // on NVIDIA) is a bus transaction per load, ~1 ms for one row of logits.
   readback_ =
-      createBuffer(std::max<int64_t>(bytes, int64_t(1) << 20),
+      memory_->create(std::max<int64_t>(bytes, int64_t(1) << 20),
                    VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                    VK_MEMORY_PROPERTY_HOST_CACHED_BIT, "the read-back buffer");
 }
@@ -689,49 +405,6 @@ VulkanDriver::Recording VulkanDriver::startRecording() {
   return recording;
 }
 
-VkDescriptorSet VulkanDriver::descriptorSet(const Pipeline &pipeline,
-                                            const std::vector<Binding> &bindings) {
-  auto key = std::make_pair(pipeline.setLayout, bindings);
-  if (auto it = sets_.find(key); it != sets_.end())
-    return it->second;
-  VkDevice device = device_->handle();
-  if (setsLeft_ == 0) {
-    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * 16};
-    VkDescriptorPoolCreateInfo create{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-    create.maxSets = kSetsPerPool;
-    create.poolSizeCount = 1;
-    create.pPoolSizes = &size;
-    VkDescriptorPool pool = VK_NULL_HANDLE;
-    check(api_->vkCreateDescriptorPool(device, &create, nullptr, &pool),
-          "creating a descriptor pool");
-    descriptorPools_.push_back(pool);
-    setsLeft_ = kSetsPerPool;
-  }
-  VkDescriptorSetAllocateInfo allocate{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-  allocate.descriptorPool = descriptorPools_.back();
-  allocate.descriptorSetCount = 1;
-  allocate.pSetLayouts = &pipeline.setLayout;
-  VkDescriptorSet set = VK_NULL_HANDLE;
-  check(api_->vkAllocateDescriptorSets(device, &allocate, &set), "allocating a descriptor set");
-  --setsLeft_;
-  std::vector<VkDescriptorBufferInfo> infos;
-  for (const Binding &b : bindings)
-    infos.push_back({b.buffer, b.offset, b.range});
-  std::vector<VkWriteDescriptorSet> writes;
-  for (uint32_t i = 0; i < infos.size(); ++i) {
-    VkWriteDescriptorSet w{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-    w.dstSet = set;
-    w.dstBinding = i;
-    w.descriptorCount = 1;
-    w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    w.pBufferInfo = &infos[i];
-    writes.push_back(w);
-  }
-  api_->vkUpdateDescriptorSets(device, uint32_t(writes.size()), writes.data(), 0, nullptr);
-  sets_.emplace(std::move(key), set);
-  return set;
-}
-
 void VulkanDriver::memoryBarrier(VkCommandBuffer commands, VkPipelineStageFlags srcStages,
                                  VkAccessFlags srcAccess, VkPipelineStageFlags dstStages,
                                  VkAccessFlags dstAccess) {
@@ -763,41 +436,9 @@ void VulkanDriver::recordDispatch(Recording &recording, const Pipeline &pipeline
                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_HOST_READ_BIT);
 }
 
-namespace {
-
-/// The variants a dispatch of `rows` rows runs: the first whose rows fit
-/// that is not a second stage, then the stages that run after it.
-std::vector<size_t> stagesFor(const VulkanKernel &spec, int64_t rows) {
-  std::vector<size_t> stages;
-  for (size_t v = 0; v < spec.variants.size() && stages.empty(); ++v)
-    if (!spec.variants[v].afterPrevious && rows >= spec.variants[v].minRows &&
-        (spec.variants[v].maxRows == 0 || rows <= spec.variants[v].maxRows))
-      stages.push_back(v);
-  if (stages.empty())
-    throw VulkanError(fmt::format("kernel {} has no variant for {} rows", spec.name, rows));
-  while (stages.back() + 1 < spec.variants.size() && spec.variants[stages.back() + 1].afterPrevious)
-    stages.push_back(stages.back() + 1);
-  return stages;
-}
-
-/// Workgroups of a dispatch of `rows` rows over `partRows` weight rows
-/// (VulkanManifest.h's GridSpec).
-int64_t workgroupCount(const GridSpec &grid, int64_t rows, int64_t partRows, bool inParts,
-                       int64_t subgroupsPerWorkgroup) {
-  const int64_t units = inParts && grid.partUnits ? partRows : grid.units;
-  const int64_t perWorkgroup =
-      grid.perWorkgroup * (grid.perSubgroup ? subgroupsPerWorkgroup / grid.subgroupsPerUnit : 1);
-  const int64_t rowFactor = grid.rows == GridSpec::Rows::One    ? 1
-                            : grid.rows == GridSpec::Rows::Each ? rows
-                                                                : ceilDiv(rows, grid.rowTile);
-  return rowFactor * ceilDiv(std::max<int64_t>(units, 1), perWorkgroup);
-}
-
-} // namespace
-
 void VulkanDriver::dispatch(int64_t kernelId, const std::vector<BufferRange> &ranges,
                             const std::vector<int64_t> &scalars, int64_t) {
-  const Kernel &kernel = kernels_.at(size_t(kernelId));
+  const Kernel &kernel = kernels_->at(kernelId);
   const VulkanKernel &spec = kernel.spec;
   if (!recording_) {
     if (inPass_)
@@ -885,48 +526,19 @@ void VulkanDriver::recordPart(const Kernel &kernel, size_t stage, int64_t part,
         uint32_t(scalars.at(size_t(spec.pushScalars[s])));
   const int64_t groups = workgroupCount(variant.grid, rows, partRows, bool(spec.split),
                                         int64_t(pipeline.workgroupSize / pipeline.subgroupSize));
-  recordDispatch(*recording_, pipeline, uint32_t(groups), descriptorSet(pipeline, bindings), push);
+  recordDispatch(*recording_, pipeline, uint32_t(groups), sets_->get(pipeline.setLayout, bindings), push);
 }
 
 void VulkanDriver::traceDispatch(const VulkanKernel &spec, int64_t rows,
                                  const std::vector<BufferRange> &ranges) {
   finish();
-  const int64_t index = traced_++;
-  std::string line = fmt::format("q3 trace {} {} rows {}:", index, spec.name, rows);
-  const bool halves = spec.split && spec.split->halves;
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    // A weight in halves has two bindings (VulkanDriver::dispatch).
-    const size_t binding = halves && int64_t(i) > spec.split->binding ? i + 1 : i;
-    std::vector<uint8_t> bytes(size_t(ranges[i].bytes));
-    download(buffers_.at(size_t(ranges[i].buffer)), ranges[i].offset, bytes.data(),
-             ranges[i].bytes);
-    if (const char *dir = std::getenv("Q3_VULKAN_TRACE_DIR")) {
-      std::string file = fmt::format("{}/{}_{}_{}.bin", dir, index, spec.name, i);
-      FILE *f = std::fopen(file.c_str(), "wb");
-      bool written = f && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-      if (f && std::fclose(f) != 0)
-        written = false;
-      if (!written)
-        throw VulkanError("Q3_VULKAN_TRACE_DIR: cannot write " + file);
-    }
-    if (spec.elementBytes.at(binding) != 4) {
-      line += fmt::format(" [{}] {} B", i, bytes.size());
-      continue;
-    }
-    double sum = 0, absSum = 0;
-    int64_t notFinite = 0;
-    for (size_t e = 0; e + 4 <= bytes.size(); e += 4) {
-      float v;
-      std::memcpy(&v, bytes.data() + e, 4);
-      if (!std::isfinite(v)) {
-        ++notFinite;
-        continue;
-      }
-      sum += v;
-      absSum += std::fabs(v);
-    }
-    line += fmt::format(" [{}] sum {:.6g} abs {:.6g} nonfinite {}", i, sum, absSum, notFinite);
+  std::vector<std::vector<uint8_t>> tensors;
+  for (const BufferRange &range : ranges) {
+    std::vector<uint8_t> &bytes = tensors.emplace_back(size_t(range.bytes));
+    download(buffers_.at(size_t(range.buffer)), range.offset, bytes.data(), range.bytes);
   }
+  const std::string line =
+      traceLine(traced_++, spec, rows, tensors, std::getenv("Q3_VULKAN_TRACE_DIR"));
   std::fprintf(stderr, "%s\n", line.c_str());
 }
 
@@ -1017,10 +629,10 @@ std::string VulkanDriver::deviceName() const {
 }
 
 std::optional<Driver::Bandwidth> VulkanDriver::measureReadBandwidth(int reads) {
-  auto it = kernelIds_.find(kReadBandwidthKernel);
-  if (it == kernelIds_.end() || device_->info().timestampPeriodNs <= 0)
+  std::optional<int64_t> id = kernels_->find(kReadBandwidthKernel);
+  if (!id || device_->info().timestampPeriodNs <= 0)
     return std::nullopt;
-  const Kernel &kernel = kernels_[size_t(it->second)];
+  const Kernel &kernel = kernels_->at(*id);
   const Pipeline &pipeline = kernel.pipelines.at(0);
   finish();
   if (!probe_.buffer) {
@@ -1028,8 +640,8 @@ std::optional<Driver::Bandwidth> VulkanDriver::measureReadBandwidth(int reads) {
     // beyond any device's last-level cache either way.
     const int64_t bytes = std::min<int64_t>(int64_t(256) << 20,
                                             int64_t(device_->info().limits.maxStorageBufferRange) / 16 * 16);
-    probe_ = createBuffer(bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, "the bandwidth probe");
-    probeSink_ = createBuffer(16, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, "the bandwidth probe");
+    probe_ = memory_->create(bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, "the bandwidth probe");
+    probeSink_ = memory_->create(16, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, "the bandwidth probe");
     VkCommandBuffer commands = beginOneShot();
     api_->vkCmdFillBuffer(commands, probe_.buffer, 0, VK_WHOLE_SIZE, 0x3F800000u);
     submitAndWait(commands);
@@ -1041,7 +653,7 @@ std::optional<Driver::Bandwidth> VulkanDriver::measureReadBandwidth(int reads) {
   std::vector<Binding> bindings = {{stepParams_.buffer, 0, VkDeviceSize(stepParams_.bytes)},
                                    {probe_.buffer, 0, VkDeviceSize(probe_.bytes)},
                                    {probeSink_.buffer, 0, VkDeviceSize(probeSink_.bytes)}};
-  VkDescriptorSet set = descriptorSet(pipeline, bindings);
+  VkDescriptorSet set = sets_->get(pipeline.setLayout, bindings);
   std::vector<uint32_t> push(kernel.pushWords, 0);
   push[kPushRows] = uint32_t(workgroups);
   push[kPushFirstTensorOffset + 2] = uint32_t(vectors);
@@ -1081,31 +693,4 @@ std::optional<Driver::Bandwidth> VulkanDriver::measureReadBandwidth(int reads) {
   return Bandwidth{best, vectors * 16};
 }
 
-//===- Devices ------------------------------------------------------------------===//
-
 } // namespace q3::runtime::vulkan
-
-namespace q3::runtime {
-
-std::vector<std::string> listVulkanDevices() {
-  using namespace vulkan;
-  std::unique_ptr<VulkanInstance> instance = VulkanInstance::create(false);
-  std::vector<std::string> lines;
-  int chosen = instance->devices().empty() ? -1 : instance->defaultDevice();
-  for (const DeviceInfo &d : instance->devices()) {
-    std::string subgroups = d.subgroupSizeControl && d.minSubgroupSize != d.maxSubgroupSize
-                                ? fmt::format("{} ({}-{})", d.subgroupSize, d.minSubgroupSize,
-                                              d.maxSubgroupSize)
-                                : std::to_string(d.subgroupSize);
-    lines.push_back(fmt::format(
-        "{}{}: {} | {} | {} | Vulkan {}.{} | {} device-local | subgroup size {} | 16-bit "
-        "storage: {} | f16 arithmetic: {}",
-        d.index, d.index == chosen ? "*" : "", d.name, d.type, d.driver,
-        VK_API_VERSION_MAJOR(d.apiVersion), VK_API_VERSION_MINOR(d.apiVersion),
-        formatBytes(d.deviceLocalBytes), subgroups, d.storageBuffer16BitAccess ? "yes" : "no",
-        d.shaderFloat16 ? "yes" : "no"));
-  }
-  return lines;
-}
-
-} // namespace q3::runtime

@@ -3,23 +3,28 @@
 // Runs the artifact's SPIR-V kernels on a Vulkan device (docs/vulkan-backend.md):
 //  - load: picks the device (DriverOptions::device, else the first discrete
 //    GPU, integrated GPU, virtual GPU, CPU device), checks every feature and
-//    limit the kernels need and names what is missing, validates each
-//    SPIR-V module, and creates one compute pipeline per kernel variant with
-//    the workgroup and subgroup sizes it chose for the device;
+//    limit the kernels need and names what is missing (DeviceRequirements.h),
+//    validates each SPIR-V module, and creates one compute pipeline per
+//    kernel variant with the workgroup and subgroup sizes it chose for the
+//    device (KernelPipelines.h);
 //  - memory: weights are uploaded once into device-local buffers (through a
 //    staging ring when the device memory is not host-visible), activations
-//    and the KV cache live on the device; a weight too large for one binding
-//    runs as one dispatch per part (VulkanManifest.h's WeightSplit);
+//    and the KV cache live on the device (DeviceBuffers.h); a weight too
+//    large for one binding runs as one dispatch per part (VulkanManifest.h's
+//    WeightSplit, DispatchGrid.h);
 //  - passes: a forward pass is recorded once per shape into a command buffer
 //    (dispatches, push constants, barriers, descriptor sets that are created
-//    once per binding) and replayed at every later position, which the
-//    kernels read from the step-parameter buffer; with profiling on, each
-//    dispatch is timed with timestamp queries.
+//    once per binding: DescriptorSets.h) and replayed at every later
+//    position, which the kernels read from the step-parameter buffer; with
+//    profiling on, each dispatch is timed with timestamp queries.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include "runtime/Driver.h"
+#include "runtime/vulkan/DescriptorSets.h"
+#include "runtime/vulkan/DeviceBuffers.h"
+#include "runtime/vulkan/KernelPipelines.h"
 #include "runtime/vulkan/SubmitQueue.h"
 #include "runtime/vulkan/VulkanDevice.h"
 #include "runtime/vulkan/VulkanManifest.h"
@@ -61,25 +66,6 @@ public:
   int submissions() const { return submits_; }
 
 private:
-  struct Buffer {
-    VkBuffer buffer = VK_NULL_HANDLE;
-    VkDeviceMemory memory = VK_NULL_HANDLE;
-    int64_t bytes = 0;
-    uint8_t *mapped = nullptr; // host-visible and coherent memory stays mapped
-  };
-  struct Pipeline {
-    const KernelVariant *variant = nullptr;
-    VkShaderModule module = VK_NULL_HANDLE;
-    VkDescriptorSetLayout setLayout = VK_NULL_HANDLE;
-    VkPipelineLayout layout = VK_NULL_HANDLE;
-    VkPipeline pipeline = VK_NULL_HANDLE;
-    uint32_t workgroupSize = 0, subgroupSize = 0;
-  };
-  struct Kernel {
-    VulkanKernel spec;
-    std::vector<Pipeline> pipelines; // parallel to spec.variants
-    uint32_t pushWords = 0;
-  };
   /// A recorded command buffer: a pass of one shape, or the dispatches
   /// issued outside a pass.
   struct Recording {
@@ -88,22 +74,8 @@ private:
     uint32_t queries = 0;
     std::vector<uint32_t> dispatchEnds; // per scheduler dispatch: its last timestamp query
   };
-  struct Binding {
-    VkBuffer buffer;
-    VkDeviceSize offset, range;
-    bool operator<(const Binding &o) const {
-      return buffer != o.buffer ? buffer < o.buffer
-                                : offset != o.offset ? offset < o.offset : range < o.range;
-    }
-  };
 
-  void checkDevice(const std::string &path);
-  void createPipelines(const Artifact &artifact, const std::string &path);
-  Pipeline createPipeline(const VulkanKernel &kernel, const KernelVariant &variant,
-                          const Artifact &artifact, const std::string &path);
-  Buffer createBuffer(int64_t bytes, VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred,
-                      const char *what);
-  void destroyBuffer(Buffer &buffer);
+  void openDevice(const DriverOptions &options);
   void ensureStaging(); // the staging ring, made on first use
   void ensureReadback(int64_t bytes); // the read-back buffer, at least `bytes`
   void upload(Buffer &to, int64_t offset, const void *from, int64_t bytes);
@@ -118,7 +90,6 @@ private:
   void flush();
   void submitAndWait(VkCommandBuffer commands);
   Recording startRecording();
-  VkDescriptorSet descriptorSet(const Pipeline &pipeline, const std::vector<Binding> &bindings);
   /// Work of `srcStages` that accessed memory as `srcAccess` happens before
   /// (and is visible to) work of `dstStages` accessing it as `dstAccess`.
   void memoryBarrier(VkCommandBuffer commands, VkPipelineStageFlags srcStages,
@@ -140,21 +111,17 @@ private:
   std::unique_ptr<VulkanDevice> device_;
   VulkanApi *api_ = nullptr;
   VulkanTarget target_;
-  uint32_t subgroupSize_ = 0;
-  std::vector<Kernel> kernels_;
-  std::map<std::string, int64_t> kernelIds_;
+  std::unique_ptr<DeviceBuffers> memory_;
+  std::unique_ptr<KernelPipelines> kernels_;
+  std::unique_ptr<DescriptorSetCache> sets_;
   std::vector<Buffer> buffers_;
   Buffer stepParams_;
   Buffer staging_;
   Buffer readback_;          // host-visible, host-cached where the device has it
   Buffer probe_, probeSink_; // the read-bandwidth kernel's buffers, made on first use
-  int64_t allocatedBytes_ = 0;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   std::unique_ptr<SubmitQueue> batches_;
   VkCommandBuffer transfers_ = VK_NULL_HANDLE; // write()s recorded, not yet queued
-  std::vector<VkDescriptorPool> descriptorPools_;
-  uint32_t setsLeft_ = 0;
-  std::map<std::pair<VkDescriptorSetLayout, std::vector<Binding>>, VkDescriptorSet> sets_;
   std::map<PassShape, Recording> passes_;
   Recording adHoc_;          // dispatches issued outside a pass
   Recording *recording_ = nullptr; // where dispatch() records
@@ -171,7 +138,7 @@ private:
   // Fault injection for tests ($Q3_VULKAN_INJECT: "alloc:N" fails the N-th
   // device allocation, "lost:N" reports a lost device at the N-th submit,
   // "hide:<feature>" takes a feature away: VulkanDevice.cpp).
-  int injectAllocAt_ = 0, injectLostAt_ = 0, allocations_ = 0, submits_ = 0;
+  int injectAllocAt_ = 0, injectLostAt_ = 0, submits_ = 0;
 };
 
 } // namespace q3::runtime::vulkan
