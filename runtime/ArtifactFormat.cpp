@@ -9,36 +9,6 @@
 #include <thread>
 
 namespace q3::runtime::artifact_format {
-namespace {
-
-// Length of the well-formed UTF-8 sequence at text[i] (lead byte >= 0x80), or 0.
-size_t utf8SequenceLength(std::string_view text, size_t i) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  unsigned char lead = byte(i);
-  size_t length;
-  unsigned char low = 0x80, high = 0xbf;
-  if (lead >= 0xc2 && lead <= 0xdf) {
-    length = 2;
-  } else if (lead >= 0xe0 && lead <= 0xef) {
-    length = 3;
-    low = lead == 0xe0 ? 0xa0 : 0x80;  // overlong
-    high = lead == 0xed ? 0x9f : 0xbf; // surrogates
-  } else if (lead >= 0xf0 && lead <= 0xf4) {
-    length = 4;
-    low = lead == 0xf0 ? 0x90 : 0x80;  // overlong
-    high = lead == 0xf4 ? 0x8f : 0xbf; // above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (length > text.size() - i || byte(i + 1) < low || byte(i + 1) > high)
-    return 0;
-  for (size_t k = 2; k < length; ++k)
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf)
-      return 0;
-  return length;
-}
-
-} // namespace
 
 LoadError fileError(const std::string &file, const std::string &what) {
   return LoadError(fmt::format("{}: {}", printable(file), what));

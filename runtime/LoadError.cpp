@@ -10,7 +10,8 @@ namespace {
 // Generous enough for any real path; only bounds pathological untrusted text.
 constexpr size_t kMaxPrintableBytes = 4096;
 
-// Length of the well-formed UTF-8 sequence starting at text[i], or 0.
+} // namespace
+
 size_t utf8SequenceLength(std::string_view text, size_t i) {
   auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
   unsigned char lead = byte(i);
@@ -42,8 +43,6 @@ size_t utf8SequenceLength(std::string_view text, size_t i) {
       return 0;
   return length;
 }
-
-} // namespace
 
 std::string printable(std::string_view text) {
   std::string out;

@@ -22,6 +22,11 @@ public:
 // become \n, \t, \xNN escapes, and very long text is shortened.
 std::string printable(std::string_view text);
 
+// The length of the well-formed UTF-8 sequence starting at text[i] (a lead
+// byte of 0x80 or more), or 0 where it is not one: overlong, a surrogate,
+// above U+10FFFF or cut short.
+size_t utf8SequenceLength(std::string_view text, size_t i);
+
 // "[1024, 2048]"
 std::string formatShape(const std::vector<int64_t> &shape);
 
