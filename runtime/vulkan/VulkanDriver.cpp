@@ -72,8 +72,7 @@ VulkanDriver::VulkanDriver(const Artifact &artifact, const std::string &path,
   poisonLocals_ = envFlag("Q3_VULKAN_POISON_LOCALS");
   parseInjection(injectAllocAt_, injectLostAt_);
   try {
-    openDevice(options);
-    const uint32_t subgroupSize = chooseSubgroupSize(target_, device_->info());
+    const uint32_t subgroupSize = openDevice(options);
     checkLimits(target_, device_->info(), subgroupSize);
     memory_ = std::make_unique<DeviceBuffers>(*device_, injectAllocAt_);
     sets_ = std::make_unique<DescriptorSetCache>(*api_, device_->handle());
@@ -89,30 +88,33 @@ VulkanDriver::VulkanDriver(const Artifact &artifact, const std::string &path,
                                          : device_->info().vkType != VK_PHYSICAL_DEVICE_TYPE_CPU;
     batches_ =
         std::make_unique<SubmitQueue>(*api_, device_->handle(), device_->queue(), pool_, pollFence);
-    stepParams_ = memory_->create(int64_t(kStepParamsWords) * 4,
-                                  VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                      VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                                  VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, "the step parameters");
+    stepParams_ =
+        memory_->create(int64_t(kStepParamsWords) * 4,
+                        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                        VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, "the step parameters");
     std::memset(stepParams_.mapped, 0, size_t(stepParams_.bytes));
-    kernels_ = std::make_unique<KernelPipelines>(*device_, target_, artifact, subgroupSize,
-                                                 poisonLocals_);
+    kernels_ =
+        std::make_unique<KernelPipelines>(*device_, target_, artifact, subgroupSize, poisonLocals_);
   } catch (const VulkanError &e) {
     throw LoadError(path + ": " + e.what());
   }
 }
 
-void VulkanDriver::openDevice(const DriverOptions &options) {
+uint32_t VulkanDriver::openDevice(const DriverOptions &options) {
   // Q3_VULKAN_VALIDATION=1: the validation layer; =sync: with its
   // synchronization checks.
   const bool validate = envFlag("Q3_VULKAN_VALIDATION");
   instance_ = VulkanInstance::create(
       validate, validate && std::strcmp(std::getenv("Q3_VULKAN_VALIDATION"), "sync") == 0);
   const int index = selectDevice(*instance_, options.device);
-  // The features the modules declare, checked before the device exists.
-  const DeviceFeatures features =
-      requiredFeatures(target_, instance_->devices().at(size_t(index)));
+  // The features the modules declare and the subgroup size, checked before
+  // the device exists.
+  const DeviceInfo &info = instance_->devices().at(size_t(index));
+  const DeviceFeatures features = requiredFeatures(target_, info);
+  const uint32_t subgroupSize = chooseSubgroupSize(target_, info);
   device_ = std::make_unique<VulkanDevice>(*instance_, index, features);
   api_ = &device_->api();
+  return subgroupSize;
 }
 
 VulkanDriver::~VulkanDriver() {
@@ -151,17 +153,15 @@ int64_t VulkanDriver::kernel(const std::string &name) {
 
 //===- Memory -------------------------------------------------------------------===//
 
-void VulkanDriver::failIfInjected(const char *what, int &counter, int at) {
-  ++counter;
-  if (at > 0 && counter == at)
-    check(std::strcmp(what, "submit") == 0 ? VK_ERROR_DEVICE_LOST : VK_ERROR_OUT_OF_DEVICE_MEMORY,
-          std::string("injected fault at ") + what);
+void VulkanDriver::countSubmit() {
+  if (++submits_ == injectLostAt_)
+    check(VK_ERROR_DEVICE_LOST, "injected fault at submit");
 }
 
 int64_t VulkanDriver::allocate(int64_t bytes, Pages /*device memory has no such choice*/) {
   try {
     Buffer buffer = memory_->create(bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0,
-                                 "an activation or KV-cache buffer");
+                                    "an activation or KV-cache buffer");
     VkCommandBuffer commands = beginOneShot();
     api_->vkCmdFillBuffer(commands, buffer.buffer, 0, VK_WHOLE_SIZE, 0);
     submitAndWait(commands);
@@ -184,10 +184,10 @@ int64_t VulkanDriver::wrapHost(const void *data, int64_t bytes) {
 
 void VulkanDriver::ensureStaging() {
   if (!staging_.buffer)
-    staging_ = memory_->create(2 * kStagingSlotBytes,
-                            VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                            0, "the staging ring");
+    staging_ =
+        memory_->create(2 * kStagingSlotBytes,
+                        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                        0, "the staging ring");
 }
 
 void VulkanDriver::upload(Buffer &to, int64_t offset, const void *from, int64_t bytes) {
@@ -228,7 +228,7 @@ void VulkanDriver::upload(Buffer &to, int64_t offset, const void *from, int64_t 
     VkSubmitInfo submitInfo{VK_STRUCTURE_TYPE_SUBMIT_INFO};
     submitInfo.commandBufferCount = 1;
     submitInfo.pCommandBuffers = &commands;
-    failIfInjected("submit", submits_, injectLostAt_);
+    countSubmit();
     check(api_->vkQueueSubmit(device_->queue(), 1, &submitInfo, slotFences[slot]),
           "submitting an upload");
     slotCommands[slot] = commands;
@@ -251,8 +251,8 @@ void VulkanDriver::ensureReadback(int64_t bytes) {
   // on NVIDIA) is a bus transaction per load, ~1 ms for one row of logits.
   readback_ =
       memory_->create(std::max<int64_t>(bytes, int64_t(1) << 20),
-                   VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                   VK_MEMORY_PROPERTY_HOST_CACHED_BIT, "the read-back buffer");
+                      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                      VK_MEMORY_PROPERTY_HOST_CACHED_BIT, "the read-back buffer");
 }
 
 void VulkanDriver::download(const Buffer &from, int64_t offset, void *to, int64_t bytes) {
@@ -363,7 +363,7 @@ void VulkanDriver::flush() {
   closeIssued();
   if (!batches_->hasQueued())
     return;
-  failIfInjected("submit", submits_, injectLostAt_);
+  countSubmit();
   batches_->submit();
 }
 
@@ -526,7 +526,8 @@ void VulkanDriver::recordPart(const Kernel &kernel, size_t stage, int64_t part,
         uint32_t(scalars.at(size_t(spec.pushScalars[s])));
   const int64_t groups = workgroupCount(variant.grid, rows, partRows, bool(spec.split),
                                         int64_t(pipeline.workgroupSize / pipeline.subgroupSize));
-  recordDispatch(*recording_, pipeline, uint32_t(groups), sets_->get(pipeline.setLayout, bindings), push);
+  recordDispatch(*recording_, pipeline, uint32_t(groups), sets_->get(pipeline.setLayout, bindings),
+                 push);
 }
 
 void VulkanDriver::traceDispatch(const VulkanKernel &spec, int64_t rows,

@@ -75,7 +75,8 @@ private:
     std::vector<uint32_t> dispatchEnds; // per scheduler dispatch: its last timestamp query
   };
 
-  void openDevice(const DriverOptions &options);
+  /// The instance and the device; returns the subgroup size the kernels run at.
+  uint32_t openDevice(const DriverOptions &options);
   void ensureStaging(); // the staging ring, made on first use
   void ensureReadback(int64_t bytes); // the read-back buffer, at least `bytes`
   void upload(Buffer &to, int64_t offset, const void *from, int64_t bytes);
@@ -104,7 +105,8 @@ private:
   void dropRecordings();
   void traceDispatch(const VulkanKernel &spec, int64_t rows,
                      const std::vector<BufferRange> &ranges);
-  void failIfInjected(const char *what, int &counter, int at);
+  /// Counts a queue submission; the one $Q3_VULKAN_INJECT names reports a lost device.
+  void countSubmit();
 
   std::string path_;
   std::unique_ptr<VulkanInstance> instance_;
