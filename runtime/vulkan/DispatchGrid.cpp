@@ -26,6 +26,10 @@ std::vector<size_t> stagesFor(const VulkanKernel &spec, int64_t rows) {
   return stages;
 }
 
+int64_t weightParts(const VulkanKernel &spec) {
+  return spec.split ? ceilDiv(spec.split->rows, spec.split->rowsPerPart) : 1;
+}
+
 int64_t workgroupCount(const GridSpec &grid, int64_t rows, int64_t partRows, bool inParts,
                        int64_t subgroupsPerWorkgroup) {
   const int64_t units = inParts && grid.partUnits ? partRows : grid.units;

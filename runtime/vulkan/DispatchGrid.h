@@ -20,6 +20,10 @@ namespace q3::runtime::vulkan {
 /// VulkanError when no variant takes `rows`.
 std::vector<size_t> stagesFor(const VulkanKernel &spec, int64_t rows);
 
+/// The dispatches each stage of `spec` runs as: one per weight part (1 for
+/// a whole weight).
+int64_t weightParts(const VulkanKernel &spec);
+
 /// Workgroups of a dispatch of `rows` rows over `partRows` weight rows
 /// (`inParts`: the weight is split, VulkanManifest.h's WeightSplit), with
 /// `subgroupsPerWorkgroup` subgroups in each workgroup.

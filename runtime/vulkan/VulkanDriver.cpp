@@ -26,9 +26,6 @@ constexpr int64_t kMaxInlineWriteBytes = 65536;
 constexpr uint32_t kMaxTimestamps = 8192;
 constexpr size_t kMaxRecordedPasses = 32;
 
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 bool envFlag(const char *name) {
   const char *value = std::getenv(name);
   return value && *value && std::strcmp(value, "0") != 0;
@@ -453,7 +450,7 @@ void VulkanDriver::dispatch(int64_t kernelId, const std::vector<BufferRange> &ra
   if (ranges.size() + (halves ? 1 : 0) != spec.elementBytes.size())
     throw VulkanError(fmt::format("kernel {} takes {} tensors, the schedule binds {}", spec.name,
                                   spec.elementBytes.size() - (halves ? 1 : 0), ranges.size()));
-  const int64_t parts = spec.split ? ceilDiv(spec.split->rows, spec.split->rowsPerPart) : 1;
+  const int64_t parts = weightParts(spec);
   for (size_t stage : stages)
     for (int64_t part = 0; part < parts; ++part)
       recordPart(kernel, stage, part, ranges, scalars);
