@@ -10,199 +10,31 @@
 // positions first and spread out as the context fills). Run: split the
 // tokens into chunks of at most prefill_rows rows; for each chunk, bind
 // every dispatch's operands to buffer ranges and scalars and dispatch it.
+// The buffers and KV cache: ModelBuffers.cpp; the kernel builds chosen at
+// load: ModelKernelVariants.cpp.
 #include "runtime/Model.h"
+#include "runtime/ModelState.h"
 
 #include "runtime/Artifact.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/CheckpointConfig.h"
-#include "runtime/DType.h"
 #include "runtime/Driver.h"
-#include "runtime/HostBuffer.h"
 #include "runtime/KernelABI.h"
 #include "runtime/LoadError.h"
 #include "runtime/MemoryBandwidth.h"
-#include "runtime/MemoryLock.h"
 #include "runtime/ModelMemory.h"
 #include "runtime/WeightPlan.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <set>
 #include <chrono>
-#include <limits>
 #include <memory>
+#include <set>
 
 namespace q3::runtime {
 
 using manifest::BindingKind;
-
-struct Model::State {
-  std::unique_ptr<Artifact> artifact;
-  manifest::Manifest manifest;
-  std::unique_ptr<Checkpoint> checkpoint;
-  std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<Driver> driver;
-  std::vector<WeightData> weights;
-  LockedMemory lockedWeights;           // with ModelOptions::lockWeights
-  std::vector<int64_t> weightBuffers;   // driver buffer of each weight the schedule reads
-  std::vector<int64_t> stepKernels;     // the driver's kernel of each step
-  std::vector<const manifest::Kernel *> stepKernelInfo; // the manifest's
-  bool logitsRowwise = false; // the last step (logits) may run on some rows only
-  std::vector<int64_t> buffers;         // driver buffers of prefillRows rows each
-  int64_t keyCache = 0, valueCache = 0; // [layers][kvHeads][capacity][headDim], kv element
-  int64_t tokenBuffer = 0;              // [prefillRows] i32
-  /// The kernels' workspace (manifest::Kernel::workspaceBytes): one, of the
-  /// largest, as dispatches run one at a time and leave it as they found it.
-  int64_t workspace = -1;
-  std::vector<float> logits;
-  int64_t layers = 0, kvRowBytes = 0, vocab = 0, context = 0, position = 0, chunkRows = 0;
-  /// Positions the KV cache has room for now (the kernels' capacity
-  /// scalar): the context, or less while a driver that moves memory in
-  /// place grows it with use (reserve()).
-  int64_t capacity = 0;
-  bool profiling = false;
-  std::vector<KernelProfile> stepProfiles; // parallel to the steps while profiling
-  std::map<std::string, std::string> variantChoices; // kernel -> the build it runs
-  std::optional<CheckpointPlacement> checkpointPlacement; // absent for embedded weights
-  bool kvCacheOnHugePages = false;                        // see kvCacheOnHugePagesPays
-
-  /// The activation buffers and the KV cache; `memoryBudget` (bytes this
-  /// process may use) decides the cache's pages, `reserveContext`
-  /// (ModelOptions) whether it is allocated for the whole context.
-  void allocate(uint64_t memoryBudget, bool reserveContext);
-  /// Room in the KV cache for `positions` (at most the context): where it
-  /// has less, the capacity doubles (or more, to fit) and each layer's and
-  /// head's cached rows move to their new place in the same buffers.
-  void reserve(int64_t positions);
-  /// Locks the weights in memory (ModelOptions::lockWeights); `source` is
-  /// the checkpoint or the artifact that embeds them, for the message.
-  void lockWeights(const std::string &source);
-  /// For each kernel with variants this machine can run: times one dispatch
-  /// of its first step on `kVariantProbeRows` rows with each build (the
-  /// buffers hold no request yet) and keeps the fastest, or the build named
-  /// `asked`; then gives each kernel that chooses like the products
-  /// (attention) its first build whose matmul a product's chosen build runs.
-  void chooseKernelVariants(const std::string &asked);
-  /// The prefill instructions of `kernel`'s build `build` (-1: its default)
-  /// among the usable builds `names`.
-  static std::string buildMatmul(const manifest::Kernel &kernel,
-                                 const std::vector<std::string> &names, int build);
-  /// Runs step `index`'s kernel as its build `build` and records the choice.
-  void useBuild(size_t index, const std::vector<std::string> &names, int build);
-  /// The build of step `index`'s kernel (-1: its default, else one of its
-  /// `variants` usable builds) whose dispatch on `rows` rows is fastest.
-  int fastestBuild(size_t index, size_t variants, int64_t rows);
-  /// Runs the chunk of `rows` tokens at `startPos`: every step, or all but
-  /// the logits product (`logitsRows` 0), which otherwise runs on its last
-  /// `logitsRows` rows.
-  void runChunk(int64_t rows, int64_t startPos, int64_t logitsRows);
-  /// After a chunk has finished, while profiling on a driver that times
-  /// its dispatches: adds the device's times to the steps' profiles.
-  void addDispatchTimes();
-  /// Runs one dispatch over rows [firstRow, rows) of the activation buffers
-  /// (firstRow > 0 only for the row-independent logits product).
-  void runStep(size_t index, int64_t rows, int64_t startPos, int64_t firstRow = 0);
-  /// Counts one call of step `index` (and the weight bytes it reads) while
-  /// profiling.
-  void countCall(size_t index, int64_t visible, int64_t computedRows);
-};
-
-void Model::State::allocate(uint64_t memoryBudget, bool reserveContext) {
-  const manifest::ModelConfig &c = manifest.config;
-  layers = c.numHiddenLayers;
-  vocab = c.vocabSize;
-  chunkRows = manifest.prefillRows;
-  kvRowBytes = c.numKeyValueHeads * c.headDim * int64_t(runtime::dtypeSize(manifest.kvCache));
-  // The manifest's extents are bounded (runtime/Manifest.h), the context is
-  // the user's: keep every size a product that cannot overflow.
-  auto bytes = [&](int64_t a, int64_t b, const char *what) {
-    if (a < 0 || b < 0 || (a != 0 && b > (int64_t(1) << 50) / a))
-      throw LoadError(fmt::format("{}: {} of {} x {} bytes is more than this runtime allocates "
-                                  "(use a smaller --ctx)",
-                                  artifact->displayName(), what, a, b));
-    return a * b;
-  };
-  // The weights first: on a device with its own memory they are uploaded,
-  // and what no longer fits after them is the context's part (the KV
-  // cache), which the driver's error then asks to shrink (--ctx).
-  weightBuffers.assign(weights.size(), -1);
-  for (size_t i = 0; i < weights.size(); ++i)
-    if (weights[i].data)
-      weightBuffers[i] = driver->wrapHost(weights[i].data, weights[i].bytes());
-  for (int64_t rowBytes : manifest.bufferRowBytes)
-    buffers.push_back(driver->allocate(bytes(chunkRows, rowBytes, "an activation buffer")));
-  // Positions are written before attention reads them: the cache needs no
-  // zeroing (allocate() leaves untouched pages unmapped). Its layout gives
-  // each layer and head one stretch of the capacity, so its first token
-  // touches every stretch; with the whole context's capacity (on huge
-  // pages) that made all of it resident at once (0.9 GB for the 0.6B
-  // shape's 4096 f32 positions, about 1.6 s of a first token on the
-  // project's VM), so where the driver moves memory in place the capacity
-  // starts small and doubles as the context fills, inside buffers that
-  // reserve the whole context.
-  const int64_t cacheBytes =
-      bytes(bytes(layers, context, "the KV cache"), kvRowBytes, "the KV cache");
-  kvCacheOnHugePages = manifest.target.backend == "cpu" &&
-                       kvCacheOnHugePagesPays(2 * uint64_t(cacheBytes), memoryBudget);
-  capacity = driver->movesInPlace() && !reserveContext ? std::min(context, kInitialCachePositions)
-                                                       : context;
-  const auto kvPages = kvCacheOnHugePages ? Driver::Pages::Huge : Driver::Pages::Small;
-  keyCache = driver->allocate(cacheBytes, kvPages);
-  valueCache = driver->allocate(cacheBytes, kvPages);
-  tokenBuffer = driver->allocate(chunkRows * 4);
-  int64_t workspaceBytes = 0;
-  for (const manifest::Kernel &k : manifest.kernels)
-    workspaceBytes = std::max(workspaceBytes, k.workspaceBytes);
-  if (workspaceBytes > 0)
-    workspace = driver->allocate(workspaceBytes);
-  for (const manifest::Step &step : manifest.steps) {
-    stepKernels.push_back(driver->kernel(step.kernel));
-    for (const manifest::Kernel &k : manifest.kernels)
-      if (k.name == step.kernel)
-        stepKernelInfo.push_back(&k);
-  }
-  // The logits product computes each row on its own (a fixed grid of column
-  // tiles) when it writes the output: then generation runs it on one row.
-  const manifest::Step &lastStep = manifest.steps.back();
-  logitsRowwise = stepKernelInfo.back()->gridKind == manifest::GridKind::Fixed &&
-                  lastStep.results.size() == 1 &&
-                  lastStep.results[0].kind == manifest.output.kind &&
-                  lastStep.results[0].id == manifest.output.id;
-}
-
-void Model::State::reserve(int64_t positions) {
-  if (positions <= capacity)
-    return;
-  int64_t grown = capacity;
-  while (grown < positions)
-    grown *= 2;
-  grown = std::min(grown, context);
-  if (position == 0) { // nothing cached to move
-    capacity = grown;
-    return;
-  }
-  // Each layer and head keeps its first `position` rows (the ones written),
-  // now `grown` rows apart. Stretch h moves to h * grown rows, past the
-  // sources of every stretch below `hi` once h * grown >= hi * capacity:
-  // those move together, then the ones below them.
-  const int64_t heads = layers * manifest.config.numKeyValueHeads;
-  const int64_t headRowBytes = kvRowBytes / manifest.config.numKeyValueHeads;
-  std::vector<std::vector<Driver::CopyRange>> waves;
-  for (int64_t hi = heads; hi > 1;) {
-    // At least the stretch hi - 1 (its rows go to no lower place than they
-    // are), where the capacity grows by less than hi / (hi - 1).
-    const int64_t lo = std::clamp<int64_t>((hi * capacity + grown - 1) / grown, 1, hi - 1);
-    std::vector<Driver::CopyRange> &wave = waves.emplace_back();
-    for (int64_t head = lo; head < hi; ++head)
-      for (int64_t cache : {keyCache, valueCache})
-        wave.push_back({{cache, head * capacity * headRowBytes, position * headRowBytes},
-                        {cache, head * grown * headRowBytes, position * headRowBytes}});
-    hi = lo;
-  }
-  driver->move(waves);
-  capacity = grown;
-}
 
 void Model::State::runStep(size_t index, int64_t rows, int64_t startPos, int64_t firstRow) {
   const manifest::Step &step = manifest.steps[index];
@@ -317,93 +149,6 @@ void Model::State::addDispatchTimes() {
     stepProfiles[i].seconds += seconds[i];
 }
 
-// Rows of the dispatch that times each variant: enough for the prefill tiles
-// (and AMX's 16-row minimum) to show their rate; the logits product of a
-// 152K vocabulary stays a few milliseconds per build.
-constexpr int64_t kVariantProbeRows = 32;
-
-void Model::State::chooseKernelVariants(const std::string &asked) {
-  const int64_t rows = std::min(chunkRows, kVariantProbeRows);
-  std::set<int64_t> chosen;
-  std::vector<size_t> followers;        // steps whose kernel follows the products
-  std::set<std::string> productMatmuls; // what the timed kernels' chosen builds run
-  bool askedFound = asked.empty() || asked == "default";
-  for (size_t i = 0; i < stepKernels.size(); ++i) {
-    const int64_t kernel = stepKernels[i];
-    if (!chosen.insert(kernel).second)
-      continue;
-    const manifest::Kernel &info = *stepKernelInfo[i];
-    if (info.variantChoice == manifest::VariantChoice::LikeProducts) {
-      followers.push_back(i);
-      continue;
-    }
-    const std::vector<std::string> names = driver->kernelVariants(kernel);
-    int build = -1;
-    if (!asked.empty()) { // the user's choice, not a measurement
-      auto named = std::find(names.begin(), names.end(), asked);
-      build = named != names.end() ? int(named - names.begin()) : -1;
-      askedFound = askedFound || build >= 0;
-    } else if (!names.empty()) {
-      build = fastestBuild(i, names.size(), rows);
-    }
-    useBuild(i, names, build);
-    if (!info.matmul.empty())
-      productMatmuls.insert(buildMatmul(info, names, build));
-  }
-  if (!askedFound)
-    throw LoadError(fmt::format("{}: --kernel-build {}: no kernel has a variant of that name that "
-                                "this CPU can run",
-                                artifact->displayName(), asked));
-  for (size_t i : followers) {
-    const std::vector<std::string> names = driver->kernelVariants(stepKernels[i]);
-    int build = -1;
-    for (size_t b = 0; b < names.size() && build < 0; ++b)
-      if (productMatmuls.count(buildMatmul(*stepKernelInfo[i], names, int(b))))
-        build = int(b);
-    useBuild(i, names, build);
-  }
-}
-
-std::string Model::State::buildMatmul(const manifest::Kernel &kernel,
-                                      const std::vector<std::string> &names, int build) {
-  if (build < 0)
-    return kernel.matmul;
-  for (const manifest::KernelVariant &variant : kernel.variants)
-    if (variant.name == names.at(size_t(build)))
-      return variant.matmul;
-  return kernel.matmul;
-}
-
-void Model::State::useBuild(size_t index, const std::vector<std::string> &names, int build) {
-  driver->useKernelVariant(stepKernels[index], build);
-  if (!stepKernelInfo[index]->variants.empty())
-    variantChoices[stepKernelInfo[index]->name] = build < 0 ? "default" : names[size_t(build)];
-}
-
-int Model::State::fastestBuild(size_t index, size_t variants, int64_t rows) {
-  int best = -1;
-  double bestSeconds = std::numeric_limits<double>::infinity();
-  for (int build = -1; build < int(variants); ++build) {
-    driver->useKernelVariant(stepKernels[index], build);
-    runStep(index, rows, 0); // warms up
-    driver->finish();
-    const auto start = std::chrono::steady_clock::now();
-    runStep(index, rows, 0);
-    driver->finish();
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (seconds < bestSeconds) {
-      bestSeconds = seconds;
-      best = build;
-    }
-  }
-  return best;
-}
-
-const std::map<std::string, std::string> &Model::kernelVariantChoices() const {
-  return state->variantChoices;
-}
-
 Model::Model() : state(std::make_unique<State>()) {}
 Model::~Model() = default;
 
@@ -473,14 +218,6 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   s.allocate(budget.bytes, options.reserveContext);
   s.chooseKernelVariants(options.kernelBuild);
   return model;
-}
-
-void Model::State::lockWeights(const std::string &source) {
-  std::vector<MemoryRange> ranges;
-  for (const WeightData &w : weights)
-    if (w.data)
-      ranges.push_back({w.data, size_t(w.bytes())});
-  lockedWeights = lockInMemory(ranges, fmt::format("{}: the weights", source));
 }
 
 const std::vector<float> &Model::forward(const std::vector<int32_t> &tokens, Logits which) {
@@ -642,10 +379,6 @@ std::vector<KernelProfile> Model::profile() const {
     it->multiplyAdds += step.multiplyAdds;
   }
   return byKernel;
-}
-
-bool kvCacheOnHugePagesPays(uint64_t cacheBytes, uint64_t budgetBytes) {
-  return cacheBytes >= 2 * kHugePageBytes && cacheBytes <= budgetBytes / 8;
 }
 
 } // namespace q3::runtime
