@@ -26,6 +26,7 @@
 #include "backends/cpu/CpuTarget.h"
 #include "backends/cpu/KernelSelection.h"
 #include "backends/cpu/passes/CpuPasses.h"
+#include "backends/cpu/passes/PassErrors.h"
 
 #include <vector>
 
@@ -88,13 +89,11 @@ struct CpuAddVariantsPass : impl::CpuAddVariantsBase<CpuAddVariantsPass> {
     ModuleOp module = getOperation();
     if (!enabled)
       return;
-    CpuTarget target;
-    try {
-      target = targetOf(module);
-    } catch (const std::runtime_error &error) {
-      module.emitError() << "cpu-add-variants: " << error.what();
+    const FailureOr<CpuTarget> found =
+        valueOrPassError(module, "cpu-add-variants", [&] { return targetOf(module); });
+    if (failed(found))
       return signalPassFailure();
-    }
+    const CpuTarget &target = *found;
     if (target.name != kPortableAvx512 && target.name != kPortableAvx2)
       return;
     for (func::FuncOp kernel : kernelsOf(module)) {

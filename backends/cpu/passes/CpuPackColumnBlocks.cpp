@@ -39,6 +39,7 @@
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/CpuPipeline.h"
 #include "backends/cpu/passes/CpuPasses.h"
+#include "backends/cpu/passes/PassErrors.h"
 #include "ir/BuildGraph.h"
 
 #include "mlir/IR/Builders.h"
@@ -101,7 +102,7 @@ struct CpuPackColumnBlocksPass : impl::CpuPackColumnBlocksBase<CpuPackColumnBloc
     std::string bf16, f16;
   };
   FailureOr<Placement> resolve(ModuleOp module) {
-    try {
+    return valueOrPassError(module, "cpu-pack-column-blocks", [&] {
       // Only auto asks the target and the tuner's measurement.
       if (packing != "auto")
         return Placement{resolveWeightPacking(packing, {}, DType::BF16),
@@ -110,10 +111,7 @@ struct CpuPackColumnBlocksPass : impl::CpuPackColumnBlocksBase<CpuPackColumnBloc
       const std::string measured = measuredPacking(module);
       return Placement{resolveWeightPacking(packing, target, DType::BF16, measured),
                        resolveWeightPacking(packing, target, DType::F16, measured)};
-    } catch (const std::exception &error) {
-      module.emitError() << "cpu-pack-column-blocks: " << error.what();
-      return failure();
-    }
+    });
   }
 
   /// q3.tuning's weight_packing, or "" (throws when it is not a string).

@@ -19,6 +19,7 @@
 #include "backends/cpu/CpuTarget.h"
 #include "backends/cpu/KernelSelection.h"
 #include "backends/cpu/passes/CpuPasses.h"
+#include "backends/cpu/passes/PassErrors.h"
 
 namespace q3::cpu {
 #define GEN_PASS_DEF_CPUSELECTATTENTIONMATMUL
@@ -72,13 +73,8 @@ struct CpuSelectAttentionMatmulPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<std::string> choice;
-    try {
-      choice = resolve(module);
-    } catch (const std::runtime_error &error) {
-      module.emitError() << "cpu-select-attention-matmul: " << error.what();
-      return signalPassFailure();
-    }
+    const FailureOr<std::string> choice =
+        valueOrPassError(module, "cpu-select-attention-matmul", [&] { return resolve(module); });
     if (failed(choice))
       return signalPassFailure();
     for (func::FuncOp kernel : kernelsOf(module)) {

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/CpuTarget.h"
 #include "backends/cpu/passes/CpuPasses.h"
+#include "backends/cpu/passes/PassErrors.h"
 
 namespace q3::cpu {
 #define GEN_PASS_DEF_CPUSELECTMATMUL
@@ -60,13 +61,8 @@ struct CpuSelectMatmulPass : impl::CpuSelectMatmulBase<CpuSelectMatmulPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<std::string> choice;
-    try {
-      choice = resolve(module);
-    } catch (const std::runtime_error &error) {
-      module.emitError() << "cpu-select-matmul: " << error.what();
-      return signalPassFailure();
-    }
+    const FailureOr<std::string> choice =
+        valueOrPassError(module, "cpu-select-matmul", [&] { return resolve(module); });
     if (failed(choice))
       return signalPassFailure();
     for (func::FuncOp kernel : kernelsOf(module)) {

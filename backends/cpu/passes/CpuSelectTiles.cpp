@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/CpuTarget.h"
 #include "backends/cpu/passes/CpuPasses.h"
+#include "backends/cpu/passes/PassErrors.h"
 
 namespace q3::cpu {
 #define GEN_PASS_DEF_CPUSELECTTILES
@@ -38,14 +39,12 @@ struct CpuSelectTilesPass : impl::CpuSelectTilesBase<CpuSelectTilesPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    int64_t rows = prefillRows;
-    try {
-      if (rows == 0)
-        rows = defaultRows(module);
-    } catch (const std::runtime_error &error) {
-      module.emitError() << "cpu-select-tiles: " << error.what();
+    const FailureOr<int64_t> chosen = valueOrPassError(module, "cpu-select-tiles", [&] {
+      return prefillRows != 0 ? int64_t(prefillRows) : defaultRows(module);
+    });
+    if (failed(chosen))
       return signalPassFailure();
-    }
+    const int64_t rows = *chosen;
     if (rows < 1 || rows > kMaxTileRows) {
       module.emitError() << "cpu-select-tiles: prefill-rows must be 1 to " << kMaxTileRows
                          << ", got " << rows;

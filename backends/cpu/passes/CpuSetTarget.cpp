@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/CpuTarget.h"
 #include "backends/cpu/passes/CpuPasses.h"
+#include "backends/cpu/passes/PassErrors.h"
 #include "ir/Q3Dialect.h"
 #include "mlir/IR/TypeUtilities.h"
 
@@ -24,15 +25,11 @@ namespace {
 struct CpuSetTargetPass : impl::CpuSetTargetBase<CpuSetTargetPass> {
   using CpuSetTargetBase::CpuSetTargetBase;
   void runOnOperation() override {
-    try {
-      const CpuTarget target = resolveCpuTarget(cpu);
-      if (failed(expectCacheTheKernelsStore(target)))
-        return signalPassFailure();
-      setTargetAttribute(getOperation(), target);
-    } catch (const std::invalid_argument &error) {
-      getOperation().emitError() << "cpu-set-target: " << error.what();
-      signalPassFailure();
-    }
+    const mlir::FailureOr<CpuTarget> target =
+        valueOrPassError(getOperation(), "cpu-set-target", [&] { return resolveCpuTarget(cpu); });
+    if (mlir::failed(target) || mlir::failed(expectCacheTheKernelsStore(*target)))
+      return signalPassFailure();
+    setTargetAttribute(getOperation(), *target);
   }
 
   /// The CPU kernels store f32, bf16 and f16 caches; f16 is converted with

@@ -17,6 +17,7 @@
 #include "backends/cpu/CpuTarget.h"
 #include "backends/cpu/KernelSelection.h"
 #include "backends/cpu/passes/CpuPasses.h"
+#include "backends/cpu/passes/PassErrors.h"
 #include "runtime/ResourceLimits.h"
 
 namespace q3::cpu {
@@ -89,17 +90,15 @@ struct CpuSplitDecodeAttentionPass
                          << AttentionKernel::kMaxDecodeSplits << ", not " << *measured;
       return signalPassFailure();
     }
-    int64_t threadCount = 0;
-    try {
-      if (splits == 0 && !measured)
-        threadCount = threadsFor(module);
-    } catch (const std::exception &error) {
-      module.emitError() << "cpu-split-decode-attention: " << error.what();
+    const FailureOr<int64_t> threadCount =
+        valueOrPassError(module, "cpu-split-decode-attention", [&] {
+          return splits == 0 && !measured ? threadsFor(module) : int64_t(0);
+        });
+    if (failed(threadCount))
       return signalPassFailure();
-    }
     for (func::FuncOp kernel : kernelsOf(module))
       if (isa_and_nonnull<AttentionOp>(kernelComputeOp(kernel)) &&
-          failed(split(kernel, measured, threadCount)))
+          failed(split(kernel, measured, *threadCount)))
         return signalPassFailure();
   }
 };
