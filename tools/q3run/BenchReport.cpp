@@ -1,7 +1,10 @@
 //===- BenchReport.cpp - q3run bench's table and JSON ----------------------===//
 #include "tools/q3run/BenchReport.h"
 
+#include "runtime/ResourceLimits.h"
+
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -19,15 +22,7 @@ double median(std::vector<double> values) {
 }
 
 // "1.19 GB" (1 GB = 1e9 bytes, as bandwidth is counted).
-std::string formatBytes(double bytes) {
-  if (bytes >= 1e9)
-    return fmt::format("{:.2f} GB", bytes / 1e9);
-  if (bytes >= 1e6)
-    return fmt::format("{:.1f} MB", bytes / 1e6);
-  if (bytes >= 1e3)
-    return fmt::format("{:.1f} kB", bytes / 1e3);
-  return fmt::format("{:.0f} B", bytes);
-}
+std::string formatBytes(double bytes) { return runtime::formatMemory(uint64_t(std::llround(bytes))); }
 
 // "qwen3 0.6B-shape bf16": the parameter count the config implies (the weights
 // may be random, hence "-shape"), or the weight bytes when the manifest has no
