@@ -113,16 +113,25 @@ std::string rowMultiplyAdds(const Layout &l, int r, bool bf16) {
 std::string tileFunction(const FusedLinearKernel &kernel, const Layout &l, int rows, bool bf16,
                          bool prefetchNext) {
   std::string setup, loads, body, iterArgs, yields, types;
-  if (prefetchNext)
-    loads += "    %pfSpread = arith.muli %kp, %pfLast : index\n"
-             "    %pfStep = arith.divui %pfSpread, %cPairs : index\n"
+  // One line of each next block every 2^%pfShift k pairs (line %pfFirst +
+  // kp >> %pfShift): the caller's shift covers the tile's share of lines.
+  if (prefetchNext) {
+    setup += "  %pfOne = arith.constant 1 : index\n"
+             "  %pfPeriod = arith.shli %pfOne, %pfShift : index\n"
+             "  %pfMask = arith.subi %pfPeriod, %pfOne : index\n";
+    loads += "    %pfPhase = arith.andi %kp, %pfMask : index\n"
+             "    %pfNow = arith.cmpi eq, %pfPhase, %c0 : index\n"
+             "    scf.if %pfNow {\n"
+             "    %pfStep = arith.shrui %kp, %pfShift : index\n"
              "    %pfLine_ = arith.addi %pfFirst, %pfStep : index\n"
              "    %pfLine = arith.minui %pfLine_, %pfEnd : index\n"
              "    %pfAt = arith.muli %pfLine, %c16 : index\n"
              "    %pfAtA = arith.addi %pfBaseA, %pfAt : index\n"
              "    %pfAtB = arith.addi %pfBaseB, %pfAt : index\n"
              "    memref.prefetch %pfA[%pfAtA], read, locality<2>, data : memref<?xi32>\n"
-             "    memref.prefetch %pfB[%pfAtB], read, locality<2>, data : memref<?xi32>\n";
+             "    memref.prefetch %pfB[%pfAtB], read, locality<2>, data : memref<?xi32>\n"
+             "    }\n";
+  }
   for (int r = 1; r < rows; ++r)
     setup += fmt::format("  %cRow{0} = arith.constant {0} : index\n"
                          "  %t{0} = arith.addi %t0, %cRow{0} : index\n",
@@ -179,7 +188,7 @@ func.func private @{name}_tile{rows}{suffix}{pfSuffix}(%x: {xType}, %w: {weightT
       fmt::arg("pfSuffix", prefetchNext ? "_prefetching" : ""),
       fmt::arg("pfArgs", prefetchNext ? ", %pfA: memref<?xi32>, %pfBaseA: index, %pfB: "
                                         "memref<?xi32>, %pfBaseB: index, %pfFirst: index, "
-                                        "%pfLast: index, %pfEnd: index"
+                                        "%pfShift: index, %pfEnd: index"
                                       : ""));
 }
 
