@@ -29,13 +29,30 @@ ColumnBlockLayout columnBlockLayout(const FusedLinearKernel &kernel);
 /// (row r: block b0, then block b1) of rows t0 .. t0+R-1 against blocks b0
 /// and b1 of `w` (l.weightType). With `bf16`, x is the [rows][K/2] i32 pairs
 /// of bf16-rounded activations. With `prefetchNext` (@<name>_tile<R>[_bf16]
-/// _prefetching, panelLinearSource), the function also takes two parts of
-/// the weight and first pairs (pfA, pfBaseA, pfB, pfBaseB) and a line range
-/// (pfFirst, pfLast, pfEnd): k step kp prefetches line
-/// min(pfFirst + kp * pfLast / (K/2), pfEnd) of both blocks, the tile's
-/// slice spread over its k loop.
+/// _prefetching), the function also takes the next pair's two blocks as i32
+/// memrefs and first elements (pfA, pfBaseA, pfB, pfBaseB; a line is 16
+/// elements) and this tile's share of their lines (pfFirst, pfShift,
+/// pfEnd): every 2^pfShift k steps, step kp prefetches line
+/// min(pfFirst + kp >> pfShift, pfEnd) of both blocks (prefetchShare).
 std::string tileFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l, int rows,
                          bool bf16, bool prefetchNext = false);
+
+/// The share of the next block pair's K/2 lines per block (one per k pair)
+/// each of the %tiles row tiles prefetches (%pfLinesPerTile) and the shift
+/// that spreads it over a tile's k loop once (%pfShift: the largest with
+/// 2^s k steps per line); defines %cLastLine for pfEnd. Expects %tiles
+/// and %c1.
+std::string prefetchShare(const ColumnBlockLayout &l);
+
+/// In the loop over row tiles (%t, step %cTileRows): %pfFirst, the first
+/// line of this tile's share.
+std::string prefetchFirstLine();
+
+/// A prefetching tile's arguments after its `blocks`: the next pair's
+/// blocks `a` and `b` (i32 views) from elements `baseA` and `baseB`, and
+/// the share (prefetchShare, prefetchFirstLine).
+std::string prefetchArguments(const std::string &a, const std::string &baseA,
+                              const std::string &b, const std::string &baseB);
 
 /// The calls that run one tile of `rows` rows from row %t and store it; the
 /// tile function's arguments after x are `blocks` (weight view, row, the two

@@ -366,6 +366,33 @@ std::string tileAndStore(const FusedLinearKernel &kernel, const Layout &l, int r
   return text;
 }
 
+std::string prefetchShare(const ColumnBlockLayout &l) {
+  return fmt::format("    %cBlockLines = arith.constant {0} : index\n"
+                     "    %cLastLine = arith.constant {1} : index\n"
+                     "    %someTiles = arith.maxui %tiles, %c1 : index\n"
+                     "    %pfSpread = arith.addi %cBlockLines, %someTiles : index\n"
+                     "    %pfSpread1 = arith.subi %pfSpread, %c1 : index\n"
+                     "    %pfLinesPerTile = arith.divui %pfSpread1, %someTiles : index\n"
+                     "    %pfRatio_ = arith.divui %cBlockLines, %pfLinesPerTile : index\n"
+                     "    %pfRatio = arith.maxui %pfRatio_, %c1 : index\n"
+                     "    %pfRatioI = arith.index_cast %pfRatio : index to i64\n"
+                     "    %pfZeros = math.ctlz %pfRatioI : i64\n"
+                     "    %c63 = arith.constant 63 : i64\n"
+                     "    %pfShiftI = arith.subi %c63, %pfZeros : i64\n"
+                     "    %pfShift = arith.index_cast %pfShiftI : i64 to index\n",
+                     l.pairs, l.pairs - 1);
+}
+
+std::string prefetchFirstLine() {
+  return "        %tile = arith.divui %t, %cTileRows : index\n"
+         "        %pfFirst = arith.muli %tile, %pfLinesPerTile : index\n";
+}
+
+std::string prefetchArguments(const std::string &a, const std::string &baseA,
+                              const std::string &b, const std::string &baseB) {
+  return fmt::format("{}, {}, {}, {}, %pfFirst, %pfShift, %cLastLine", a, baseA, b, baseB);
+}
+
 std::vector<int> leftoverTileRows(int tileRows) {
   std::vector<int> heights;
   for (int p = 1; p < tileRows; p *= 2)
@@ -511,7 +538,9 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
   std::string source = decodeBlocksFunction(kernel, l, 1) + storeFunction(kernel, l);
   if (decodeRows > 1)
     source += decodeBlocksFunction(kernel, l, decodeRows);
-  source += tileFunction(kernel, l, int(tileRows), bf16);
+  // The row tiles prefetch the next pair's blocks as they go, as the panel
+  // kernel's do its rows (a pair's first tile otherwise waits on memory).
+  source += tileFunction(kernel, l, int(tileRows), bf16, /*prefetchNext=*/true);
   for (int p : leftoverTileRows(int(tileRows)))
     source += tileFunction(kernel, l, p, bf16);
   if (amx)
@@ -550,11 +579,21 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
 {opening}  %tiles = arith.divui %rows, %cTileRows : index
   %tiledRows = arith.muli %tiles, %cTileRows : index
 {rounding}  scf.if %multiRow {{
-  scf.for %bA = %bBegin to %bEnd step {step} {{
+    %cWords = arith.constant {words} : index
+    %wWords = memref.view %wb[%c0][%cWords] : memref<?xi8> to memref<?xi32>
+    %cBlockWords = arith.constant {blockWords} : index
+    %cLastBlock = arith.constant {lastBlock} : index
+{prefetchShare}  scf.for %bA = %bBegin to %bEnd step {step} {{
 {pairing}      %colA = arith.muli %bA, %c16 : index
       %colB = arith.muli %bB, %c16 : index
+      %nextA_ = arith.addi %bA, {step} : index
+      %nextB_ = arith.addi %bB, {step} : index
+      %nextA = arith.minui %nextA_, %cLastBlock : index
+      %nextB = arith.minui %nextB_, %cLastBlock : index
+      %pfBaseA = arith.muli %nextA, %cBlockWords : index
+      %pfBaseB = arith.muli %nextB, %cBlockWords : index
       scf.for %t = %c0 to %tiledRows step %cTileRows {{
-{prefillTile}      }}
+{firstLine}{prefillTile}      }}
 {leftoverRows}  }}
   }} else {{
 {decode}  }}
@@ -565,9 +604,13 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
       fmt::arg("pairing", blockPairing(kernel, l)),
       fmt::arg("step", kernel.swiglu ? "%c1" : "%cTwo"),
       fmt::arg("rounding", bf16 ? rounding.opening : ""),
+      fmt::arg("words", l.blocks * l.pairs * kBlock), fmt::arg("blockWords", l.pairs * kBlock),
+      fmt::arg("lastBlock", l.blocks - 1), fmt::arg("prefetchShare", prefetchShare(l)),
+      fmt::arg("firstLine", prefetchFirstLine()),
       fmt::arg("prefillTile",
                tileAndStore(kernel, l, int(tileRows), bf16, bf16 ? "%xp" : frame.dotInput,
-                            frame.residualOperand, "%w, %t, %bA, %bB")),
+                            frame.residualOperand, "%w, %t, %bA, %bB",
+                            prefetchArguments("%wWords", "%pfBaseA", "%wWords", "%pfBaseB"))),
       fmt::arg("leftoverRows", leftoverRows),
       fmt::arg("decode", blockDecode(kernel, l, frame.dotInput, frame.residualOperand)),
       fmt::arg("opening", amx ? amxOpening : ""),

@@ -308,20 +308,7 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
     %bEnd = arith.minui %bEndGroup, %cOutBlocks : index
     %tiles = arith.divui %rows, %cTileRows : index
     %tiledRows = arith.muli %tiles, %cTileRows : index
-    %cBlockLines = arith.constant {pairs_} : index
-    %cLastLine = arith.constant {lastLine} : index
-    %someTiles = arith.maxui %tiles, %c1 : index
-    %pfSpread = arith.addi %cBlockLines, %someTiles : index
-    %pfSpread1 = arith.subi %pfSpread, %c1 : index
-    %pfLinesPerTile = arith.divui %pfSpread1, %someTiles : index
-    %pfRatio_ = arith.divui %cBlockLines, %pfLinesPerTile : index
-    %pfRatio = arith.maxui %pfRatio_, %c1 : index
-    %pfRatioI = arith.index_cast %pfRatio : index to i64
-    %pfZeros = math.ctlz %pfRatioI : i64
-    %c63 = arith.constant 63 : i64
-    %pfShiftI = arith.subi %c63, %pfZeros : i64
-    %pfShift = arith.index_cast %pfShiftI : i64 to index
-{rounding}    scf.for %bA = %bBegin to %bEnd step {step} {{
+{prefetchShare}{rounding}    scf.for %bA = %bBegin to %bEnd step {step} {{
 {pairing}      %colA = arith.muli %bA, %c16 : index
       %colB = arith.muli %bB, %c16 : index
       %nextA_ = arith.addi %bA, {step} : index
@@ -335,17 +322,15 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
       func.call @{name}_pack_panel(%wA, %panelPairs, %c0, %baseA) : {packType}
       func.call @{name}_pack_panel(%wB, %panelPairs, %c1, %baseB) : {packType}
       scf.for %t = %c0 to %tiledRows step %cTileRows {{
-        %tile = arith.divui %t, %cTileRows : index
-        %pfFirst = arith.muli %tile, %pfLinesPerTile : index
-{prefillTile}      }}
+{firstLine}{prefillTile}      }}
 {leftoverTiles}    }}
 {roundingClosing}    memref.dealloc %panelRaw : memref<{panelBytes}xi8>
   }} else {{
 {decode}  }}
 )mlir",
       fmt::arg("pairs", partList(v.parts, "%wPairs")), fmt::arg("packType", packType),
-      fmt::arg("blockAtType", blockAtType), fmt::arg("pairs_", l.pairs),
-      fmt::arg("lastLine", l.pairs - 1), fmt::arg("panelType", v.panelType),
+      fmt::arg("blockAtType", blockAtType), fmt::arg("prefetchShare", prefetchShare(l)),
+      fmt::arg("firstLine", prefetchFirstLine()), fmt::arg("panelType", v.panelType),
       fmt::arg("tileWeightType", l.weightType), fmt::arg("panelBytes", v.panelBytes),
       fmt::arg("name", kernel.name),
       fmt::arg("blocksPerGroup", FusedLinearKernel::kColumnsPerWorkgroup / kBlock),
@@ -356,7 +341,7 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
       fmt::arg("pairing", blockPairing(kernel, l)),
       fmt::arg("prefillTile",
                tileAndStore(kernel, l, int(tileRows), bf16, x, frame.residualOperand, blocks,
-                            "%pfA, %pfBaseA, %pfB, %pfBaseB, %pfFirst, %pfShift, %cLastLine")),
+                            prefetchArguments("%pfA", "%pfBaseA", "%pfB", "%pfBaseB"))),
       fmt::arg("leftoverTiles",
                leftoverTiles(kernel, l, int(tileRows), bf16, x, frame.residualOperand, blocks)),
       fmt::arg("decode", rowMajorDecode(kernel, l, v, frame)));
