@@ -44,6 +44,11 @@ std::string tileFunction(const FusedLinearKernel &kernel, const ColumnBlockLayou
 /// and %c1.
 std::string prefetchShare(const ColumnBlockLayout &l);
 
+/// In the loop over block pairs (%bA, %bB, `step` blocks apart from the
+/// next): the next pair's blocks %nextA and %nextB, clamped to
+/// %cLastBlock, whose lines the row tiles prefetch.
+std::string nextBlockPair(const std::string &step);
+
 /// In the loop over row tiles (%t, step %cTileRows): %pfFirst, the first
 /// line of this tile's share.
 std::string prefetchFirstLine();

@@ -383,6 +383,14 @@ std::string prefetchShare(const ColumnBlockLayout &l) {
                      l.pairs, l.pairs - 1);
 }
 
+std::string nextBlockPair(const std::string &step) {
+  return fmt::format("      %nextA_ = arith.addi %bA, {0} : index\n"
+                     "      %nextB_ = arith.addi %bB, {0} : index\n"
+                     "      %nextA = arith.minui %nextA_, %cLastBlock : index\n"
+                     "      %nextB = arith.minui %nextB_, %cLastBlock : index\n",
+                     step);
+}
+
 std::string prefetchFirstLine() {
   return "        %tile = arith.divui %t, %cTileRows : index\n"
          "        %pfFirst = arith.muli %tile, %pfLinesPerTile : index\n";
@@ -586,11 +594,7 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
 {prefetchShare}  scf.for %bA = %bBegin to %bEnd step {step} {{
 {pairing}      %colA = arith.muli %bA, %c16 : index
       %colB = arith.muli %bB, %c16 : index
-      %nextA_ = arith.addi %bA, {step} : index
-      %nextB_ = arith.addi %bB, {step} : index
-      %nextA = arith.minui %nextA_, %cLastBlock : index
-      %nextB = arith.minui %nextB_, %cLastBlock : index
-      %pfBaseA = arith.muli %nextA, %cBlockWords : index
+{nextPair}      %pfBaseA = arith.muli %nextA, %cBlockWords : index
       %pfBaseB = arith.muli %nextB, %cBlockWords : index
       scf.for %t = %c0 to %tiledRows step %cTileRows {{
 {firstLine}{prefillTile}      }}
@@ -603,6 +607,7 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
       fmt::arg("weightType", l.weightType), fmt::arg("flatType", l.flatType),
       fmt::arg("pairing", blockPairing(kernel, l)),
       fmt::arg("step", kernel.swiglu ? "%c1" : "%cTwo"),
+      fmt::arg("nextPair", nextBlockPair(kernel.swiglu ? "%c1" : "%cTwo")),
       fmt::arg("rounding", bf16 ? rounding.opening : ""),
       fmt::arg("words", l.blocks * l.pairs * kBlock), fmt::arg("blockWords", l.pairs * kBlock),
       fmt::arg("lastBlock", l.blocks - 1), fmt::arg("prefetchShare", prefetchShare(l)),

@@ -311,11 +311,7 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
 {prefetchShare}{rounding}    scf.for %bA = %bBegin to %bEnd step {step} {{
 {pairing}      %colA = arith.muli %bA, %c16 : index
       %colB = arith.muli %bB, %c16 : index
-      %nextA_ = arith.addi %bA, {step} : index
-      %nextB_ = arith.addi %bB, {step} : index
-      %nextA = arith.minui %nextA_, %cLastBlock : index
-      %nextB = arith.minui %nextB_, %cLastBlock : index
-      %pfA, %pfBaseA = func.call @{name}_block_at({pairs}, %nextA) : {blockAtType}
+{nextPair}      %pfA, %pfBaseA = func.call @{name}_block_at({pairs}, %nextA) : {blockAtType}
       %pfB, %pfBaseB = func.call @{name}_block_at({pairs}, %nextB) : {blockAtType}
       %wA, %baseA = func.call @{name}_block_at({pairs}, %bA) : {blockAtType}
       %wB, %baseB = func.call @{name}_block_at({pairs}, %bB) : {blockAtType}
@@ -338,6 +334,7 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
       fmt::arg("lastBlock", l.blocks - 1), fmt::arg("rounding", bf16 ? rounding.opening : ""),
       fmt::arg("roundingClosing", bf16 ? rounding.closing : ""),
       fmt::arg("step", kernel.swiglu ? "%c1" : "%cTwo"),
+      fmt::arg("nextPair", nextBlockPair(kernel.swiglu ? "%c1" : "%cTwo")),
       fmt::arg("pairing", blockPairing(kernel, l)),
       fmt::arg("prefillTile",
                tileAndStore(kernel, l, int(tileRows), bf16, x, frame.residualOperand, blocks,

@@ -173,28 +173,29 @@ std::optional<double> BenchResult::decodeRate() const {
   return decodeRates.empty() ? std::nullopt : std::optional<double>(median(decodeRates));
 }
 
-// The decode steps see promptTokens + 1 .. promptTokens + generatedTokens
-// positions; their traffic grows linearly with them, so the mean step's is
-// the mean of the first's and the last's.
-double BenchResult::trafficPerToken(const runtime::Model &model) const {
-  return 0.5 *
-         double(model.decodeBytesPerToken(promptTokens + 1) +
-                model.decodeBytesPerToken(promptTokens + std::max<int64_t>(1, generatedTokens)));
-}
-
 namespace {
 
-/// Decode's rate as traffic, and its share of each read it is set beside.
+/// The decode steps' mean traffic per token (weights, activations and the
+/// KV cache at the runs' positions, bytes), decode's rate as traffic, and its
+/// share of each read it is set beside.
 struct DecodeShares {
+  double trafficPerToken = 0;
   std::optional<double> gigabytesPerSecond, ofBandwidth, ofBestBandwidth, ofWeightsRead;
 };
 
 DecodeShares decodeShares(const BenchResult &result, const runtime::Model &model) {
   DecodeShares shares;
+  // The decode steps see promptTokens + 1 .. promptTokens + generatedTokens
+  // positions; their traffic grows linearly with them, so the mean step's is
+  // the mean of the first's and the last's.
+  shares.trafficPerToken =
+      0.5 * double(model.decodeBytesPerToken(result.promptTokens + 1) +
+                   model.decodeBytesPerToken(result.promptTokens +
+                                             std::max<int64_t>(1, result.generatedTokens)));
   const std::optional<double> rate = result.decodeRate();
   if (!rate)
     return shares;
-  const double gbs = result.trafficPerToken(model) * *rate / 1e9;
+  const double gbs = shares.trafficPerToken * *rate / 1e9;
   shares.gigabytesPerSecond = gbs;
   shares.ofBandwidth = gbs / result.bandwidth();
   shares.ofBestBandwidth = gbs / result.bestBandwidth();
@@ -226,7 +227,7 @@ json benchJson(const BenchResult &result, const runtime::Model &model) {
       {"decode_tok_s", orNull(result.decodeRate())},
       {"decode_tok_s_runs", result.decodeRates},
       {"decode_bytes_per_token", model.decodeBytesPerToken()},
-      {"decode_traffic_bytes_per_token", result.trafficPerToken(model)},
+      {"decode_traffic_bytes_per_token", shares.trafficPerToken},
       {"weight_bytes", model.weightBytes()},
       {"decode_gb_s", orNull(shares.gigabytesPerSecond)},
       {"measured_bandwidth_gb_s", result.bandwidth()},
@@ -270,7 +271,7 @@ void printRates(const BenchResult &result, const runtime::Model &model,
                     fmt::format("{:.2f}", *rate), "-", "-", "-"});
   if (const std::optional<double> rate = result.decodeRate())
     rows.push_back({name, threads, fmt::format("tg{}", result.generatedTokens),
-                    fmt::format("{:.2f}", *rate), formatBytes(result.trafficPerToken(model)),
+                    fmt::format("{:.2f}", *rate), formatBytes(shares.trafficPerToken),
                     fmt::format("{:.1f}", *shares.gigabytesPerSecond),
                     fmt::format("{:.0f}%", *shares.ofBandwidth * 100)});
   printTable(rows);
@@ -309,7 +310,7 @@ void printBandwidth(const BenchResult &result, const runtime::Model &model,
                "values: q3c dump --stats), and {} more of the KV cache attention reads at the "
                "runs' positions {} to {}\n",
                formatBytes(double(bytesPerToken)),
-               formatBytes(result.trafficPerToken(model) - double(bytesPerToken)),
+               formatBytes(shares.trafficPerToken - double(bytesPerToken)),
                result.promptTokens, result.promptTokens + result.generatedTokens - 1);
   }
 }

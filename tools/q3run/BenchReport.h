@@ -54,14 +54,11 @@ struct BenchResult {
   int64_t weightsReadBytes = 0;
   std::vector<PhaseProfile> phases; // --profile
 
-  // Derived: medians, the floor and the shares of it.
+  // Derived: the medians and the probes (the report derives the shares).
   double bandwidth() const;     // the median probe, GB/s
   double bestBandwidth() const; // the best probe, GB/s
   std::optional<double> prefillRate() const;
   std::optional<double> decodeRate() const;
-  /// The decode steps' mean traffic per token (weights, activations and
-  /// the KV cache at the runs' positions), bytes.
-  double trafficPerToken(const runtime::Model &model) const;
 };
 
 /// `--json`'s object.
