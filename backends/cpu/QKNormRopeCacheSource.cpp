@@ -14,15 +14,23 @@ using namespace detail;
 
 namespace {
 
+/// Positions between two directly computed RoPE angle tables.
+constexpr int64_t kRopeAnglePeriod = 64;
+
 /// theta^(i * -2/D) for i < D/2, as the kernel computed them at run time
-/// (math.powf on f64 is libm's pow); printed with 17 digits, which
-/// round-trip an f64 exactly.
-std::vector<std::string> ropeFrequencies(const QKNormRopeCacheKernel &kernel) {
+/// (math.powf on f64 is libm's pow), each through `f`; printed with 17
+/// digits, which round-trip an f64 exactly. With `f` cos and sin: the
+/// rotation by one position that `_rotate_angles` applies, from the same
+/// libm the kernel's direct angles call.
+std::vector<std::string> ropeTable(const QKNormRopeCacheKernel &kernel,
+                                   double (*f)(double) = nullptr) {
   const double exponentStep = -2.0 / double(kernel.headDim);
-  std::vector<std::string> frequencies;
-  for (int64_t i = 0; i < kernel.headDim / 2; ++i)
-    frequencies.push_back(fmt::format("{:.17e}", std::pow(kernel.theta, double(i) * exponentStep)));
-  return frequencies;
+  std::vector<std::string> table;
+  for (int64_t i = 0; i < kernel.headDim / 2; ++i) {
+    const double frequency = std::pow(kernel.theta, double(i) * exponentStep);
+    table.push_back(fmt::format("{:.17e}", f ? f(frequency) : frequency));
+  }
+  return table;
 }
 
 } // namespace
@@ -94,6 +102,62 @@ func.func private @{name}_angles(%pos: index, %cosTable: {angleType}, %sinTable:
     %sin = math.sin %angle : f64
     memref.store %cos, %cosTable[%i] : {angleType}
     memref.store %sin, %sinTable[%i] : {angleType}
+  }}
+  return
+}}
+
+// cos and sin of one position more: the angle-sum formulas with the
+// constant step tables, in f64 ({lanes} lanes at a time). Every
+// {period}th position is computed directly and the ones between by these
+// rotations from it (whatever row a thread starts at), so a table is the
+// same on every split and within ~1e-14 of the direct one (f64 rounding
+// over fewer than {period} steps), far below the f32 the rows are stored in.
+// libm's sincos per frequency and row was ~a quarter of the kernel's time.
+memref.global "private" constant @{name}_cos_steps : {angleType} = dense<[{cosSteps}]>
+memref.global "private" constant @{name}_sin_steps : {angleType} = dense<[{sinSteps}]>
+func.func private @{name}_rotate_angles(%cosTable: {angleType}, %sinTable: {angleType}) {{
+  %c0 = arith.constant 0 : index
+  %cLanes = arith.constant {lanes} : index
+  %cHalf = arith.constant {half} : index
+  %cosSteps = memref.get_global @{name}_cos_steps : {angleType}
+  %sinSteps = memref.get_global @{name}_sin_steps : {angleType}
+  scf.for %i = %c0 to %cHalf step %cLanes {{
+    %cos = {loadCos}
+    %sin = {loadSin}
+    %cosStep = {loadCosStep}
+    %sinStep = {loadSinStep}
+    %cc = arith.mulf %cos, %cosStep : {f64Type}
+    %ss = arith.mulf %sin, %sinStep : {f64Type}
+    %sc = arith.mulf %sin, %cosStep : {f64Type}
+    %cs = arith.mulf %cos, %sinStep : {f64Type}
+    %nextCos = arith.subf %cc, %ss : {f64Type}
+    %nextSin = arith.addf %sc, %cs : {f64Type}
+    {storeCos}
+    {storeSin}
+  }}
+  return
+}}
+
+// The table of position %pos, from the one of %tablePos: one rotation when
+// %pos follows it within a period, else direct at the period's start and
+// rotations from there.
+func.func private @{name}_angles_at(%pos: index, %tablePos: index, %cosTable: {angleType}, %sinTable: {angleType}) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %cPeriod = arith.constant {period} : index
+  %next = arith.addi %tablePos, %c1 : index
+  %follows = arith.cmpi eq, %pos, %next : index
+  %phase = arith.remui %pos, %cPeriod : index
+  %inPeriod = arith.cmpi ne, %phase, %c0 : index
+  %rotateOnce = arith.andi %follows, %inPeriod : i1
+  scf.if %rotateOnce {{
+    func.call @{name}_rotate_angles(%cosTable, %sinTable) : ({angleType}, {angleType}) -> ()
+  }} else {{
+    %start = arith.subi %pos, %phase : index
+    func.call @{name}_angles(%start, %cosTable, %sinTable) : (index, {angleType}, {angleType}) -> ()
+    scf.for %r = %c0 to %phase step %c1 {{
+      func.call @{name}_rotate_angles(%cosTable, %sinTable) : ({angleType}, {angleType}) -> ()
+    }}
   }}
   return
 }}
@@ -179,7 +243,7 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
     %pos = arith.addi %startPos, %t : index
     %stale = arith.cmpi ne, %pos, %tablePos : index
     scf.if %stale {{
-      func.call @{name}_angles(%pos, %cosTable, %sinTable) : (index, {angleType}, {angleType}) -> ()
+      func.call @{name}_angles_at(%pos, %tablePos, %cosTable, %sinTable) : (index, index, {angleType}, {angleType}) -> ()
     }}
     %qOffset = arith.muli %h, %cD : index
     func.call @{name}_head(%qkv, %t, %qOffset, %qGain, %cosTable, %sinTable, %scratch) : ({qkvType}, index, index, {gainType}, {angleType}, {angleType}, {scratchType}) -> ()
@@ -215,7 +279,7 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
       fmt::arg("queryType", queryType), fmt::arg("cacheType", cacheType),
       fmt::arg("scratchType", scratchType), fmt::arg("angleType", angleType), fmt::arg("d", d),
       fmt::arg("half", d / 2), fmt::arg("dFloat", double(d)), fmt::arg("eps", kernel.eps),
-      fmt::arg("frequencies", fmt::join(ropeFrequencies(kernel), ", ")),
+      fmt::arg("frequencies", fmt::join(ropeTable(kernel), ", ")),
       fmt::arg("queryHeads", kernel.queryHeads), fmt::arg("kvHeads", kernel.kvHeads),
       fmt::arg("cacheRowBytes", d * (bf16Cache || f16Cache ? 2 : 4)),
       fmt::arg("rounding",
@@ -235,6 +299,15 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
       fmt::arg("storeScaled", store("%scaled", "%out", "%i", scratchType, "f32")),
       fmt::arg("loadCos", load("%cosTable", "%i", angleType, "f64")),
       fmt::arg("loadSin", load("%sinTable", "%i", angleType, "f64")),
+      fmt::arg("loadCosStep", load("%cosSteps", "%i", angleType, "f64")),
+      fmt::arg("loadSinStep", load("%sinSteps", "%i", angleType, "f64")),
+      fmt::arg("storeCos", store("%nextCos", "%cosTable", "%i", angleType, "f64")),
+      fmt::arg("storeSin", store("%nextSin", "%sinTable", "%i", angleType, "f64")),
+      fmt::arg("cosSteps",
+               fmt::join(ropeTable(kernel, [](double x) { return std::cos(x); }), ", ")),
+      fmt::arg("sinSteps",
+               fmt::join(ropeTable(kernel, [](double x) { return std::sin(x); }), ", ")),
+      fmt::arg("period", kRopeAnglePeriod),
       fmt::arg("loadA", load("%out", "%i", scratchType, "f32")),
       fmt::arg("loadB", load("%out", "%j", scratchType, "f32")),
       fmt::arg("storeA", store("%ra32", "%out", "%i", scratchType, "f32")),

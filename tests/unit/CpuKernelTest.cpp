@@ -564,11 +564,15 @@ std::vector<float> roundedTo(std::vector<float> values, DType cache) {
 
 /// The q/k-norm + RoPE + cache kernel of head_dim `d` (8: one element at a
 /// time; 32 and 128: 16 lanes) with gains stored as `gains`, writing a cache
-/// of `cache`.
-void checkQKNormRope(int64_t d, DType gains, DType cache = DType::F32) {
-  SCOPED_TRACE(::testing::Message() << "head_dim " << d << ", cache " << runtime::dtypeName(cache));
-  const int64_t qHeads = 4, kvHeads = 2, rows = 3, layers = 3, capacity = 16;
-  const int64_t layer = 1, startPos = 5;
+/// of `cache`, for `rows` rows from position `startPos`. The workgroups run
+/// in one call and again in calls that start mid-row at each of `splits`
+/// (as threads share a dispatch out): the outputs must be the same bits.
+void checkQKNormRope(int64_t d, DType gains, DType cache = DType::F32, int64_t rows = 3,
+                     int64_t startPos = 5, std::vector<int64_t> splits = {}) {
+  SCOPED_TRACE(::testing::Message() << "head_dim " << d << ", cache " << runtime::dtypeName(cache)
+                                    << ", rows " << rows << " from " << startPos);
+  const int64_t qHeads = 4, kvHeads = 2, layers = 3, capacity = startPos + rows + 8;
+  const int64_t layer = 1;
   cpu::QKNormRopeCacheKernel kernel{"qkrope", qHeads, kvHeads, d, gains, 1e-6, 1e4, cache};
   LoadedKernel loaded = compileForHost(cpu::qkNormRopeCacheSource(kernel), "qkrope");
   std::mt19937 rng(2);
@@ -591,6 +595,23 @@ void checkQKNormRope(int64_t d, DType gains, DType cache = DType::F32) {
                            int64_t(vStored.size()),     int64_t(query.size() * 4)};
   const int64_t scalars[] = {rows, startPos + rows, capacity, layer, startPos};
   loaded.entry(buffers, bytes, scalars, 0, rows * qHeads);
+  if (!splits.empty()) {
+    const std::vector<float> whole = query;
+    const std::vector<uint8_t> wholeK = kStored, wholeV = vStored;
+    std::fill(query.begin(), query.end(), NAN);
+    std::fill(kStored.begin(), kStored.end(), 0);
+    std::fill(vStored.begin(), vStored.end(), 0);
+    splits.push_back(rows * qHeads);
+    int64_t begin = 0;
+    for (int64_t end : splits) {
+      loaded.entry(buffers, bytes, scalars, begin, end);
+      begin = end;
+    }
+    EXPECT_EQ(std::memcmp(query.data(), whole.data(), query.size() * 4), 0)
+        << "queries differ when the rows are shared out differently";
+    EXPECT_EQ(kStored, wholeK) << "keys differ when the rows are shared out differently";
+    EXPECT_EQ(vStored, wholeV);
+  }
 
   // The reference: split, normalize each head, rotate.
   std::vector<float> q(rows * qHeads * d), k(rows * kvHeads * d), v(rows * kvHeads * d);
@@ -635,6 +656,15 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
   checkQKNormRope(128, DType::BF16, DType::BF16);
   checkQKNormRope(8, DType::BF16, DType::F16); // one element at a time
   checkQKNormRope(128, DType::BF16, DType::F16);
+}
+
+// RoPE's angles are computed directly every 64 positions and rotated one
+// position at a time between: near Qwen3's longest context and across
+// several periods they stay as accurate as direct ones, whichever rows a
+// call starts at.
+TEST(QKNormRopeCacheKernel, RotatesLongContextsAsAccuratelyOnEverySplit) {
+  checkQKNormRope(128, DType::BF16, DType::F32, 200, 40700, {1, 4 * 63 + 2, 4 * 130 + 3});
+  checkQKNormRope(8, DType::F32, DType::F32, 100, 1000, {4 * 37 + 1});
 }
 
 /// Runs an attention kernel of head_dim `d` (12: scalar path, 32 and 128:
