@@ -2,6 +2,7 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/CpuFeatures.h"
+#include "runtime/KernelHeap.h"
 #include "runtime/LoadError.h"
 #include "runtime/Manifest.h"
 
@@ -36,6 +37,7 @@ CpuDriver::CpuDriver(const Artifact &artifact, const manifest::Manifest &m,
   if (!library)
     throw LoadError(path + ": no kernels.so section");
   library_ = SharedLibrary::loadFromMemory(path + ":kernels.so", library->data, library->size);
+  keepKernelScratchInHeap();
 }
 
 bool CpuDriver::amxGranted() {
