@@ -79,6 +79,22 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel) {
                        kernel.name, f32Type, vectors ? "vector<16xi16>" : "i16") +
            store(value + "h", memref, "%row, %i", cacheType, "i16");
   };
+  // (x, y) rotated by the angle whose cos and sin are c and s, in f64:
+  // (x c - y s, y c + x s). RoPE rotates each pair of halves so, and one
+  // position's step rotates the angle tables.
+  auto rotation = [&](const std::string &x, const std::string &y, const std::string &c,
+                      const std::string &s, const std::string &outX, const std::string &outY) {
+    // Products named after their factors: %xc is x times c.
+    return fmt::format("    {x}{cn} = arith.mulf {x}, {c} : {t}\n"
+                       "    {y}{sn} = arith.mulf {y}, {s} : {t}\n"
+                       "    {y}{cn} = arith.mulf {y}, {c} : {t}\n"
+                       "    {x}{sn} = arith.mulf {x}, {s} : {t}\n"
+                       "    {outX} = arith.subf {x}{cn}, {y}{sn} : {t}\n"
+                       "    {outY} = arith.addf {y}{cn}, {x}{sn} : {t}\n",
+                       fmt::arg("x", x), fmt::arg("y", y), fmt::arg("c", c), fmt::arg("s", s),
+                       fmt::arg("cn", c.substr(1)), fmt::arg("sn", s.substr(1)),
+                       fmt::arg("outX", outX), fmt::arg("outY", outY), fmt::arg("t", f64Type));
+  };
   return fmt::format(
       R"mlir({rounding}
 // theta^(-2i/D), the rotary frequencies, in f64: computed by the compiler
@@ -126,13 +142,7 @@ func.func private @{name}_rotate_angles(%cosTable: {angleType}, %sinTable: {angl
     %sin = {loadSin}
     %cosStep = {loadCosStep}
     %sinStep = {loadSinStep}
-    %cc = arith.mulf %cos, %cosStep : {f64Type}
-    %ss = arith.mulf %sin, %sinStep : {f64Type}
-    %sc = arith.mulf %sin, %cosStep : {f64Type}
-    %cs = arith.mulf %cos, %sinStep : {f64Type}
-    %nextCos = arith.subf %cc, %ss : {f64Type}
-    %nextSin = arith.addf %sc, %cs : {f64Type}
-    {storeCos}
+{rotateAngles}    {storeCos}
     {storeSin}
   }}
   return
@@ -201,13 +211,7 @@ func.func private @{name}_head(%qkv: {qkvType}, %t: index, %offset: index, %gain
     %b32 = {loadB}
     %a = arith.extf %a32 : {f32Type} to {f64Type}
     %b = arith.extf %b32 : {f32Type} to {f64Type}
-    %ac = arith.mulf %a, %cos : {f64Type}
-    %bs = arith.mulf %b, %sin : {f64Type}
-    %bc = arith.mulf %b, %cos : {f64Type}
-    %as = arith.mulf %a, %sin : {f64Type}
-    %ra = arith.subf %ac, %bs : {f64Type}
-    %rb = arith.addf %bc, %as : {f64Type}
-    %ra32 = arith.truncf %ra : {f64Type} to {f32Type}
+{rotateHalves}    %ra32 = arith.truncf %ra : {f64Type} to {f32Type}
     %rb32 = arith.truncf %rb : {f64Type} to {f32Type}
     {storeA}
     {storeB}
@@ -308,6 +312,9 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
       fmt::arg("sinSteps",
                fmt::join(ropeTable(kernel, [](double x) { return std::sin(x); }), ", ")),
       fmt::arg("period", kRopeAnglePeriod),
+      fmt::arg("rotateAngles",
+               rotation("%cos", "%sin", "%cosStep", "%sinStep", "%nextCos", "%nextSin")),
+      fmt::arg("rotateHalves", rotation("%a", "%b", "%cos", "%sin", "%ra", "%rb")),
       fmt::arg("loadA", load("%out", "%i", scratchType, "f32")),
       fmt::arg("loadB", load("%out", "%j", scratchType, "f32")),
       fmt::arg("storeA", store("%ra32", "%out", "%i", scratchType, "f32")),
