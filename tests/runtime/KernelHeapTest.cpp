@@ -25,6 +25,8 @@ long scratchCall(size_t bytes) {
   std::vector<volatile char *> buffers;
   for (int i = 0; i < 2; ++i) {
     auto *buffer = static_cast<volatile char *>(std::malloc(bytes));
+    if (!buffer)
+      return -1;
     for (size_t at = 0; at < bytes; at += 4096)
       buffer[at] = 1;
     buffers.push_back(buffer);
