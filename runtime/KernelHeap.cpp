@@ -13,8 +13,8 @@ void keepKernelScratchInHeap() {
   static std::once_flag once;
   std::call_once(once, [] {
     // Fixed thresholds also stop glibc's adjusting them to what was freed.
-    mallopt(M_MMAP_THRESHOLD, int(kKernelScratchMmapThreshold));
-    mallopt(M_TRIM_THRESHOLD, int(kKernelScratchTrimThreshold));
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
   });
 #endif
 }

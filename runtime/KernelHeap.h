@@ -13,18 +13,12 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include <cstddef>
-
 namespace q3::runtime {
-
-/// Allocations up to this size come from malloc's heap, not fresh mappings.
-inline constexpr size_t kKernelScratchMmapThreshold = size_t(32) << 20;
-/// Free memory at the heap's top past this much is returned to the system.
-inline constexpr size_t kKernelScratchTrimThreshold = size_t(64) << 20;
 
 /// Sets malloc's mmap and trim thresholds (glibc; process-wide, once) so
 /// scratch freed by one kernel call is reused by the next without page
-/// faults. Memory freed in larger amounts is still returned.
+/// faults: allocations up to 32 MiB come from the heap, and free memory at
+/// its top past 64 MiB still goes back to the system.
 void keepKernelScratchInHeap();
 
 } // namespace q3::runtime

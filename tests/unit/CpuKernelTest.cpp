@@ -571,7 +571,7 @@ void checkQKNormRope(int64_t d, DType gains, DType cache = DType::F32, int64_t r
                      int64_t startPos = 5, std::vector<int64_t> splits = {}) {
   SCOPED_TRACE(::testing::Message() << "head_dim " << d << ", cache " << runtime::dtypeName(cache)
                                     << ", rows " << rows << " from " << startPos);
-  const int64_t qHeads = 4, kvHeads = 2, layers = 3, capacity = startPos + rows + 8;
+  const int64_t qHeads = 4, kvHeads = 2, layers = 2, capacity = startPos + rows + 8;
   const int64_t layer = 1;
   cpu::QKNormRopeCacheKernel kernel{"qkrope", qHeads, kvHeads, d, gains, 1e-6, 1e4, cache};
   LoadedKernel loaded = compileForHost(cpu::qkNormRopeCacheSource(kernel), "qkrope");
