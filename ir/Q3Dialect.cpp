@@ -66,7 +66,7 @@ constexpr int64_t kMaxChunksPerThread = 64;
 struct LoweringFields {
   std::string gridKind, matmul, weightPacking;
   int64_t gridCount = 0, prefillChunks = 0, decodeChunks = 0, prefetchBytes = 0, decodeStreams = 0,
-          workspaceBytes = 0;
+          workspaceBytes = 0, threadScratchBytes = 0, threadScratchRowBytes = 0;
   SmallVector<int64_t> tile, workgroupSize;
 
   explicit LoweringFields(LoweringConfigAttr attr = {}) {
@@ -82,12 +82,15 @@ struct LoweringFields {
     prefetchBytes = attr.getPrefetchBytes();
     decodeStreams = attr.getDecodeStreams();
     workspaceBytes = attr.getWorkspaceBytes();
+    threadScratchBytes = attr.getThreadScratchBytes();
+    threadScratchRowBytes = attr.getThreadScratchRowBytes();
     workgroupSize.assign(attr.getWorkgroupSize().begin(), attr.getWorkgroupSize().end());
   }
   LoweringConfigAttr get(MLIRContext *context) const {
     return LoweringConfigAttr::get(context, gridKind, gridCount, matmul, tile, weightPacking,
                                    prefillChunks, decodeChunks, prefetchBytes, decodeStreams,
-                                   workspaceBytes, workgroupSize);
+                                   workspaceBytes, threadScratchBytes, threadScratchRowBytes,
+                                   workgroupSize);
   }
 };
 
@@ -163,6 +166,23 @@ LoweringConfigAttr LoweringConfigAttr::withWorkspaceBytes(int64_t bytes) const {
   return fields.get(getContext());
 }
 
+LoweringConfigAttr LoweringConfigAttr::withThreadScratch(int64_t bytes, int64_t rowBytes) const {
+  LoweringFields fields(*this);
+  fields.threadScratchBytes = bytes;
+  fields.threadScratchRowBytes = rowBytes;
+  return fields.get(getContext());
+}
+
+namespace {
+/// `F + R * rows` (thread_scratch).
+ParseResult parseThreadScratch(AsmParser &parser, int64_t &bytes, int64_t &rowBytes) {
+  if (parser.parseInteger(bytes) || parser.parsePlus() || parser.parseInteger(rowBytes) ||
+      parser.parseStar() || parser.parseKeyword("rows"))
+    return failure();
+  return success();
+}
+} // namespace
+
 Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
   LoweringFields fields;
   auto parseField = [&]() -> ParseResult {
@@ -204,10 +224,13 @@ Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
       return parser.parseInteger(fields.decodeStreams);
     if (key == "workspace_bytes")
       return parser.parseInteger(fields.workspaceBytes);
+    if (key == "thread_scratch")
+      return parseThreadScratch(parser, fields.threadScratchBytes, fields.threadScratchRowBytes);
     return parser.emitError(parser.getCurrentLocation())
            << "#q3.lowering: unknown field '" << key
            << "' (fields: grid, matmul, tile, weight_packing, prefill_chunks, decode_chunks, "
-              "prefetch_bytes, decode_streams, workspace_bytes, workgroup_size)";
+              "prefetch_bytes, decode_streams, workspace_bytes, thread_scratch, "
+              "workgroup_size)";
   };
   if (parser.parseLess())
     return {};
@@ -219,7 +242,7 @@ Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
                     fields.gridKind, fields.gridCount, fields.matmul, fields.tile,
                     fields.weightPacking, fields.prefillChunks, fields.decodeChunks,
                     fields.prefetchBytes, fields.decodeStreams, fields.workspaceBytes,
-                    fields.workgroupSize);
+                    fields.threadScratchBytes, fields.threadScratchRowBytes, fields.workgroupSize);
 }
 
 void LoweringConfigAttr::print(AsmPrinter &printer) const {
@@ -250,6 +273,9 @@ void LoweringConfigAttr::print(AsmPrinter &printer) const {
     fields.push_back("decode_streams = " + std::to_string(getDecodeStreams()));
   if (getWorkspaceBytes())
     fields.push_back("workspace_bytes = " + std::to_string(getWorkspaceBytes()));
+  if (getThreadScratchBytes() || getThreadScratchRowBytes())
+    fields.push_back("thread_scratch = " + std::to_string(getThreadScratchBytes()) + " + " +
+                     std::to_string(getThreadScratchRowBytes()) + " * rows");
   if (!getWorkgroupSize().empty())
     fields.push_back("workgroup_size = " + list(getWorkgroupSize()));
   printer << "<";
@@ -258,12 +284,11 @@ void LoweringConfigAttr::print(AsmPrinter &printer) const {
   printer << ">";
 }
 
-LogicalResult LoweringConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                         StringRef gridKind, int64_t gridCount, StringRef matmul,
-                                         ArrayRef<int64_t> tile, StringRef weightPacking,
-                                         int64_t prefillChunks, int64_t decodeChunks,
-                                         int64_t prefetchBytes, int64_t decodeStreams,
-                                         int64_t workspaceBytes, ArrayRef<int64_t> workgroupSize) {
+LogicalResult LoweringConfigAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, StringRef gridKind, int64_t gridCount,
+    StringRef matmul, ArrayRef<int64_t> tile, StringRef weightPacking, int64_t prefillChunks,
+    int64_t decodeChunks, int64_t prefetchBytes, int64_t decodeStreams, int64_t workspaceBytes,
+    int64_t threadScratchBytes, int64_t threadScratchRowBytes, ArrayRef<int64_t> workgroupSize) {
   if (!gridKind.empty() && !llvm::is_contained(kGridKinds, gridKind))
     return emitError() << "#q3.lowering: grid must be 'fixed N' or 'per_row N', got '" << gridKind
                        << "'";
@@ -291,6 +316,13 @@ LogicalResult LoweringConfigAttr::verify(function_ref<InFlightDiagnostic()> emit
   if (workspaceBytes < 0 || workspaceBytes > LoweringConfigAttr::kMaxWorkspaceBytes)
     return emitError() << "#q3.lowering: workspace_bytes must be 0 to "
                        << LoweringConfigAttr::kMaxWorkspaceBytes << ", got " << workspaceBytes;
+  if (threadScratchBytes < 0 || threadScratchBytes > LoweringConfigAttr::kMaxThreadScratchBytes ||
+      threadScratchRowBytes < 0 ||
+      threadScratchRowBytes > LoweringConfigAttr::kMaxThreadScratchRowBytes)
+    return emitError() << "#q3.lowering: thread_scratch must be F + R * rows with F 0 to "
+                       << LoweringConfigAttr::kMaxThreadScratchBytes << " and R 0 to "
+                       << LoweringConfigAttr::kMaxThreadScratchRowBytes << ", got "
+                       << threadScratchBytes << " + " << threadScratchRowBytes << " * rows";
   for (ArrayRef<int64_t> sizes : {tile, workgroupSize})
     for (int64_t size : sizes)
       if (size <= 0)

@@ -133,12 +133,20 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
       the results; the kernel leaves it as it found it): attention's decode
       split over positions keeps its partial results and arrival counters
       there.
+    - `thread_scratch`: memory one call of the kernel takes beside its
+      operands, on each thread that runs it, as `F + R * rows` bytes (F
+      fixed, R per row of the dispatch): a product's per-call panel, its
+      gain-scaled and its bf16-rounded activations. The runtime gives each
+      of its threads one region, of the largest any kernel or build takes at
+      the planned prefill chunk, and passes the thread's region after the
+      workspace; nothing is kept there between calls. A kernel without it
+      allocates nothing (its few KiB of registers' spill stay on the stack).
     - `workgroup_size`: the invocations of one workgroup (GPU targets).
 
     ```mlir
     #q3.lowering<grid = fixed 64, matmul = avx512bf16, tile = [8, 2],
                  weight_packing = per_call, decode_chunks = 16, prefetch_bytes = 8192,
-                 decode_streams = 4>
+                 decode_streams = 4, thread_scratch = 65600 + 6144 * rows>
     ```
   }];
   let parameters = (ins StringRefParameter<"grid kind: fixed or per_row">:$grid_kind,
@@ -149,6 +157,7 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
                         "int64_t":$prefill_chunks, "int64_t":$decode_chunks,
                         "int64_t":$prefetch_bytes, "int64_t":$decode_streams,
                         "int64_t":$workspace_bytes,
+                        "int64_t":$thread_scratch_bytes, "int64_t":$thread_scratch_row_bytes,
                         ArrayRefParameter<"int64_t", "workgroup size">:$workgroup_size);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
@@ -167,6 +176,11 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     LoweringConfigAttr withDecodeStreams(int64_t streams) const;
     LoweringConfigAttr withWorkgroupSize(::llvm::ArrayRef<int64_t> size) const;
     LoweringConfigAttr withWorkspaceBytes(int64_t bytes) const;
+    LoweringConfigAttr withThreadScratch(int64_t bytes, int64_t rowBytes) const;
+    /// thread_scratch's bytes for a dispatch of `rows` rows.
+    int64_t threadScratchBytesFor(int64_t rows) const {
+      return getThreadScratchBytes() + getThreadScratchRowBytes() * rows;
+    }
     bool hasGrid() const { return !getGridKind().empty(); }
     /// prefetch_bytes, when set: at least a cache line, at most 1 MiB, or
     /// kNoPrefetch (printed `none`).
@@ -177,6 +191,9 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     static constexpr int64_t kDecodeStreamCounts[] = {1, 2, 4};
     /// workspace_bytes, when set: at most 64 MiB.
     static constexpr int64_t kMaxWorkspaceBytes = int64_t(64) << 20;
+    /// thread_scratch: F at most 64 MiB, R at most 1 MiB.
+    static constexpr int64_t kMaxThreadScratchBytes = int64_t(64) << 20;
+    static constexpr int64_t kMaxThreadScratchRowBytes = int64_t(1) << 20;
   }];
 }
 

@@ -101,6 +101,18 @@ std::map<std::string, int64_t> countOpsByKind(ModuleOp module) {
   return counts;
 }
 
+/// The most thread scratch (q3.lowering's thread_scratch) any kernel or
+/// variant of `module` takes for a dispatch of `rows` rows.
+int64_t largestThreadScratch(ModuleOp module, int64_t rows) {
+  int64_t largest = 0;
+  module.walk([&](func::FuncOp kernel) { // loweringOf: an empty config where none is set
+    largest = std::max(largest, loweringOf(kernel).threadScratchBytesFor(rows));
+    for (LoweringConfigAttr variant : variantsOf(kernel))
+      largest = std::max(largest, variant.threadScratchBytesFor(rows));
+  });
+  return largest;
+}
+
 PipelineStatistics collectStatistics(ModuleOp graph, ModuleOp compiled) {
   PipelineStatistics stats;
   stats.opsByKindBefore = countOpsByKind(graph);
@@ -136,6 +148,7 @@ PipelineStatistics collectStatistics(ModuleOp graph, ModuleOp compiled) {
   if (auto plan = compiled->getAttrOfType<DictionaryAttr>("q3.buffer_plan")) {
     stats.peakActivationBytes = plan.getAs<IntegerAttr>("peak_activation_bytes").getInt();
     stats.maxSeqLen = plan.getAs<IntegerAttr>("max_seq_len").getInt();
+    stats.threadScratchBytes = largestThreadScratch(compiled, *stats.maxSeqLen);
   }
   return stats;
 }

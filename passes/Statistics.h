@@ -25,6 +25,9 @@ struct PipelineStatistics {
   std::optional<int64_t> decodeBytesPerToken;
   std::optional<int64_t> peakActivationBytes; // from plan-buffers
   std::optional<int64_t> maxSeqLen;
+  // Per thread running the kernels: the most thread scratch any kernel (any
+  // build) takes at maxSeqLen rows (CPU target; 0 elsewhere).
+  std::optional<int64_t> threadScratchBytes;
 };
 
 std::map<std::string, int64_t> countOpsByKind(mlir::ModuleOp module);

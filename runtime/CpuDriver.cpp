@@ -2,7 +2,6 @@
 
 #include "runtime/Artifact.h"
 #include "runtime/CpuFeatures.h"
-#include "runtime/KernelHeap.h"
 #include "runtime/LoadError.h"
 #include "runtime/Manifest.h"
 
@@ -32,12 +31,24 @@ CpuDriver::CpuDriver(const Artifact &artifact, const manifest::Manifest &m,
   for (const manifest::Kernel &kernel : m.kernels) {
     chunking_[kernel.name] = {int(kernel.prefillChunks), int(kernel.decodeChunks)};
     variantInfo_[kernel.name] = kernel.variants;
+    baseScratch_[kernel.name] = kernel.threadScratch;
   }
+  allocateThreadScratch(manifest::largestThreadScratch(m));
   const Artifact::Section *library = artifact.find("kernels.so");
   if (!library)
     throw LoadError(path + ": no kernels.so section");
   library_ = SharedLibrary::loadFromMemory(path + ":kernels.so", library->data, library->size);
-  keepKernelScratchInHeap();
+}
+
+void CpuDriver::allocateThreadScratch(int64_t bytes) {
+  threadScratchBytes_ = bytes;
+  if (bytes == 0)
+    return;
+  // Page-aligned regions: no two threads write one line, and a region's
+  // pages are touched only as far as its thread's largest call reaches.
+  constexpr int64_t kPage = 4096;
+  threadScratchStride_ = (threadScratchBytes_ + kPage - 1) / kPage * kPage;
+  threadScratch_ = HostBuffer(size_t(threadScratchStride_) * size_t(pool_.size()));
 }
 
 bool CpuDriver::amxGranted() {
@@ -49,6 +60,8 @@ bool CpuDriver::amxGranted() {
 CpuDriver::Builds CpuDriver::buildsOf(const std::string &name) {
   Builds builds;
   builds.base = reinterpret_cast<KernelEntry>(library_->symbol(kKernelSymbolPrefix + name));
+  if (auto scratch = baseScratch_.find(name); scratch != baseScratch_.end())
+    builds.baseScratch = scratch->second;
   auto info = variantInfo_.find(name);
   if (info == variantInfo_.end())
     return builds;
@@ -62,6 +75,7 @@ CpuDriver::Builds CpuDriver::buildsOf(const std::string &name) {
     builds.variantNames.push_back(variant.name);
     builds.variants.push_back(reinterpret_cast<KernelEntry>(
         library_->symbol(kKernelSymbolPrefix + variantKernelName(name, variant.name))));
+    builds.variantScratch.push_back(variant.threadScratch);
   }
   return builds;
 }
@@ -71,6 +85,7 @@ int64_t CpuDriver::kernel(const std::string &name) {
   if (inserted) {
     builds_.push_back(buildsOf(name));
     kernels_.push_back(builds_.back().base);
+    kernelScratch_.push_back(builds_.back().baseScratch);
     auto chunking = chunking_.find(name);
     kernelChunks_.push_back(chunking == chunking_.end() ? Chunking{} : chunking->second);
   }
@@ -84,6 +99,8 @@ std::vector<std::string> CpuDriver::kernelVariants(int64_t kernel) {
 void CpuDriver::useKernelVariant(int64_t kernel, int variant) {
   const Builds &builds = builds_.at(size_t(kernel));
   kernels_.at(size_t(kernel)) = variant < 0 ? builds.base : builds.variants.at(size_t(variant));
+  kernelScratch_.at(size_t(kernel)) =
+      variant < 0 ? builds.baseScratch : builds.variantScratch.at(size_t(variant));
 }
 
 int64_t CpuDriver::allocate(int64_t bytes, Pages pages) {
@@ -147,13 +164,28 @@ void CpuDriver::dispatch(int64_t kernel, const std::vector<BufferRange> &buffers
   if (queue_.size() == kMaxQueued)
     finish();
   const Chunking chunking = kernelChunks_.at(size_t(kernel));
-  QueuedDispatch queued{kernels_.at(size_t(kernel)), queuedPointers_.size(), queuedScalars_.size(),
+  // Scalar 0 is the dispatch's row count (runtime/KernelABI.h).
+  const int64_t rows = scalars.at(0);
+  const int64_t scratchBytes = kernelScratch_.at(size_t(kernel)).bytesFor(rows);
+  if (scratchBytes > threadScratchBytes_)
+    throw std::logic_error(fmt::format("a dispatch of {} rows takes {} bytes of thread scratch, "
+                                       "more than the {} planned for the prefill chunk",
+                                       rows, scratchBytes, threadScratchBytes_));
+  QueuedDispatch queued{kernels_.at(size_t(kernel)),
+                        queuedPointers_.size(),
+                        buffers.size() + 1,
+                        queuedScalars_.size(),
                         workgroups,
-                        // Scalar 0 is the dispatch's row count (runtime/KernelABI.h).
-                        scalars.at(0) > 1 ? chunking.prefill : chunking.decode};
-  for (const BufferRange &range : buffers) {
-    queuedPointers_.push_back(at(range));
-    queuedBytes_.push_back(range.bytes);
+                        rows > 1 ? chunking.prefill : chunking.decode};
+  for (int slot = 0; slot < pool_.size(); ++slot) {
+    for (const BufferRange &range : buffers) {
+      queuedPointers_.push_back(at(range));
+      queuedBytes_.push_back(range.bytes);
+    }
+    queuedPointers_.push_back(threadScratchBytes_ == 0
+                                  ? nullptr
+                                  : threadScratch_.data() + int64_t(slot) * threadScratchStride_);
+    queuedBytes_.push_back(threadScratchBytes_);
   }
   queuedScalars_.insert(queuedScalars_.end(), scalars.begin(), scalars.end());
   queue_.push_back(queued);
@@ -169,8 +201,9 @@ void CpuDriver::finish() {
   queuedLoops_.clear();
   for (const QueuedDispatch &queued : queue_) {
     queuedBodies_.push_back([this, &queued](int64_t begin, int64_t end) {
-      queued.entry(queuedPointers_.data() + queued.firstBuffer,
-                   queuedBytes_.data() + queued.firstBuffer,
+      // The copy of the buffers that ends with this thread's scratch.
+      const size_t first = queued.firstBuffer + size_t(ThreadPool::currentSlot()) * queued.buffers;
+      queued.entry(queuedPointers_.data() + first, queuedBytes_.data() + first,
                    queuedScalars_.data() + queued.firstScalar, begin, end);
     });
     queuedLoops_.push_back({queued.workgroups, &queuedBodies_.back(), queued.chunksPerThread});

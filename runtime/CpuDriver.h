@@ -56,31 +56,43 @@ private:
     int prefill = 1, decode = 1;
   };
 
-  /// A kernel's builds: the default and the variants this CPU can run.
+  /// A kernel's builds: the default and the variants this CPU can run, and
+  /// the thread scratch each takes.
   struct Builds {
     KernelEntry base = nullptr;
+    manifest::ThreadScratch baseScratch;
     std::vector<std::string> variantNames;
     std::vector<KernelEntry> variants;
+    std::vector<manifest::ThreadScratch> variantScratch;
   };
   Builds buildsOf(const std::string &name);
   /// Whether Linux gives this process the AMX tile state.
   bool amxGranted();
+  void allocateThreadScratch(int64_t bytes);
 
   ThreadPool &pool_;
   std::unique_ptr<SharedLibrary> library_;
   std::map<std::string, std::vector<manifest::KernelVariant>> variantInfo_;
   std::vector<KernelEntry> kernels_; // the build each kernel id runs
-  std::vector<Builds> builds_;       // by kernel id
+  std::vector<manifest::ThreadScratch> kernelScratch_; // what that build takes
+  std::vector<Builds> builds_;                         // by kernel id
+  std::map<std::string, manifest::ThreadScratch> baseScratch_;
+  /// One region of threadScratchBytes_ per pool thread (runtime/KernelABI.h),
+  /// threadScratchStride_ apart: the most any build takes at the planned
+  /// prefill chunk.
+  HostBuffer threadScratch_;
+  int64_t threadScratchBytes_ = 0, threadScratchStride_ = 0;
   std::optional<bool> amxGranted_;
   std::map<std::string, int64_t> kernelIds_;
   std::map<std::string, Chunking> chunking_;
   std::vector<Chunking> kernelChunks_; // by kernel id
   std::vector<Memory> memory_;
   /// A dispatch waiting in the queue; its buffers and scalars are spans of
-  /// the queue's flat arrays.
+  /// the queue's flat arrays: its buffers once per pool thread, each copy
+  /// ending with that thread's scratch, `buffers` apart.
   struct QueuedDispatch {
     KernelEntry entry;
-    size_t firstBuffer, firstScalar;
+    size_t firstBuffer, buffers, firstScalar;
     int64_t workgroups;
     int chunksPerThread;
   };

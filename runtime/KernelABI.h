@@ -11,22 +11,33 @@
 // runtime can split one dispatch over its threads. `buffers` are the kernel's
 // tensor arguments in order, then its results, then, where the manifest gives
 // the kernel `workspace_bytes`, its workspace (allocated zeroed once; every
-// dispatch leaves it as it found it, so dispatches share it); `bufferBytes`
-// their sizes.
+// dispatch leaves it as it found it, so dispatches share it), then always
+// the calling thread's scratch; `bufferBytes` their sizes.
 // `scalars` are: [0] the number of rows T of the dispatch (the dynamic
 // sequence extent), [1] the positions visible after it (start position + T),
 // [2] the KV cache capacity in positions; the kernel's own index arguments
 // (layer, start position, ...) follow.
 //
-// Kernels keep their scratch on the stack (memref.alloca in their IR), and
-// the runtime runs them on stacks of kKernelStackBytes, whatever thread
+// The thread scratch: each thread that runs kernels owns one region, of the
+// most any kernel (any build) takes at the manifest's prefill_rows
+// (`thread_scratch_bytes` + `thread_scratch_row_bytes` x T, q3.lowering's
+// thread_scratch); a kernel uses it within one call and keeps nothing there.
+// The products put their per-call panel and their gain-scaled and
+// bf16-rounded activations there: megabytes at long prompts, which they
+// malloc'ed per call before (glibc handed some back to the system at each
+// free, and a 32-token prefill faulted ~1800 pages in again). A kernel
+// whose lowering has none does not read it. No kernel calls the allocator
+// (CompileKernels.cpp checks).
+//
+// The rest of their scratch is on the stack (memref.alloca in their IR),
+// and the runtime runs them on stacks of kKernelStackBytes, whatever thread
 // calls it (ThreadPool's stackBytes). What they take: the bf16 flash
 // prefill 512 KiB of rounded rows per call, decode attention one block's
 // scores per query head of a workgroup (2 KiB each), the rest a few KiB to
 // tens of KiB; only attention for head sizes that are not a multiple of 16
-// (its scalar fallback) takes 4 bytes per visible position. Their frames probe each page
-// they take (CompileKernels.cpp), so a stack too small faults at its guard
-// page instead of writing below it.
+// (its scalar fallback) takes 4 bytes per visible position. Their frames
+// probe each page they take (CompileKernels.cpp), so a stack too small
+// faults at its guard page instead of writing below it.
 #pragma once
 
 #include <cstddef>

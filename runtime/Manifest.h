@@ -28,7 +28,7 @@
 namespace q3::manifest {
 
 /// The version of the manifest's contents; a reader accepts exactly this one.
-inline constexpr int64_t kManifestVersion = 4;
+inline constexpr int64_t kManifestVersion = 5;
 
 inline constexpr const char *kCpuFormat = "q3c-cpu";
 /// A Vulkan artifact: the same schema, plus the Vulkan kernels' modules and
@@ -102,11 +102,20 @@ struct Slot {
 
 /// Another build of a kernel the runtime may run instead (a portable
 /// target's `q3.variants`): its entry is q3_kernel_<kernel>__<name>.
+/// The memory one call of a kernel takes on each thread that runs it:
+/// `bytes` plus `rowBytes` per row of the dispatch (q3.lowering's
+/// thread_scratch; runtime/KernelABI.h).
+struct ThreadScratch {
+  int64_t bytes = 0, rowBytes = 0;
+  int64_t bytesFor(int64_t rows) const { return bytes + rowBytes * rows; }
+};
+
 struct KernelVariant {
   std::string name;   // "<matmul>_<tile rows>"
   std::string matmul; // prefill product instructions
   std::vector<int64_t> tile;
   std::vector<std::string> requiredFeatures; // CPU features (LLVM spelling) it needs
+  ThreadScratch threadScratch;
 };
 
 /// The CPU features (LLVM spelling) the prefill instructions `matmul` need
@@ -138,6 +147,7 @@ struct Kernel {
   /// Scratch the kernel takes after its results (runtime/KernelABI.h): the
   /// runtime allocates it zeroed once; the kernel leaves it as it found it.
   int64_t workspaceBytes = 0;
+  ThreadScratch threadScratch;
   std::vector<Slot> operands, results;
   std::vector<KernelVariant> variants; // alternatives the runtime may pick at load
   VariantChoice variantChoice = VariantChoice::Timed;
@@ -197,6 +207,18 @@ struct Manifest {
   nlohmann::json tuning = nlohmann::json::object(); // what the compiler measured, for people
   EmbeddedWeights embedded; // empty: the weights come from a checkpoint at load
 };
+
+/// The most thread scratch any kernel or any of its builds takes at the
+/// planned prefill chunk: what the CPU runtime gives each of its threads.
+inline int64_t largestThreadScratch(const Manifest &m) {
+  int64_t largest = 0;
+  for (const Kernel &kernel : m.kernels) {
+    largest = std::max(largest, kernel.threadScratch.bytesFor(m.prefillRows));
+    for (const KernelVariant &variant : kernel.variants)
+      largest = std::max(largest, variant.threadScratch.bytesFor(m.prefillRows));
+  }
+  return largest;
+}
 
 //===----------------------------------------------------------------------===//
 // Spellings
@@ -393,6 +415,16 @@ inline constexpr int64_t kMaxChunksPerThread = 64;
 inline constexpr int64_t kMaxPrefetchBytes = int64_t(1) << 20;
 inline constexpr int64_t kMaxDecodeStreams = 4;
 inline constexpr int64_t kMaxWorkspaceBytes = int64_t(64) << 20;
+inline constexpr int64_t kMaxThreadScratchBytes = int64_t(64) << 20;
+inline constexpr int64_t kMaxThreadScratchRowBytes = int64_t(1) << 20;
+
+/// thread_scratch_bytes and thread_scratch_row_bytes, where not zero.
+inline void putThreadScratch(nlohmann::json &j, const ThreadScratch &scratch) {
+  if (scratch.bytes != 0)
+    j["thread_scratch_bytes"] = scratch.bytes;
+  if (scratch.rowBytes != 0)
+    j["thread_scratch_row_bytes"] = scratch.rowBytes;
+}
 
 inline nlohmann::json slotJson(const Slot &slot) {
   nlohmann::json j = {{"kind", spell(kSlotKinds, slot.kind)}};
@@ -517,13 +549,17 @@ inline nlohmann::json toJson(const Kernel &k) {
     j["decode_streams"] = k.decodeStreams;
   if (k.workspaceBytes != 0)
     j["workspace_bytes"] = k.workspaceBytes;
+  detail::putThreadScratch(j, k.threadScratch);
   for (const Slot &slot : k.operands)
     j["operands"].push_back(detail::slotJson(slot));
   for (const Slot &slot : k.results)
     j["results"].push_back(detail::slotJson(slot));
-  for (const KernelVariant &v : k.variants)
-    j["variants"].push_back(
-        {{"name", v.name}, {"matmul", v.matmul}, {"tile", v.tile}, {"requires", v.requiredFeatures}});
+  for (const KernelVariant &v : k.variants) {
+    nlohmann::json variant = {
+        {"name", v.name}, {"matmul", v.matmul}, {"tile", v.tile}, {"requires", v.requiredFeatures}};
+    detail::putThreadScratch(variant, v.threadScratch);
+    j["variants"].push_back(std::move(variant));
+  }
   if (k.variantChoice != VariantChoice::Timed)
     j["variant_choice"] = detail::spell(detail::kVariantChoices, k.variantChoice);
   return j;
@@ -632,6 +668,12 @@ inline Binding bindingFromJson(const detail::Reader &r) {
   return b;
 }
 
+inline ThreadScratch readThreadScratch(const detail::Reader &r) {
+  using namespace detail;
+  return {r.integerOr("thread_scratch_bytes", 0, 0, kMaxThreadScratchBytes),
+          r.integerOr("thread_scratch_row_bytes", 0, 0, kMaxThreadScratchRowBytes)};
+}
+
 inline Kernel kernelFromJson(const detail::Reader &r) {
   using namespace detail;
   Kernel k;
@@ -655,12 +697,13 @@ inline Kernel kernelFromJson(const detail::Reader &r) {
   }
   k.decodeStreams = r.integerOr("decode_streams", 0, 1, kMaxDecodeStreams);
   k.workspaceBytes = r.integerOr("workspace_bytes", 0, 0, kMaxWorkspaceBytes);
+  k.threadScratch = readThreadScratch(r);
   r.each("operands", [&](const Reader &slot) { k.operands.push_back(readSlot(slot)); });
   r.each("results", [&](const Reader &slot) { k.results.push_back(readSlot(slot)); });
   if (r.has("variants"))
     r.each("variants", [&](const Reader &v) {
       k.variants.push_back({v.string("name"), v.string("matmul"), v.integers("tile", 1, 64, 4),
-                            v.strings("requires")});
+                            v.strings("requires"), readThreadScratch(v)});
     });
   k.variantChoice = r.oneOfOr("variant_choice", kVariantChoices, VariantChoice::Timed);
   return k;

@@ -189,7 +189,8 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
   s.context =
       options.contextLength > 0 ? options.contextLength : std::min<int64_t>(maxPositions, 4096);
   // Refuse what cannot fit before allocating any of it.
-  const std::vector<MemoryPart> modelMemory = estimateModelMemory(s.manifest, s.context);
+  const std::vector<MemoryPart> modelMemory =
+      estimateModelMemory(s.manifest, s.context, s.pool->size());
   const MemoryBudget budget = availableMemory();
   requireMemory(
       fmt::format("{}: the model with a context of {} positions", artifactPath, s.context),

@@ -28,7 +28,8 @@ uint64_t weightBytes(const manifest::Weight &weight) {
 
 } // namespace
 
-std::vector<MemoryPart> estimateModelMemory(const manifest::Manifest &m, int64_t context) {
+std::vector<MemoryPart> estimateModelMemory(const manifest::Manifest &m, int64_t context,
+                                            int threads) {
   const uint64_t rows = nonNegative(context);
   uint64_t weights = 0;
   for (int64_t id : weightsRead(m))
@@ -45,6 +46,9 @@ std::vector<MemoryPart> estimateModelMemory(const manifest::Manifest &m, int64_t
   for (const manifest::Kernel &kernel : m.kernels)
     workspace = std::max(workspace, nonNegative(kernel.workspaceBytes));
   activations = saturatingAdd(activations, workspace);
+  activations =
+      saturatingAdd(activations, saturatingMul(nonNegative(manifest::largestThreadScratch(m)),
+                                               nonNegative(threads)));
   uint64_t cache = saturatingMul(nonNegative(m.config.numHiddenLayers), rows);
   cache = saturatingMul(cache, nonNegative(m.config.numKeyValueHeads));
   cache = saturatingMul(cache, nonNegative(m.config.headDim));

@@ -13,11 +13,13 @@
 namespace q3::runtime {
 
 /// Weights the schedule reads (as the artifact stores them), the activation
-/// buffers (min(context, prefill_rows) x row_bytes each, the token ids and
-/// the largest kernel workspace) and the K and V caches (layers x context x
-/// kv_heads x head_dim x the cache's element size each) of a manifest that
+/// buffers (min(context, prefill_rows) x row_bytes each, the token ids, the
+/// largest kernel workspace and the thread scratch of each of `threads`
+/// threads) and the K and V caches (layers x context x kv_heads x head_dim x
+/// the cache's element size each) of a manifest that
 /// manifest::validateManifest accepted. Sizes saturate instead of
 /// overflowing.
-std::vector<MemoryPart> estimateModelMemory(const manifest::Manifest &m, int64_t context);
+std::vector<MemoryPart> estimateModelMemory(const manifest::Manifest &m, int64_t context,
+                                            int threads);
 
 } // namespace q3::runtime

@@ -189,7 +189,19 @@ void ThreadPool::runUnclaimedChunks(LoopState &loop, int slot) {
     runChunk(loop, index);
 }
 
+namespace {
+thread_local int runningSlot = 0;
+} // namespace
+
+int ThreadPool::currentSlot() { return runningSlot; }
+
 void ThreadPool::walkLoops(int slot) {
+  // The caller may walk another pool's loops later as slot 0 again.
+  struct SlotScope {
+    int saved;
+    explicit SlotScope(int slot) : saved(runningSlot) { runningSlot = slot; }
+    ~SlotScope() { runningSlot = saved; }
+  } scope(slot);
   for (size_t k = 0; k < loopCount_; ++k) {
     LoopState &loop = *loops_[k];
     if (slot == 0)

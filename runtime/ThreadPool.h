@@ -79,6 +79,12 @@ public:
   // and the first exception is rethrown.
   void runLoops(const std::vector<Loop> &loops);
 
+  // The slot of the thread running a body (0 is the caller, 1 .. size()-1
+  // the workers), whatever slot's chunk it runs: what a body uses to pick
+  // memory of its own thread (the kernels' thread scratch). 0 outside the
+  // pools' loops.
+  static int currentSlot();
+
 private:
   struct LoopState;
   void workerLoop(int slot);

@@ -151,6 +151,10 @@ private:
     return b;
   }
 
+  static manifest::ThreadScratch threadScratchOf(LoweringConfigAttr lowering) {
+    return {lowering.getThreadScratchBytes(), lowering.getThreadScratchRowBytes()};
+  }
+
   manifest::Kernel kernelOf(func::FuncOp kernel, const manifest::Step &step) {
     LoweringConfigAttr lowering = loweringOf(kernel);
     if (!lowering.hasGrid())
@@ -171,11 +175,12 @@ private:
     k.prefetchBytes = lowering.getPrefetchBytes();
     k.decodeStreams = lowering.getDecodeStreams();
     k.workspaceBytes = lowering.getWorkspaceBytes();
+    k.threadScratch = threadScratchOf(lowering);
     for (LoweringConfigAttr variant : variantsOf(kernel))
       k.variants.push_back(
           {variantName(kernel, variant), variant.getMatmul().str(),
            std::vector<int64_t>(variant.getTile().begin(), variant.getTile().end()),
-           manifest::matmulRequiredFeatures(variant.getMatmul().str())});
+           manifest::matmulRequiredFeatures(variant.getMatmul().str()), threadScratchOf(variant)});
     if (choosesLikeProducts(kernel))
       k.variantChoice = manifest::VariantChoice::LikeProducts;
     FunctionType type = kernel.getFunctionType();

@@ -28,7 +28,7 @@
 namespace q3::cpu::detail {
 namespace {
 
-constexpr int64_t kAmxTileRows = 32; // output rows per tile pair
+constexpr int64_t kAmxTileRows = FusedLinearKernel::kAmxTileRows; // output rows per tile pair
 constexpr int64_t kTileBytes = 64;   // bytes of one tile row
 
 /// `llvm.inline_asm` that has side effects and clobbers memory, on i64
@@ -239,13 +239,13 @@ std::string amxPrefill(const FusedLinearKernel &kernel, const ColumnBlockLayout 
 {epilogue}        }}
       }}
     }}
-    {release}{free})mlir",
+    {release})mlir",
       fmt::arg("tileRows", kAmxTileRows), fmt::arg("pad", kAmxTileRows - 1),
       fmt::arg("lastBlock", l.blocks - 1), fmt::arg("flatType", l.flatType),
       fmt::arg("round", rounded.opening), fmt::arg("name", kernel.name),
       fmt::arg("step", kernel.swiglu ? "%c1" : "%cTwo"),
       fmt::arg("pairing", blockPairing(kernel, l)), fmt::arg("epilogue", epilogue),
-      fmt::arg("release", tileAsm("tilerelease", {})), fmt::arg("free", rounded.closing));
+      fmt::arg("release", tileAsm("tilerelease", {})));
 }
 
 } // namespace q3::cpu::detail

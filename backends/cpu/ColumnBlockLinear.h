@@ -103,12 +103,13 @@ struct DecodeRunCut {
 DecodeRunCut decodeRunCut(const std::string &begin, const std::string &end, int runs,
                           const std::string &rest);
 
-/// Rows [0, `rows`) of `x` rounded to bf16 (to nearest even) into a heap
-/// buffer of `allocatedRows` rows (the rows past `rows` are zero): its views
-/// %xh (roundType, one i16 per k) and %xp (pairType), and the address %xhAt
-/// (i64). `closing` frees it; `helpers` is the private function it calls.
+/// Rows [0, `rows`) of `x` rounded to bf16 (to nearest even) into
+/// `allocatedRows` rows of the thread scratch from %roundedAt (the rows past
+/// `rows` are zero; KernelFrame): its views %xh (roundType, one i16 per k)
+/// and %xp (pairType), and the address %xhAt (i64). `helpers` is the
+/// private function it calls.
 struct RoundedActivations {
-  std::string helpers, opening, closing;
+  std::string helpers, opening;
 };
 RoundedActivations roundedActivations(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
                                       const std::string &x, const std::string &rows,

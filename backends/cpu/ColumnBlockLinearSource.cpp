@@ -459,12 +459,10 @@ RoundedActivations roundedActivations(const FusedLinearKernel &kernel, const Col
   const int64_t vectorEnd = l.k - l.k % kLanes;
   RoundedActivations rounded;
   rounded.opening = fmt::format(
-      R"mlir(  %xhRowBytes = arith.constant {rowBytes} : index
-  %xhBytes = arith.muli {allocatedRows}, %xhRowBytes : index
-  %xhRaw = memref.alloc(%xhBytes) {{alignment = 64 : i64}} : memref<?xi8>
-  %xh = memref.view %xhRaw[%c0][{allocatedRows}] : memref<?xi8> to {roundType}
-  %xp = memref.view %xhRaw[%c0][{allocatedRows}] : memref<?xi8> to {pairType}
-  %xhAtIndex = memref.extract_aligned_pointer_as_index %xhRaw : memref<?xi8> -> index
+      R"mlir(  %xh = memref.view %scratch[%roundedAt][{allocatedRows}] : memref<?xi8> to {roundType}
+  %xp = memref.view %scratch[%roundedAt][{allocatedRows}] : memref<?xi8> to {pairType}
+  %scratchAt = memref.extract_aligned_pointer_as_index %scratch : memref<?xi8> -> index
+  %xhAtIndex = arith.addi %scratchAt, %roundedAt : index
   %xhAt = arith.index_cast %xhAtIndex : index to i64
   %roundK = arith.constant {k} : index
   %roundVectorEnd = arith.constant {vectorEnd} : index
@@ -494,12 +492,11 @@ RoundedActivations roundedActivations(const FusedLinearKernel &kernel, const Col
     }}
   }}
 )mlir",
-      fmt::arg("rowBytes", 2 * l.k), fmt::arg("allocatedRows", allocatedRows),
-      fmt::arg("roundType", l.roundType), fmt::arg("pairType", l.pairType), fmt::arg("k", l.k),
-      fmt::arg("vectorEnd", vectorEnd), fmt::arg("rows", rows), fmt::arg("x", x),
-      fmt::arg("xType", l.xType), fmt::arg("name", kernel.name));
+      fmt::arg("allocatedRows", allocatedRows), fmt::arg("roundType", l.roundType),
+      fmt::arg("pairType", l.pairType), fmt::arg("k", l.k), fmt::arg("vectorEnd", vectorEnd),
+      fmt::arg("rows", rows), fmt::arg("x", x), fmt::arg("xType", l.xType),
+      fmt::arg("name", kernel.name));
   rounded.helpers = bf16RoundingFunction(kernel.name + "_round_bf16", true);
-  rounded.closing = "  memref.dealloc %xhRaw : memref<?xi8>\n";
   return rounded;
 }
 
@@ -618,8 +615,7 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
                             prefetchArguments("%wWords", "%pfBaseA", "%wWords", "%pfBaseB"))),
       fmt::arg("leftoverRows", leftoverRows),
       fmt::arg("decode", blockDecode(kernel, l, frame.dotInput, frame.residualOperand)),
-      fmt::arg("opening", amx ? amxOpening : ""),
-      fmt::arg("closing", (bf16 ? rounding.closing : "") + std::string(amx ? "  }\n" : "")));
+      fmt::arg("opening", amx ? amxOpening : ""), fmt::arg("closing", amx ? "  }\n" : ""));
   source += frame.closing;
   return source;
 }

@@ -83,6 +83,17 @@ void approximateMath(mlir::ModuleOp module) {
     throw std::runtime_error("approximating math functions in the CPU kernels failed");
 }
 
+/// The kernels' memory is planned (q3.lowering's thread_scratch and
+/// workspace_bytes, the stack): a kernel that calls the allocator is a
+/// template bug, caught here rather than as page faults at run time.
+void requireNoAllocation(mlir::ModuleOp module) {
+  for (const char *allocator : {"malloc", "aligned_alloc", "free"})
+    if (module.lookupSymbol(allocator))
+      throw std::runtime_error(std::string("a generated CPU kernel calls ") + allocator +
+                               ": kernels take their scratch from the runtime "
+                               "(q3.lowering thread_scratch), never the heap");
+}
+
 void lowerToLLVMDialect(mlir::ModuleOp module, const std::string &diagnostics) {
   approximateMath(module);
   mlir::PassManager pm(module.getContext());
@@ -101,6 +112,7 @@ void lowerToLLVMDialect(mlir::ModuleOp module, const std::string &diagnostics) {
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
   if (mlir::failed(pm.run(module)))
     throw std::runtime_error("lowering the CPU kernels to the LLVM dialect failed: " + diagnostics);
+  requireNoAllocation(module);
 }
 
 /// void q3_kernel_<name>(void *const *buffers, const int64_t *bytes,

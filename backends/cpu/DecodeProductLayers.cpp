@@ -85,10 +85,11 @@ ProductLayers::ProductLayers(const std::vector<FusedLinearKernel> &products,
                              runtime::ThreadPool &pool)
     : products(products), pool(pool) {
   std::mt19937 rng(11);
-  int64_t widest = 0, longest = 0;
+  int64_t widest = 0, longest = 0, scratchBytes = 0;
   for (const FusedLinearKernel &product : products) {
     widest = std::max(widest, product.inFeatures);
     longest = std::max(longest, product.outFeatures);
+    scratchBytes = std::max(scratchBytes, product.threadScratch().bytesFor(1));
     packed.push_back(randomWeights(product, rng));
     gains.push_back(randomHalves(*product.prologueGain, product.inFeatures, rng));
     layerBytes += int64_t(packed.back().size());
@@ -97,6 +98,7 @@ ProductLayers::ProductLayers(const std::vector<FusedLinearKernel> &products,
   weights = layerWeights(packed, layers, pool);
   x.assign(size_t(widest), 0.5f);
   y.resize(size_t(longest));
+  threadScratch.assign(size_t(pool.size()), std::vector<uint8_t>(size_t(scratchBytes)));
 }
 
 std::vector<DecodeRate> ProductLayers::measure(const CpuTarget &target,
@@ -174,10 +176,13 @@ double ProductLayers::streamAll(const std::vector<LoadedTuningKernel> &entries, 
     const std::array<int64_t, 4> bytes = {product.inFeatures * 4, int64_t(packed[p].size()),
                                           int64_t(gains[p].size()), product.outFeatures * 4};
     const runtime::KernelEntry entry = entries[p].entry;
-    runtime::ThreadPool::Body body = [entry, buffers, bytes](int64_t begin, int64_t end) {
+    runtime::ThreadPool::Body body = [this, entry, buffers, bytes](int64_t begin, int64_t end) {
       const int64_t scalars[runtime::kFixedKernelScalars] = {1, 1, 1};
-      void *pointers[4] = {buffers[0], buffers[1], buffers[2], buffers[3]};
-      entry(pointers, bytes.data(), scalars, begin, end);
+      // The thread's scratch last, as the runtime passes it.
+      std::vector<uint8_t> &scratch = threadScratch[size_t(runtime::ThreadPool::currentSlot())];
+      void *pointers[5] = {buffers[0], buffers[1], buffers[2], buffers[3], scratch.data()};
+      const int64_t sizes[5] = {bytes[0], bytes[1], bytes[2], bytes[3], int64_t(scratch.size())};
+      entry(pointers, sizes, scalars, begin, end);
     };
     return std::make_pair(product.workgroups(), std::move(body));
   });

@@ -106,6 +106,7 @@ private:
   int64_t layerBytes = 0, layers = 0;
   LayerWeights weights;
   std::vector<float> x, y;
+  std::vector<std::vector<uint8_t>> threadScratch; // per pool slot, for one row
   KernelsBySetting loaded;
 };
 

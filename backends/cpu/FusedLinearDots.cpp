@@ -284,14 +284,16 @@ func.func private @{name}_dot4x4(%x: {xType}, %w: {weightType}, %t0: index, %n0:
 }
 
 namespace {
-/// x * gain into a heap buffer %xg (empty text without a prologue gain).
+/// x * gain into %xg, the thread scratch's rows from gainScratchOffset()
+/// (empty text without a prologue gain).
 std::string gainPrologue(const FusedLinearKernel &kernel, const std::string &xType) {
   const std::string gainType =
       fmt::format("memref<{}x{}>", kernel.inFeatures, storageType(*kernel.prologueGain));
   return fmt::format(
       R"mlir(  %gain = memref.view %gb[%c0][] : memref<?xi8> to {gainType}
   %cGainK = arith.constant {k} : index
-  %xg = memref.alloc(%rows) {{alignment = 64 : i64}} : {xType}
+  %cGainAt = arith.constant {at} : index
+  %xg = memref.view %scratch[%cGainAt][%rows] : memref<?xi8> to {xType}
   scf.for %t = %c0 to %rows step %c1 {{
     scf.for %k = %c0 to %cGainK step %c1 {{
       %xv = memref.load %x[%t, %k] : {xType}
@@ -302,7 +304,23 @@ std::string gainPrologue(const FusedLinearKernel &kernel, const std::string &xTy
   }}
 )mlir",
       fmt::arg("gainType", gainType), fmt::arg("k", kernel.inFeatures), fmt::arg("xType", xType),
+      fmt::arg("at", kernel.gainScratchOffset()),
       fmt::arg("gainLoad", widenedLoad(*kernel.prologueGain, "%gv", "%gain", "%k", gainType)));
+}
+/// %roundedAt: where the bf16-rounded rows start in the thread scratch,
+/// after the gain-scaled ones (FusedLinearKernel::threadScratch).
+std::string roundedRowsOffset(const FusedLinearKernel &kernel) {
+  if (!kernel.prologueGain)
+    return fmt::format("  %roundedAt = arith.constant {} : index\n", kernel.gainScratchOffset());
+  return fmt::format("  %cGainRowBytes = arith.constant {0} : index\n"
+                     "  %cScratchAlignment = arith.constant {1} : index\n"
+                     "  %cScratchSlack = arith.constant {2} : index\n"
+                     "  %gainBytes = arith.muli %rows, %cGainRowBytes : index\n"
+                     "  %gainSpan = arith.addi %gainBytes, %cScratchSlack : index\n"
+                     "  %gainAlignments = arith.divui %gainSpan, %cScratchAlignment : index\n"
+                     "  %gainAligned = arith.muli %gainAlignments, %cScratchAlignment : index\n"
+                     "  %roundedAt = arith.addi %cGainAt, %gainAligned : index\n",
+                     4 * kernel.inFeatures, kScratchAlignment, kScratchAlignment - 1);
 }
 } // namespace
 
@@ -350,16 +368,17 @@ KernelFrame kernelFrame(const FusedLinearKernel &kernel, const std::string &xTyp
   if (kernel.prologueGain) {
     views += gainPrologue(kernel, xType);
     frame.dotInput = "%xg";
-    frame.closing = fmt::format("  memref.dealloc %xg : {}\n", xType);
   }
-  frame.closing += "  return\n}\n";
+  if (kernel.roundsActivations())
+    views += roundedRowsOffset(kernel);
+  frame.closing = "  return\n}\n";
   // A weight read part by part: %wb, %wb1, %wb2, ...
   std::string partArguments;
   for (size_t p = 1; p < kernel.partRows().size(); ++p)
     partArguments += fmt::format("%wb{}: memref<?xi8>, ", p);
   frame.opening = fmt::format(
       R"mlir(
-func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {partArguments}{gainArgument}{residualArgument}%yb: memref<?xi8>, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
+func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {partArguments}{gainArgument}{residualArgument}%yb: memref<?xi8>, {scratchArgument}%rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
 {views}  %scale = memref.alloca(%rows) : memref<?xf32>
@@ -371,6 +390,7 @@ func.func @q3k_{name}(%xb: memref<?xi8>, %wb: memref<?xi8>, {partArguments}{gain
       fmt::arg("name", kernel.name), fmt::arg("partArguments", partArguments),
       fmt::arg("gainArgument", kernel.prologueGain ? "%gb: memref<?xi8>, " : ""),
       fmt::arg("residualArgument", kernel.residual ? "%rb: memref<?xi8>, " : ""),
+      fmt::arg("scratchArgument", kernel.threadScratch().empty() ? "" : "%scratch: memref<?xi8>, "),
       fmt::arg("views", views), fmt::arg("rowScale", rowScale));
   return frame;
 }

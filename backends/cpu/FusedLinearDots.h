@@ -50,10 +50,12 @@ Epilogue epilogue(const FusedLinearKernel &kernel, const std::string &type,
                   const std::string &loadResidual);
 
 /// What both fused_linear templates wrap their loops in: the entry's
-/// signature and %c0/%c1, views %x, %y (and %res), the gain prologue (the
-/// products then read %xg = x * gain, computed once per call on the heap) and
-/// %scale[t] (the row's inverse RMS, or 1); after the loops the gain's
-/// dealloc and the return. The template adds its own weight view (of %wb).
+/// signature (with %scratch, the thread scratch, when the kernel takes one)
+/// and %c0/%c1, views %x, %y (and %res), the gain prologue (the products
+/// then read %xg = x * gain, computed once per call into the scratch),
+/// %roundedAt (where a bf16 prefill's rounded rows go in the scratch) and
+/// %scale[t] (the row's inverse RMS, or 1); after the loops the return. The
+/// template adds its own weight view (of %wb).
 struct KernelFrame {
   std::string helpers; // private functions the frame calls
   std::string opening, closing;

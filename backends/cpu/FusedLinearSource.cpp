@@ -20,6 +20,30 @@
 namespace q3::cpu {
 using namespace detail;
 
+namespace {
+int64_t alignedToScratch(int64_t bytes) {
+  return (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
+}
+} // namespace
+
+int64_t FusedLinearKernel::gainScratchOffset() const { return alignedToScratch(panelBytes()); }
+
+ThreadScratch FusedLinearKernel::threadScratch() const {
+  ThreadScratch scratch;
+  if (panelsPerCall)
+    scratch.fixedBytes = gainScratchOffset();
+  if (prologueGain) {
+    scratch.fixedBytes = gainScratchOffset() + kScratchAlignment; // the rounded rows' alignment
+    scratch.rowBytes += 4 * inFeatures;
+  }
+  if (roundsActivations()) {
+    scratch.rowBytes += 2 * inFeatures;
+    if (prefillMatmul == PrefillMatmul::Amx)
+      scratch.fixedBytes += (kAmxTileRows - 1) * 2 * inFeatures;
+  }
+  return scratch;
+}
+
 std::string fusedLinearSource(const FusedLinearKernel &kernel) {
   if (kernel.tiledPrefill())
     return columnBlockLinearSource(kernel);

@@ -68,9 +68,10 @@ std::optional<PrefillMatmul> matmulOf(StringRef name) {
   return std::nullopt;
 }
 
-std::string productSource(func::FuncOp kernel, const std::string &name,
-                          LoweringConfigAttr lowering, Value weight, Value gain, Value residual,
-                          std::optional<double> eps, bool swiglu, Value result) {
+FusedLinearKernel productKernel(func::FuncOp kernel, const std::string &name,
+                                LoweringConfigAttr lowering, Value weight, Value gain,
+                                Value residual, std::optional<double> eps, bool swiglu,
+                                Value result) {
   FusedLinearKernel cpu;
   cpu.name = name;
   cpu.inFeatures = dimOf(weight, 1);
@@ -120,10 +121,50 @@ std::string productSource(func::FuncOp kernel, const std::string &name,
       refuse(kernel, "a column-block product needs a tile [rows, 2] in its q3.lowering");
     cpu.prefillTileRows = tile[0];
   }
+  return cpu;
+}
+
+std::string scratchText(int64_t bytes, int64_t rowBytes) {
+  return std::to_string(bytes) + " + " + std::to_string(rowBytes) + " * rows";
+}
+
+/// The product's source: `cpu` with its decode loops' prefetch and streams,
+/// once the grid and the thread scratch in its q3.lowering are the ones the
+/// template takes (cpu-assign-grids, cpu-plan-thread-scratch).
+std::string productSource(func::FuncOp kernel, LoweringConfigAttr lowering, FusedLinearKernel cpu) {
   cpu.prefetchBytes = prefetchBytesOf(kernel, lowering);
   cpu.decodeStreams = decodeStreamsOf(kernel, lowering);
   expectGrid(kernel, lowering, "fixed", cpu.workgroups());
+  const ThreadScratch scratch = cpu.threadScratch();
+  if (lowering.getThreadScratchBytes() != scratch.fixedBytes ||
+      lowering.getThreadScratchRowBytes() != scratch.rowBytes)
+    refuse(kernel,
+           "q3.lowering thread_scratch '" +
+               scratchText(lowering.getThreadScratchBytes(), lowering.getThreadScratchRowBytes()) +
+               "' is not the template's '" + scratchText(scratch.fixedBytes, scratch.rowBytes) +
+               "': run the CPU target passes");
   return fusedLinearSource(cpu);
+}
+
+/// The product kernel of `compute` (q3.fused_linear or q3.linear): its
+/// shapes, weight layout and prefill (what its thread scratch follows from),
+/// else nullopt.
+std::optional<FusedLinearKernel> productOf(func::FuncOp kernel, Operation *compute,
+                                           LoweringConfigAttr lowering, const std::string &name) {
+  if (auto op = dyn_cast<FusedLinearOp>(compute)) {
+    std::optional<double> eps;
+    if (auto attr = op.getRmsNormEps())
+      eps = attr->convertToDouble();
+    return productKernel(kernel, name, lowering, op.getWeight(), op.getGain(), op.getResidual(),
+                         eps, op.getSwiglu(), op.getResult());
+  }
+  if (auto op = dyn_cast<LinearOp>(compute)) {
+    if (op.getBias())
+      refuse(kernel, "the CPU kernels have no product with a bias");
+    return productKernel(kernel, name, lowering, op.getWeight(), Value(), Value(), std::nullopt,
+                         false, op.getResult());
+  }
+  return std::nullopt;
 }
 
 std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr lowering,
@@ -136,23 +177,14 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
   if (lowering.getWorkspaceBytes() != 0 && !isa<AttentionOp>(compute))
     refuse(kernel, "has workspace_bytes in its q3.lowering, which only attention's decode "
                    "splits use");
+  if (std::optional<FusedLinearKernel> product = productOf(kernel, compute, lowering, name))
+    return productSource(kernel, lowering, *product);
+  if (lowering.getThreadScratchBytes() != 0 || lowering.getThreadScratchRowBytes() != 0)
+    refuse(kernel, "has thread_scratch in its q3.lowering, which only the products take");
   auto forward = module.lookupSymbol<func::FuncOp>(kEntryPoint);
   const DType cacheStorage =
       dtypeOf(forward.getArgument(2).getType().cast<KVCacheType>().getElement());
   return llvm::TypeSwitch<Operation *, std::string>(compute)
-      .Case<FusedLinearOp>([&](FusedLinearOp op) {
-        std::optional<double> eps;
-        if (auto attr = op.getRmsNormEps())
-          eps = attr->convertToDouble();
-        return productSource(kernel, name, lowering, op.getWeight(), op.getGain(),
-                             op.getResidual(), eps, op.getSwiglu(), op.getResult());
-      })
-      .Case<LinearOp>([&](LinearOp op) {
-        if (op.getBias())
-          refuse(kernel, "the CPU kernels have no product with a bias");
-        return productSource(kernel, name, lowering, op.getWeight(), Value(), Value(),
-                             std::nullopt, false, op.getResult());
-      })
       .Case<EmbeddingOp>([&](EmbeddingOp op) {
         expectGrid(kernel, lowering, "per_row", 1);
         return embeddingSource({name, dimOf(op.getTable(), 0), dimOf(op.getTable(), 1),
@@ -238,6 +270,15 @@ AttentionKernel attentionKernelShape(AttentionOp attention) {
     shape.kvHeadMap.push_back(attention.kvHeadFor(h));
   shape.scale = attention.getScale().convertToDouble();
   return shape;
+}
+
+ThreadScratch cpuKernelThreadScratch(func::FuncOp kernel, LoweringConfigAttr lowering) {
+  Operation *compute = kernelComputeOp(kernel);
+  if (!compute)
+    return {};
+  std::optional<FusedLinearKernel> product =
+      productOf(kernel, compute, lowering, kernel.getSymName().str());
+  return product ? product->threadScratch() : ThreadScratch{};
 }
 
 std::string cpuKernelSource(ModuleOp module, func::FuncOp kernel) {

@@ -24,6 +24,12 @@ std::string cpuKernelSource(mlir::ModuleOp module, mlir::func::FuncOp kernel);
 /// what decides its workgroups (cpu-assign-grids) and its template.
 AttentionKernel attentionKernelShape(q3::ir::AttentionOp attention);
 
+/// The thread scratch (FusedLinearKernel::threadScratch) the CPU kernel for
+/// `kernel` takes when built with `lowering` (its own or a variant's); none
+/// for kernels other than the products. Throws as cpuKernelSource.
+ThreadScratch cpuKernelThreadScratch(mlir::func::FuncOp kernel,
+                                     q3::ir::LoweringConfigAttr lowering);
+
 /// The same kernel built with one of its `q3.variants` lowerings instead,
 /// named runtime::variantKernelName(kernel, variantName(kernel, variant)).
 std::string cpuKernelVariantSource(mlir::ModuleOp module, mlir::func::FuncOp kernel,

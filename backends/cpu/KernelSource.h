@@ -44,6 +44,19 @@ inline constexpr int64_t kNoPrefetch = -1;
 /// decode tuner's default candidate).
 inline constexpr int64_t kDefaultDecodeStreams = 4;
 
+/// Memory one call of a kernel takes beside its operands, on the thread that
+/// runs it: `fixedBytes` plus `rowBytes` per row of the dispatch
+/// (q3.lowering's thread_scratch; the runtime passes each thread's region
+/// as the kernel's last buffer, runtime/KernelABI.h).
+struct ThreadScratch {
+  int64_t fixedBytes = 0, rowBytes = 0;
+  bool empty() const { return fixedBytes == 0 && rowBytes == 0; }
+  int64_t bytesFor(int64_t rows) const { return fixedBytes + rowBytes * rows; }
+};
+
+/// Where each part of a thread's scratch starts is a multiple of this.
+inline constexpr int64_t kScratchAlignment = 64;
+
 /// The shape of one q3.fused_linear kernel (q3.linear is the plain case).
 struct FusedLinearKernel {
   std::string name;        // symbol suffix: q3_kernel_<name>
@@ -117,6 +130,18 @@ struct FusedLinearKernel {
   int64_t workgroups() const {
     return (outFeatures + kColumnsPerWorkgroup - 1) / kColumnsPerWorkgroup;
   }
+  /// Whether prefill rounds its activations to bf16 (vdpbf16ps or AMX tiles).
+  bool roundsActivations() const { return tiledPrefill() && prefillMatmul != PrefillMatmul::F32; }
+  static constexpr int64_t kAmxTileRows = 32; // AMX rounds its rows up to a multiple
+
+  /// The thread scratch of one call, in this order: the panel a per-call
+  /// prefill packs a pair of column blocks into (2 x K x 32 bytes), at 0;
+  /// the gain-scaled activations (rows x K f32) at gainScratchOffset(); the
+  /// bf16-rounded activations (rows x K i16; AMX: rows rounded up to 32) at
+  /// the next multiple of kScratchAlignment.
+  ThreadScratch threadScratch() const;
+  int64_t panelBytes() const { return panelsPerCall ? 64 * inFeatures : 0; }
+  int64_t gainScratchOffset() const;
 };
 
 /// MLIR source of `func.func @q3k_<name>(x, w, [gain,] [residual,] y, rows, visible,

@@ -39,7 +39,6 @@ struct PanelViews {
   WeightParts parts;     // the rows of each part, as the dot products read them
   std::string pairsType; // a part as (k, k+1) pairs: [rows * K/2] i32
   std::string panelType; // the packed pair of blocks as i32: [2][K/2][16]
-  int64_t panelBytes = 0;
 };
 
 PanelViews panelViews(const FusedLinearKernel &kernel, const ColumnBlockLayout &l) {
@@ -47,7 +46,6 @@ PanelViews panelViews(const FusedLinearKernel &kernel, const ColumnBlockLayout &
   v.parts = weightParts(kernel);
   v.pairsType = "memref<?xi32>";
   v.panelType = fmt::format("memref<2x{}x16xi32>", l.pairs);
-  v.panelBytes = 2 * l.pairs * 64;
   return v;
 }
 
@@ -300,9 +298,8 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
     %cOutBlocks = arith.constant {outBlocks} : index
     %cTileRows = arith.constant {tileRows} : index
     %cLastBlock = arith.constant {lastBlock} : index
-    %panelRaw = memref.alloc() {{alignment = 64 : i64}} : memref<{panelBytes}xi8>
-    %panel = memref.view %panelRaw[%c0][] : memref<{panelBytes}xi8> to {tileWeightType}
-    %panelPairs = memref.view %panelRaw[%c0][] : memref<{panelBytes}xi8> to {panelType}
+    %panel = memref.view %scratch[%c0][] : memref<?xi8> to {tileWeightType}
+    %panelPairs = memref.view %scratch[%c0][] : memref<?xi8> to {panelType}
     %bBegin = arith.muli %wgBegin, %cBlocksPerGroup : index
     %bEndGroup = arith.muli %wgEnd, %cBlocksPerGroup : index
     %bEnd = arith.minui %bEndGroup, %cOutBlocks : index
@@ -320,19 +317,16 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
       scf.for %t = %c0 to %tiledRows step %cTileRows {{
 {firstLine}{prefillTile}      }}
 {leftoverTiles}    }}
-{roundingClosing}    memref.dealloc %panelRaw : memref<{panelBytes}xi8>
   }} else {{
 {decode}  }}
 )mlir",
       fmt::arg("pairs", partList(v.parts, "%wPairs")), fmt::arg("packType", packType),
       fmt::arg("blockAtType", blockAtType), fmt::arg("prefetchShare", prefetchShare(l)),
       fmt::arg("firstLine", prefetchFirstLine()), fmt::arg("panelType", v.panelType),
-      fmt::arg("tileWeightType", l.weightType), fmt::arg("panelBytes", v.panelBytes),
-      fmt::arg("name", kernel.name),
+      fmt::arg("tileWeightType", l.weightType), fmt::arg("name", kernel.name),
       fmt::arg("blocksPerGroup", FusedLinearKernel::kColumnsPerWorkgroup / kBlock),
       fmt::arg("outBlocks", l.outBlocks), fmt::arg("tileRows", tileRows),
       fmt::arg("lastBlock", l.blocks - 1), fmt::arg("rounding", bf16 ? rounding.opening : ""),
-      fmt::arg("roundingClosing", bf16 ? rounding.closing : ""),
       fmt::arg("step", kernel.swiglu ? "%c1" : "%cTwo"),
       fmt::arg("nextPair", nextBlockPair(kernel.swiglu ? "%c1" : "%cTwo")),
       fmt::arg("pairing", blockPairing(kernel, l)),

@@ -55,9 +55,14 @@ std::vector<double> measure(const std::vector<FusedLinearKernel> &kernels,
   std::vector<uint8_t> weight = randomWeights(shape, rng);
   std::vector<uint8_t> gain = randomHalves(*shape.prologueGain, shape.inFeatures, rng);
   std::vector<float> y(static_cast<size_t>(kPromptRows * shape.outFeatures));
-  std::vector<void *> buffers = {x.data(), weight.data(), gain.data(), y.data()};
+  int64_t scratchBytes = 0;
+  for (const FusedLinearKernel &kernel : kernels)
+    scratchBytes = std::max(scratchBytes, kernel.threadScratch().bytesFor(kPromptRows));
+  std::vector<uint8_t> scratch(
+      static_cast<size_t>(scratchBytes)); // the thread's, last (runtime/KernelABI.h)
+  std::vector<void *> buffers = {x.data(), weight.data(), gain.data(), y.data(), scratch.data()};
   const std::vector<int64_t> bytes = {int64_t(x.size() * 4), int64_t(weight.size()),
-                                      int64_t(gain.size()), int64_t(y.size() * 4)};
+                                      int64_t(gain.size()), int64_t(y.size() * 4), scratchBytes};
   const int64_t scalars[runtime::kFixedKernelScalars] = {kPromptRows, kPromptRows, kPromptRows};
   std::vector<std::function<double()>> runs;
   for (size_t i = 0; i < kernels.size(); ++i)

@@ -49,7 +49,7 @@ void check(const uint8_t *data, size_t size) {
       const q3::manifest::Manifest m = q3::manifest::manifestFromJson(artifact->manifest());
       q3::manifest::validateManifest(m);
       for (int64_t context : {int64_t(1), int64_t(4096), int64_t(1) << 40})
-        for (const q3::runtime::MemoryPart &part : q3::runtime::estimateModelMemory(m, context))
+        for (const q3::runtime::MemoryPart &part : q3::runtime::estimateModelMemory(m, context, 64))
           sink = sink + unsigned(part.bytes);
     } catch (const q3::manifest::ManifestError &) {
     }

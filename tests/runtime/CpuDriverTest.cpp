@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
+
 namespace q3::runtime {
 namespace {
 
@@ -81,6 +83,47 @@ TEST(CpuDriver, DispatchesRunInIssueOrderAroundWrites) {
   EXPECT_EQ(got, std::vector<float>(n, 15.0f));
   driver->read({d, 0, bytes}, got.data());
   EXPECT_EQ(got, std::vector<float>(n, 14.0f));
+}
+
+// Every thread gets a scratch region of its own, of the most any kernel
+// takes at the planned prefill chunk, and a dispatch that would take more is
+// refused rather than run past it.
+TEST(CpuDriver, EachThreadRunsKernelsOnAThreadScratchOfItsOwn) {
+  manifest::Manifest manifest = cpuManifest();
+  manifest.prefillRows = 8;
+  manifest::Kernel probe;
+  probe.name = "scratch_probe";
+  probe.prefillChunks = 8;
+  probe.threadScratch = {100, 10}; // 180 bytes at 8 rows
+  manifest.kernels.push_back(probe);
+  manifest.kernels[0].threadScratch = {0, 40}; // "scale": 320, the largest
+  std::vector<uint8_t> image = cpuArtifact();
+  auto artifact = Artifact::parse(kFile, image.data(), image.size());
+  ThreadPool pool(3);
+  CpuDriver driver(*artifact, manifest, kFile, pool);
+  const int64_t workgroups = 600, bytes = workgroups * 4 * 8;
+  const int64_t out = driver.allocate(bytes);
+  const int64_t kernel = driver.kernel("scratch_probe");
+  driver.dispatch(kernel, {{out, 0, bytes}}, {8, 8, 8}, workgroups);
+  std::vector<uint64_t> seen(size_t(workgroups) * 4);
+  driver.read({out, 0, bytes}, seen.data());
+  std::map<uint64_t, uint64_t> regionOfThread, threadOfRegion;
+  for (int64_t w = 0; w < workgroups; ++w) {
+    const uint64_t region = seen[size_t(4 * w)], thread = seen[size_t(4 * w + 3)];
+    ASSERT_EQ(seen[size_t(4 * w + 1)], 320u) << "workgroup " << w;
+    ASSERT_EQ(seen[size_t(4 * w + 2)], 1u) << "workgroup " << w << "'s scratch was shared";
+    // One region per thread, and never another thread's.
+    ASSERT_EQ(regionOfThread.try_emplace(thread, region).first->second, region);
+    ASSERT_EQ(threadOfRegion.try_emplace(region, thread).first->second, thread);
+  }
+  EXPECT_LE(regionOfThread.size(), 3u);
+  for (auto [a, threadA] : threadOfRegion)
+    for (auto [b, threadB] : threadOfRegion)
+      EXPECT_TRUE(a == b || (a > b ? a - b : b - a) >= 320) << "regions overlap";
+  // The probe takes 100 + 10 x 22 = 320 at 22 rows; 23 rows take more.
+  EXPECT_NO_THROW(driver.dispatch(kernel, {{out, 0, bytes}}, {22, 22, 22}, 1));
+  EXPECT_THROW(driver.dispatch(kernel, {{out, 0, bytes}}, {23, 23, 23}, 1), std::logic_error);
+  driver.finish();
 }
 
 TEST(CpuDriver, WritesAndReadsRangesAndRefusesRangesOutsideABuffer) {

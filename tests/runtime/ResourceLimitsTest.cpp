@@ -49,7 +49,7 @@ manifest::Manifest manifest(int64_t rowBytes) {
 }
 
 TEST(ModelMemory, CountsReadWeightsBuffersAndCache) {
-  std::vector<MemoryPart> parts = estimateModelMemory(manifest(256), 100);
+  std::vector<MemoryPart> parts = estimateModelMemory(manifest(256), 100, 2);
   ASSERT_EQ(parts.size(), 3u);
   EXPECT_EQ(parts[0].bytes, 16u * 8 * 2);             // only the weight a dispatch reads
   EXPECT_EQ(parts[1].bytes, 2u * 100 * 2 * 8 * 4 * 2); // K and V
@@ -63,15 +63,29 @@ TEST(ModelMemory, BuffersHoldOneChunkAndABf16CacheHalves) {
   m.kernels = {manifest::Kernel{}, manifest::Kernel{}};
   m.kernels[0].workspaceBytes = 1000;
   m.kernels[1].workspaceBytes = 3000;
-  std::vector<MemoryPart> parts = estimateModelMemory(m, 100);
+  std::vector<MemoryPart> parts = estimateModelMemory(m, 100, 2);
   ASSERT_EQ(parts.size(), 3u);
   EXPECT_EQ(parts[1].bytes, 2u * 100 * 2 * 8 * 2 * 2);    // K and V of bf16
   EXPECT_EQ(parts[2].bytes, 16u * (256 + 64 + 4) + 3000); // a chunk, the largest workspace
 }
 
+TEST(ModelMemory, EachThreadHasTheLargestScratchAnyBuildTakesAtTheChunk) {
+  manifest::Manifest m = manifest(256);
+  m.prefillRows = 16;
+  m.kernels = {manifest::Kernel{}, manifest::Kernel{}};
+  m.kernels[0].threadScratch = {1000, 10}; // 1160 at 16 rows
+  m.kernels[1].threadScratch = {64, 100};  // 1664
+  m.kernels[1].variants = {manifest::KernelVariant{}};
+  m.kernels[1].variants[0].threadScratch = {0, 200}; // 3200: the largest
+  const uint64_t buffers = 16u * (256 + 64 + 4);
+  EXPECT_EQ(estimateModelMemory(m, 100, 1)[2].bytes, buffers + 3200);
+  EXPECT_EQ(estimateModelMemory(m, 100, 3)[2].bytes, buffers + 3 * 3200);
+}
+
 TEST(ModelMemory, AnOverflowingContextIsRefusedNotZero) {
   // context x row_bytes overflowed to a "0-byte buffer" before.
-  std::vector<MemoryPart> parts = estimateModelMemory(manifest(int64_t(1) << 40), int64_t(1) << 31);
+  std::vector<MemoryPart> parts =
+      estimateModelMemory(manifest(int64_t(1) << 40), int64_t(1) << 31, 2);
   EXPECT_EQ(parts[2].bytes, UINT64_MAX);
   EXPECT_THROW(requireMemory("m.q3", parts, availableMemory(), ""), ResourceError);
 }

@@ -204,6 +204,12 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu, bool sameRou
   }
   buffers.push_back(actual.data());
   bytes.push_back(int64_t(actual.size() * 4));
+  // The thread scratch the lowering plans (cpu-plan-thread-scratch), last,
+  // exactly as large: a kernel that reached past its plan would show under
+  // the sanitizers.
+  std::vector<uint8_t> scratch(size_t(kernel.threadScratch().bytesFor(c.rows)));
+  buffers.push_back(scratch.data());
+  bytes.push_back(int64_t(scratch.size()));
   const int64_t scalars[] = {c.rows, c.rows, c.rows};
   // Two calls over disjoint workgroup ranges, as two threads would run it.
   const int64_t split = kernel.workgroups() / 2;

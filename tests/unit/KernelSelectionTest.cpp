@@ -256,5 +256,47 @@ TEST(KernelSelection, AttentionRunsTheLoweringsDecodeSplits) {
   EXPECT_EQ(attention, 1);
 }
 
+// Code generation takes the thread scratch cpu-plan-thread-scratch planned
+// (a product's panel, gain-scaled and rounded rows; none for the rest) and
+// refuses a plan that is not its template's: a kernel must never reach past
+// the region the runtime sized from the plan.
+TEST(KernelSelection, ProductsRunOnTheThreadScratchTheirLoweringPlans) {
+  int products = 0;
+  GoldenRunner runner(loadGoldenCase("sharded_gqa2_bf16"), [&](mlir::ModuleOp module) {
+    cpu::CpuPipelineOptions cpuOptions;
+    cpuOptions.cpu = "znver4"; // AVX512-BF16, whatever this host is
+    cpuOptions.matmul = "avx512bf16";
+    runTargetStage(module, cpuOptions);
+    for (mlir::func::FuncOp kernel : cpu::kernelsOf(module)) {
+      const ir::LoweringConfigAttr lowering = ir::loweringOf(kernel);
+      const bool product =
+          mlir::isa_and_nonnull<ir::FusedLinearOp, ir::LinearOp>(ir::kernelComputeOp(kernel));
+      if (!product) {
+        EXPECT_EQ(lowering.getThreadScratchBytes() + lowering.getThreadScratchRowBytes(), 0);
+        ir::setLowering(kernel, lowering.withThreadScratch(64, 0));
+        expectRefused(module, kernel,
+                      "has thread_scratch in its q3.lowering, which only the products take");
+        ir::setLowering(kernel, lowering);
+        continue;
+      }
+      ++products;
+      const cpu::ThreadScratch planned = cpu::cpuKernelThreadScratch(kernel, lowering);
+      EXPECT_EQ(lowering.getThreadScratchBytes(), planned.fixedBytes);
+      EXPECT_EQ(lowering.getThreadScratchRowBytes(), planned.rowBytes);
+      // vdpbf16ps rounds every row: at least 2 bytes per k per row.
+      if (lowering.getMatmul() == "avx512bf16")
+        EXPECT_GE(planned.rowBytes,
+                  2 * mlir::cast<mlir::RankedTensorType>(kernel.getFunctionType().getInput(0))
+                          .getDimSize(1));
+      EXPECT_NE(cpu::cpuKernelSource(module, kernel).find("%scratch: memref<?xi8>"),
+                std::string::npos);
+      ir::setLowering(kernel, lowering.withThreadScratch(planned.fixedBytes, planned.rowBytes - 2));
+      expectRefused(module, kernel, "is not the template's");
+      ir::setLowering(kernel, lowering);
+    }
+  });
+  EXPECT_GT(products, 0);
+}
+
 } // namespace
 } // namespace q3::testing

@@ -36,9 +36,11 @@ cpu::FusedLinearKernel variant(int64_t prefetchBytes) {
 std::vector<float> run(const cpu::LoadedTuningKernel &loaded, const cpu::FusedLinearKernel &kernel,
                        std::vector<uint8_t> &weight, std::vector<uint8_t> &gain) {
   std::vector<float> x(size_t(kernel.inFeatures), 1.0f), y(size_t(kernel.outFeatures), 0.0f);
-  void *pointers[4] = {x.data(), weight.data(), gain.data(), y.data()};
-  const std::array<int64_t, 4> bytes = {int64_t(x.size() * 4), int64_t(weight.size()),
-                                        int64_t(gain.size()), int64_t(y.size() * 4)};
+  std::vector<uint8_t> scratch(size_t(kernel.threadScratch().bytesFor(1)));
+  void *pointers[5] = {x.data(), weight.data(), gain.data(), y.data(), scratch.data()};
+  const std::array<int64_t, 5> bytes = {int64_t(x.size() * 4), int64_t(weight.size()),
+                                        int64_t(gain.size()), int64_t(y.size() * 4),
+                                        int64_t(scratch.size())};
   const int64_t scalars[runtime::kFixedKernelScalars] = {1, 1, 1};
   loaded.entry(pointers, bytes.data(), scalars, 0, kernel.workgroups());
   return y;

@@ -36,6 +36,7 @@ static std::string statisticsJson(const passes::PipelineStatistics &stats) {
       {"decode_bytes_per_token", optional(stats.decodeBytesPerToken)},
       {"peak_activation_bytes", optional(stats.peakActivationBytes)},
       {"max_seq_len", optional(stats.maxSeqLen)},
+      {"thread_scratch_bytes", optional(stats.threadScratchBytes)},
   };
   return json.dump(2) + "\n";
 }
@@ -53,6 +54,7 @@ static std::string statisticsText(const passes::PipelineStatistics &stats) {
   line("  activations and KV", stats.decodeActivationBytes);
   line("peak activation bytes", stats.peakActivationBytes);
   line("  planned for rows", stats.maxSeqLen);
+  line("thread scratch bytes, per thread", stats.threadScratchBytes);
   text += "ops before -> after:\n";
   std::map<std::string, std::pair<int64_t, int64_t>> both;
   for (auto [kind, count] : stats.opsByKindBefore)

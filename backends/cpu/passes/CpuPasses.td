@@ -262,4 +262,18 @@ def CpuSetDecodeStreams : Pass<"cpu-set-decode-streams", "mlir::ModuleOp"> {
   ];
 }
 
+def CpuPlanThreadScratch : Pass<"cpu-plan-thread-scratch", "mlir::ModuleOp"> {
+  let summary = "Plan the memory each call of a kernel takes on the thread that runs it";
+  let description = [{
+    Sets `thread_scratch` (`F + R * rows` bytes) in the `q3.lowering` of each
+    product kernel and of each of its `q3.variants`: the panel a per-call
+    prefill packs its weight blocks into, the gain-scaled activations, the
+    bf16-rounded activations of a vdpbf16ps or AMX prefill. Runs after every
+    pass that decides those. The runtime gives each of its threads one
+    region of the largest any kernel takes at the planned prefill chunk and
+    passes it to every call; the kernels allocate nothing.
+  }];
+  let constructor = "q3::cpu::createCpuPlanThreadScratchPass()";
+}
+
 #endif // Q3_CPU_PASSES_TD

@@ -250,6 +250,22 @@ func.func private @workspace_too_large() attributes {q3.lowering = #q3.lowering<
 
 // -----
 
+// expected-error @+1 {{#q3.lowering: thread_scratch must be F + R * rows with F 0 to 67108864 and R 0 to 1048576, got 64 + -2 * rows}}
+func.func private @scratch_negative() attributes {q3.lowering = #q3.lowering<thread_scratch = 64 + -2 * rows>}
+
+// -----
+
+// expected-error @+1 {{#q3.lowering: thread_scratch must be F + R * rows with F 0 to 67108864 and R 0 to 1048576, got 0 + 2097152 * rows}}
+func.func private @scratch_row_too_large() attributes {q3.lowering = #q3.lowering<thread_scratch = 0 + 2097152 * rows>}
+
+// -----
+
+// One spelling: F + R * rows.
+// expected-error @+1 {{expected '+'}}
+func.func private @scratch_without_rows() attributes {q3.lowering = #q3.lowering<thread_scratch = 4096>}
+
+// -----
+
 // A decode loop without software prefetch is spelled `none`, not a negative distance.
 // expected-error @+1 {{#q3.lowering: prefetch_bytes must be none or a byte count, got -1}}
 func.func private @prefetch_negative() attributes {q3.lowering = #q3.lowering<prefetch_bytes = -1>}

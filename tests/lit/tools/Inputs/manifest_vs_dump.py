@@ -3,7 +3,7 @@
 
 Reads the manifest of a q3c artifact and a `q3c dump --target cpu` of the same
 model and compares, with their own parsers: every kernel's lowering (grid,
-matmul, tile, chunking, prefetch distance, workspace) and weight operand types; the weight plan as a
+matmul, tile, chunking, prefetch distance, workspace, thread scratch) and weight operand types; the weight plan as a
 multiset of (kind, name, dtype, shape, layout); the order of dispatches.
 Prints one summary line per part, or exits 1 naming the first difference.
 """
@@ -64,6 +64,12 @@ def lowering_of(text):
         m = re.search(key + r" = (\d+|none)", text)
         if m:
             fields[key] = m.group(1) if m.group(1) == "none" else int(m.group(1))
+    scratch = re.search(r"thread_scratch = (\d+) \+ (\d+) \* rows", text)
+    if scratch:  # the manifest leaves out what is 0
+        for key, value in zip(("thread_scratch_bytes", "thread_scratch_row_bytes"),
+                              scratch.groups()):
+            if int(value):
+                fields[key] = int(value)
     return fields
 
 
@@ -116,7 +122,8 @@ def main():
     for k in m["kernels"]:
         lowering, arg_types = kernels[k["name"]]
         for key in ("grid", "matmul", "tile", "weight_packing", "prefill_chunks",
-                    "decode_chunks", "prefetch_bytes", "decode_streams", "workspace_bytes"):
+                    "decode_chunks", "prefetch_bytes", "decode_streams", "workspace_bytes",
+                    "thread_scratch_bytes", "thread_scratch_row_bytes"):
             if lowering.get(key) != k.get(key):
                 fail(f"kernel {k['name']} {key}: dump {lowering.get(key)}, manifest {k.get(key)}")
         for i, operand in enumerate(k["operands"]):
