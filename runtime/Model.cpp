@@ -183,18 +183,19 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
                                 artifactPath, s.manifest.target.backend));
   // Also packs the weights in parallel.
   s.pool = std::make_unique<ThreadPool>(options.threads, kKernelStackBytes);
-  s.driver = createDriver(*s.artifact, s.manifest, artifactPath, *s.pool,
-                         DriverOptions{options.device});
   const int64_t maxPositions = s.manifest.config.maxPositionEmbeddings;
   s.context =
       options.contextLength > 0 ? options.contextLength : std::min<int64_t>(maxPositions, 4096);
-  // Refuse what cannot fit before allocating any of it.
+  // Refuse what cannot fit before allocating any of it (the CPU driver
+  // reserves its threads' scratch).
   const std::vector<MemoryPart> modelMemory =
       estimateModelMemory(s.manifest, s.context, s.pool->size());
   const MemoryBudget budget = availableMemory();
   requireMemory(
       fmt::format("{}: the model with a context of {} positions", artifactPath, s.context),
       modelMemory, budget, "; use a shorter context (q3run --ctx)");
+  s.driver = createDriver(*s.artifact, s.manifest, artifactPath, *s.pool,
+                         DriverOptions{options.device});
   if (embedded) {
     const Artifact::Section *section = s.artifact->find(s.manifest.embedded.section);
     if (!section || section->kind != SectionKind::Mapped)
