@@ -205,8 +205,7 @@ double relativeErrorOf(const LinearCase &c, const std::string &cpu, bool sameRou
   buffers.push_back(actual.data());
   bytes.push_back(int64_t(actual.size() * 4));
   // The thread scratch the lowering plans (cpu-plan-thread-scratch), last,
-  // exactly as large: a kernel that reached past its plan would show under
-  // the sanitizers.
+  // exactly as large as the runtime's smallest region would be.
   std::vector<uint8_t> scratch(size_t(kernel.threadScratch().bytesFor(c.rows)));
   buffers.push_back(scratch.data());
   bytes.push_back(int64_t(scratch.size()));
