@@ -284,10 +284,11 @@ TEST(KernelSelection, ProductsRunOnTheThreadScratchTheirLoweringPlans) {
       EXPECT_EQ(lowering.getThreadScratchBytes(), planned.fixedBytes);
       EXPECT_EQ(lowering.getThreadScratchRowBytes(), planned.rowBytes);
       // vdpbf16ps rounds every row: at least 2 bytes per k per row.
-      if (lowering.getMatmul() == "avx512bf16")
+      if (lowering.getMatmul() == "avx512bf16") {
         EXPECT_GE(planned.rowBytes,
                   2 * mlir::cast<mlir::RankedTensorType>(kernel.getFunctionType().getInput(0))
                           .getDimSize(1));
+      }
       EXPECT_NE(cpu::cpuKernelSource(module, kernel).find("%scratch: memref<?xi8>"),
                 std::string::npos);
       ir::setLowering(kernel, lowering.withThreadScratch(planned.fixedBytes, planned.rowBytes - 2));
