@@ -173,6 +173,10 @@ LoweringConfigAttr LoweringConfigAttr::withThreadScratch(int64_t bytes, int64_t 
   return fields.get(getContext());
 }
 
+std::string LoweringConfigAttr::threadScratchText(int64_t bytes, int64_t rowBytes) {
+  return std::to_string(bytes) + " + " + std::to_string(rowBytes) + " * rows";
+}
+
 namespace {
 /// `F + R * rows` (thread_scratch).
 ParseResult parseThreadScratch(AsmParser &parser, int64_t &bytes, int64_t &rowBytes) {
@@ -274,8 +278,8 @@ void LoweringConfigAttr::print(AsmPrinter &printer) const {
   if (getWorkspaceBytes())
     fields.push_back("workspace_bytes = " + std::to_string(getWorkspaceBytes()));
   if (getThreadScratchBytes() || getThreadScratchRowBytes())
-    fields.push_back("thread_scratch = " + std::to_string(getThreadScratchBytes()) + " + " +
-                     std::to_string(getThreadScratchRowBytes()) + " * rows");
+    fields.push_back("thread_scratch = " +
+                     threadScratchText(getThreadScratchBytes(), getThreadScratchRowBytes()));
   if (!getWorkgroupSize().empty())
     fields.push_back("workgroup_size = " + list(getWorkgroupSize()));
   printer << "<";

@@ -181,6 +181,8 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     int64_t threadScratchBytesFor(int64_t rows) const {
       return getThreadScratchBytes() + getThreadScratchRowBytes() * rows;
     }
+    /// thread_scratch as the IR spells it: "F + R * rows".
+    static std::string threadScratchText(int64_t bytes, int64_t rowBytes);
     bool hasGrid() const { return !getGridKind().empty(); }
     /// prefetch_bytes, when set: at least a cache line, at most 1 MiB, or
     /// kNoPrefetch (printed `none`).

@@ -28,11 +28,8 @@ CpuDriver::CpuDriver(const Artifact &artifact, const manifest::Manifest &m,
     if (std::string refused = requestAmxState(); !refused.empty())
       throw LoadError(path + ": compiled for AMX, but " + refused);
   }
-  for (const manifest::Kernel &kernel : m.kernels) {
-    chunking_[kernel.name] = {int(kernel.prefillChunks), int(kernel.decodeChunks)};
-    variantInfo_[kernel.name] = kernel.variants;
-    baseScratch_[kernel.name] = kernel.threadScratch;
-  }
+  for (const manifest::Kernel &kernel : m.kernels)
+    manifestKernels_[kernel.name] = kernel;
   allocateThreadScratch(manifest::largestThreadScratch(m));
   const Artifact::Section *library = artifact.find("kernels.so");
   if (!library)
@@ -60,12 +57,12 @@ bool CpuDriver::amxGranted() {
 CpuDriver::Builds CpuDriver::buildsOf(const std::string &name) {
   Builds builds;
   builds.base = reinterpret_cast<KernelEntry>(library_->symbol(kKernelSymbolPrefix + name));
-  if (auto scratch = baseScratch_.find(name); scratch != baseScratch_.end())
-    builds.baseScratch = scratch->second;
-  auto info = variantInfo_.find(name);
-  if (info == variantInfo_.end())
+  auto described = manifestKernels_.find(name);
+  if (described == manifestKernels_.end())
     return builds;
-  for (const manifest::KernelVariant &variant : info->second) {
+  builds.baseScratch = described->second.threadScratch;
+  builds.chunking = {int(described->second.prefillChunks), int(described->second.decodeChunks)};
+  for (const manifest::KernelVariant &variant : described->second.variants) {
     if (!missingCpuFeatures(variant.requiredFeatures).empty())
       continue;
     const bool amx = std::find(variant.requiredFeatures.begin(), variant.requiredFeatures.end(),
@@ -86,8 +83,7 @@ int64_t CpuDriver::kernel(const std::string &name) {
     builds_.push_back(buildsOf(name));
     kernels_.push_back(builds_.back().base);
     kernelScratch_.push_back(builds_.back().baseScratch);
-    auto chunking = chunking_.find(name);
-    kernelChunks_.push_back(chunking == chunking_.end() ? Chunking{} : chunking->second);
+    kernelChunks_.push_back(builds_.back().chunking);
   }
   return it->second;
 }

@@ -56,11 +56,12 @@ private:
     int prefill = 1, decode = 1;
   };
 
-  /// A kernel's builds: the default and the variants this CPU can run, and
-  /// the thread scratch each takes.
+  /// A kernel's builds: the default and the variants this CPU can run, the
+  /// thread scratch each takes, and the kernel's chunking.
   struct Builds {
     KernelEntry base = nullptr;
     manifest::ThreadScratch baseScratch;
+    Chunking chunking;
     std::vector<std::string> variantNames;
     std::vector<KernelEntry> variants;
     std::vector<manifest::ThreadScratch> variantScratch;
@@ -72,11 +73,11 @@ private:
 
   ThreadPool &pool_;
   std::unique_ptr<SharedLibrary> library_;
-  std::map<std::string, std::vector<manifest::KernelVariant>> variantInfo_;
+  /// The manifest's kernels by name: their variants, scratch and chunking.
+  std::map<std::string, manifest::Kernel> manifestKernels_;
   std::vector<KernelEntry> kernels_; // the build each kernel id runs
   std::vector<manifest::ThreadScratch> kernelScratch_; // what that build takes
   std::vector<Builds> builds_;                         // by kernel id
-  std::map<std::string, manifest::ThreadScratch> baseScratch_;
   /// One region of threadScratchBytes_ per pool thread (runtime/KernelABI.h),
   /// threadScratchStride_ apart: the most any build takes at the planned
   /// prefill chunk.
@@ -84,7 +85,6 @@ private:
   int64_t threadScratchBytes_ = 0, threadScratchStride_ = 0;
   std::optional<bool> amxGranted_;
   std::map<std::string, int64_t> kernelIds_;
-  std::map<std::string, Chunking> chunking_;
   std::vector<Chunking> kernelChunks_; // by kernel id
   std::vector<Memory> memory_;
   /// A dispatch waiting in the queue; its buffers and scalars are spans of

@@ -124,10 +124,6 @@ FusedLinearKernel productKernel(func::FuncOp kernel, const std::string &name,
   return cpu;
 }
 
-std::string scratchText(int64_t bytes, int64_t rowBytes) {
-  return std::to_string(bytes) + " + " + std::to_string(rowBytes) + " * rows";
-}
-
 /// The product's source: `cpu` with its decode loops' prefetch and streams,
 /// once the grid and the thread scratch in its q3.lowering are the ones the
 /// template takes (cpu-assign-grids, cpu-plan-thread-scratch).
@@ -138,11 +134,12 @@ std::string productSource(func::FuncOp kernel, LoweringConfigAttr lowering, Fuse
   const ThreadScratch scratch = cpu.threadScratch();
   if (lowering.getThreadScratchBytes() != scratch.fixedBytes ||
       lowering.getThreadScratchRowBytes() != scratch.rowBytes)
-    refuse(kernel,
-           "q3.lowering thread_scratch '" +
-               scratchText(lowering.getThreadScratchBytes(), lowering.getThreadScratchRowBytes()) +
-               "' is not the template's '" + scratchText(scratch.fixedBytes, scratch.rowBytes) +
-               "': run the CPU target passes");
+    refuse(kernel, "q3.lowering thread_scratch '" +
+                       LoweringConfigAttr::threadScratchText(lowering.getThreadScratchBytes(),
+                                                             lowering.getThreadScratchRowBytes()) +
+                       "' is not the template's '" +
+                       LoweringConfigAttr::threadScratchText(scratch.fixedBytes, scratch.rowBytes) +
+                       "': run the CPU target passes");
   return fusedLinearSource(cpu);
 }
 
