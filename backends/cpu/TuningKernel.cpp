@@ -126,9 +126,12 @@ std::vector<LoadedTuningKernel> loadTuningSources(const std::vector<std::string>
                                                   const CpuTarget &target) {
   if (sources.size() != names.size())
     throw std::invalid_argument("loadTuningSources: a name for every source");
-  if (std::set<std::string>(names.begin(), names.end()).size() != names.size())
-    throw std::invalid_argument("loadTuningSources: the kernels share one library, so each "
-                                "needs its own name");
+  std::set<std::string> seen;
+  for (const std::string &name : names)
+    if (!seen.insert(name).second)
+      throw std::invalid_argument("loadTuningSources: the kernels share one library, so each "
+                                  "needs its own name; '" +
+                                  name + "' is given twice");
   CompiledTuningKernels &compiled = compiledTuningKernels();
   std::vector<LoadedTuningKernel> loaded(sources.size());
   std::vector<size_t> missing;
@@ -158,15 +161,29 @@ std::vector<LoadedTuningKernel> loadTuningSources(const std::vector<std::string>
 
 std::vector<LoadedTuningKernel> loadTuningKernels(const std::vector<FusedLinearKernel> &kernels,
                                                   const CpuTarget &target) {
+  // Variants of one product share its name: each gets one of its own, the
+  // same whenever the same variant is asked for again. Two settings may
+  // build the same kernel (a stream count a product cannot use): it is
+  // compiled once and given to both.
   std::vector<std::string> sources, names;
-  for (FusedLinearKernel kernel : kernels) {
-    // Variants of one product share its name: each gets one of its own, the
-    // same whenever the same variant is asked for again.
-    kernel.name += fmt::format("_{:016x}", llvm::xxHash64(fusedLinearSource(kernel)));
-    sources.push_back(fusedLinearSource(kernel));
-    names.push_back(kernel.name);
+  std::vector<size_t> built(kernels.size());
+  std::map<std::string, size_t> byName;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    FusedLinearKernel kernel = kernels[i];
+    const std::string source = fusedLinearSource(kernel);
+    kernel.name += fmt::format("_{:016x}", llvm::xxHash64(source));
+    auto [it, added] = byName.try_emplace(kernel.name, sources.size());
+    if (added) {
+      sources.push_back(fusedLinearSource(kernel));
+      names.push_back(kernel.name);
+    }
+    built[i] = it->second;
   }
-  return loadTuningSources(sources, names, target);
+  const std::vector<LoadedTuningKernel> unique = loadTuningSources(sources, names, target);
+  std::vector<LoadedTuningKernel> loaded;
+  for (size_t index : built)
+    loaded.push_back(unique[index]);
+  return loaded;
 }
 
 std::vector<std::vector<double>> timesInterleaved(const std::vector<std::function<double()>> &runs,

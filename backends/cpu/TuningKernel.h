@@ -65,7 +65,8 @@ std::vector<LoadedTuningKernel> loadTuningSources(const std::vector<std::string>
                                                   const CpuTarget &target);
 
 /// Each of `kernels` (fusedLinearSource) compiled and loaded, as
-/// loadTuningSources; their names may repeat (each is given a suffix).
+/// loadTuningSources; their names may repeat (each is given a suffix), and
+/// kernels that build the same source share one compiled kernel.
 std::vector<LoadedTuningKernel> loadTuningKernels(const std::vector<FusedLinearKernel> &kernels,
                                                   const CpuTarget &target);
 

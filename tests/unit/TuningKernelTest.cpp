@@ -71,6 +71,17 @@ TEST(TuningKernel, AKernelBuiltBeforeIsNotBuiltAgain) {
   EXPECT_NE(again.at(0).library, before.library) << "the new variant was compiled now";
 }
 
+// Two tuner settings may build one kernel (the 1.7B shape's down product
+// under two decode settings did, and `q3c compile` of that model failed):
+// the batch compiles it once and hands it to both.
+TEST(TuningKernel, OneKernelAskedForTwiceInABatchIsBuiltOnce) {
+  const std::vector<cpu::LoadedTuningKernel> loaded = cpu::loadTuningKernels(
+      {variant(2048), variant(4096), variant(2048)}, cpu::resolveCpuTarget("host"));
+  ASSERT_EQ(loaded.size(), 3u);
+  EXPECT_EQ(loaded[0].entry, loaded[2].entry);
+  EXPECT_NE(loaded[0].entry, loaded[1].entry);
+}
+
 TEST(TuningKernel, SourcesOfOneBatchNeedTheirOwnNames) {
   const std::string source = cpu::fusedLinearSource(variant(cpu::kNoPrefetch));
   const std::string name = variant(cpu::kNoPrefetch).name;
