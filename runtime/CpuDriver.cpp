@@ -83,7 +83,6 @@ int64_t CpuDriver::kernel(const std::string &name) {
     builds_.push_back(buildsOf(name));
     kernels_.push_back(builds_.back().base);
     kernelScratch_.push_back(builds_.back().baseScratch);
-    kernelChunks_.push_back(builds_.back().chunking);
   }
   return it->second;
 }
@@ -159,7 +158,7 @@ void CpuDriver::dispatch(int64_t kernel, const std::vector<BufferRange> &buffers
   constexpr size_t kMaxQueued = 4096;
   if (queue_.size() == kMaxQueued)
     finish();
-  const Chunking chunking = kernelChunks_.at(size_t(kernel));
+  const Chunking chunking = builds_.at(size_t(kernel)).chunking;
   // Scalar 0 is the dispatch's row count (runtime/KernelABI.h).
   const int64_t rows = scalars.at(0);
   const int64_t scratchBytes = kernelScratch_.at(size_t(kernel)).bytesFor(rows);

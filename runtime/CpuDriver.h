@@ -85,7 +85,6 @@ private:
   int64_t threadScratchBytes_ = 0, threadScratchStride_ = 0;
   std::optional<bool> amxGranted_;
   std::map<std::string, int64_t> kernelIds_;
-  std::vector<Chunking> kernelChunks_; // by kernel id
   std::vector<Memory> memory_;
   /// A dispatch waiting in the queue; its buffers and scalars are spans of
   /// the queue's flat arrays: its buffers once per pool thread, each copy
