@@ -136,7 +136,8 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     - `thread_scratch`: memory one call of the kernel takes beside its
       operands, on each thread that runs it, as `F + R * rows` bytes (F
       fixed, R per row of the dispatch): a product's per-call panel, its
-      gain-scaled and its bf16-rounded activations. The runtime gives each
+      gain-scaled activations (every row for an f32 prefill, decode's row
+      where the prefill rounds) and its bf16-rounded activations. The runtime gives each
       of its threads one region, of the largest any kernel or build takes at
       the planned prefill chunk, and passes the thread's region after the
       workspace; nothing is kept there between calls. A kernel without it
@@ -146,7 +147,7 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     ```mlir
     #q3.lowering<grid = fixed 64, matmul = avx512bf16, tile = [8, 2],
                  weight_packing = per_call, decode_chunks = 16, prefetch_bytes = 8192,
-                 decode_streams = 4, thread_scratch = 65600 + 6144 * rows>
+                 decode_streams = 4, thread_scratch = 69632 + 2048 * rows>
     ```
   }];
   let parameters = (ins StringRefParameter<"grid kind: fixed or per_row">:$grid_kind,

@@ -190,8 +190,8 @@ std::string amxFunctions(const FusedLinearKernel &kernel, const ColumnBlockLayou
 }
 
 std::string amxPrefill(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
-                       const std::string &x, const std::string &residual) {
-  const RoundedActivations rounded = roundedActivations(kernel, l, x, "%rows", "%amxRows");
+                       const std::string &residual) {
+  const RoundedActivations rounded = roundedActivations(kernel, l, "%rows", "%amxRows");
   // One 32 x 32 tile: row r of the scratch holds block bA in columns 0-15
   // and block bB in 16-31.
   std::string epilogue = "            %v0 = vector.load %amxOut[%r, %c0] : memref<32x32xf32>, "

@@ -103,7 +103,8 @@ struct DecodeRunCut {
 DecodeRunCut decodeRunCut(const std::string &begin, const std::string &end, int runs,
                           const std::string &rest);
 
-/// Rows [0, `rows`) of `x` rounded to bf16 (to nearest even) into
+/// Rows [0, `rows`) of the frame's %x, times its %gain where the kernel
+/// has a prologue gain, rounded to bf16 (to nearest even) into
 /// `allocatedRows` rows of the thread scratch from %roundedAt (the rows past
 /// `rows` are zero; KernelFrame): its views %xh (roundType, one i16 per k)
 /// and %xp (pairType), and the address %xhAt (i64). `helpers` is the
@@ -112,8 +113,7 @@ struct RoundedActivations {
   std::string helpers, opening;
 };
 RoundedActivations roundedActivations(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
-                                      const std::string &x, const std::string &rows,
-                                      const std::string &allocatedRows);
+                                      const std::string &rows, const std::string &allocatedRows);
 
 /// The pairing of output blocks that a step of the block loop (%bA) handles:
 /// sets %bB and %pairFull. SwiGLU pairs gate block b with up block b + N/32;
@@ -131,6 +131,6 @@ std::string amxFunctions(const FusedLinearKernel &kernel, const ColumnBlockLayou
 /// then for each block pair of the workgroups runs 32 x 32 tiles and their
 /// epilogue. Expects the kernel frame's values and %w, %bBegin, %bEnd.
 std::string amxPrefill(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
-                       const std::string &x, const std::string &residual);
+                       const std::string &residual);
 
 } // namespace q3::cpu::detail

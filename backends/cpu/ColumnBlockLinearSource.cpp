@@ -454,9 +454,20 @@ std::string storeCall(const FusedLinearKernel &kernel, const ColumnBlockLayout &
 }
 
 RoundedActivations roundedActivations(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
-                                      const std::string &x, const std::string &rows,
-                                      const std::string &allocatedRows) {
+                                      const std::string &rows, const std::string &allocatedRows) {
   const int64_t vectorEnd = l.k - l.k % kLanes;
+  // x, or x * gain (the frame's %gain view): the same f32 product the decode
+  // row's prologue makes, so a row rounds alike on either path.
+  std::string loaded = "%v", vectorScaled, scalarScaled;
+  if (kernel.prologueGain) {
+    loaded = "%xr";
+    vectorScaled = "\n      " + vectorWidenedLoad(*kernel.prologueGain, "%gvr", "%gain", "%k",
+                                                   gainViewType(kernel)) +
+                   "\n      %v = arith.mulf %xr, %gvr : vector<16xf32>";
+    scalarScaled = "\n      " + widenedLoad(*kernel.prologueGain, "%gsr", "%gain", "%k",
+                                             gainViewType(kernel)) +
+                   "\n      %v = arith.mulf %xr, %gsr : f32";
+  }
   RoundedActivations rounded;
   rounded.opening = fmt::format(
       R"mlir(  %xh = memref.view %scratch[%roundedAt][{allocatedRows}] : memref<?xi8> to {roundType}
@@ -471,12 +482,12 @@ RoundedActivations roundedActivations(const FusedLinearKernel &kernel, const Col
   %zeroHalf = arith.constant 0 : i16
   scf.for %t = %c0 to {rows} step %c1 {{
     scf.for %k = %c0 to %roundVectorEnd step %roundStep {{
-      %v = vector.load {x}[%t, %k] : {xType}, vector<16xf32>
+      {loaded} = vector.load %x[%t, %k] : {xType}, vector<16xf32>{vectorScaled}
       %halves = func.call @{name}_round_bf16(%v) : (vector<16xf32>) -> vector<16xi16>
       vector.store %halves, %xh[%t, %k] : {roundType}, vector<16xi16>
     }}
     scf.for %k = %roundVectorEnd to %roundK step %c1 {{
-      %v = memref.load {x}[%t, %k] : {xType}
+      {loaded} = memref.load %x[%t, %k] : {xType}{scalarScaled}
       %vv = vector.broadcast %v : f32 to vector<16xf32>
       %halves = func.call @{name}_round_bf16(%vv) : (vector<16xf32>) -> vector<16xi16>
       %half = vector.extractelement %halves[%c0 : index] : vector<16xi16>
@@ -494,7 +505,8 @@ RoundedActivations roundedActivations(const FusedLinearKernel &kernel, const Col
 )mlir",
       fmt::arg("allocatedRows", allocatedRows), fmt::arg("roundType", l.roundType),
       fmt::arg("pairType", l.pairType), fmt::arg("k", l.k), fmt::arg("vectorEnd", vectorEnd),
-      fmt::arg("rows", rows), fmt::arg("x", x), fmt::arg("xType", l.xType),
+      fmt::arg("rows", rows), fmt::arg("loaded", loaded), fmt::arg("vectorScaled", vectorScaled),
+      fmt::arg("scalarScaled", scalarScaled), fmt::arg("xType", l.xType),
       fmt::arg("name", kernel.name));
   rounded.helpers = bf16RoundingFunction(kernel.name + "_round_bf16", true);
   return rounded;
@@ -554,14 +566,14 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
   source += frame.helpers;
   // A prefill (more than one row) rounds all its rows; decode rounds none.
   const RoundedActivations rounding =
-      roundedActivations(kernel, l, frame.dotInput, "%roundedRows", "%roundedRows");
+      roundedActivations(kernel, l, "%roundedRows", "%roundedRows");
   if (bf16)
     source += rounding.helpers;
   const std::string amxOpening =
       amx ? fmt::format("  %cAmxMinRows = arith.constant {} : index\n"
                         "  %useAmx = arith.cmpi uge, %rows, %cAmxMinRows : index\n"
                         "  scf.if %useAmx {{\n{}  }} else {{\n",
-                        kAmxMinRows, amxPrefill(kernel, l, frame.dotInput, frame.residualOperand))
+                        kAmxMinRows, amxPrefill(kernel, l, frame.residualOperand))
           : "";
   // The rows the R-row tiles of a prefill leave: tiles of fewer rows.
   const std::string leftoverRows =

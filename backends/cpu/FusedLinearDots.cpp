@@ -283,18 +283,25 @@ func.func private @{name}_dot4x4(%x: {xType}, %w: {weightType}, %t0: index, %n0:
                      fmt::arg("preamble", tilePreamble(k, vectorEnd, true)));
 }
 
+std::string gainViewType(const FusedLinearKernel &kernel) {
+  return fmt::format("memref<{}x{}>", kernel.inFeatures, storageType(*kernel.prologueGain));
+}
+
 namespace {
 /// x * gain into %xg, the thread scratch's rows from gainScratchOffset()
-/// (empty text without a prologue gain).
+/// (empty text without a prologue gain). A kernel that rounds its prefill
+/// rows to bf16 scales them as it rounds (roundedActivations), so here it
+/// scales only decode's row: the scratch then holds one f32 row, not one per
+/// row of the call, and a prefill writes and reads its rows once, not twice.
 std::string gainPrologue(const FusedLinearKernel &kernel, const std::string &xType) {
-  const std::string gainType =
-      fmt::format("memref<{}x{}>", kernel.inFeatures, storageType(*kernel.prologueGain));
-  return fmt::format(
-      R"mlir(  %gain = memref.view %gb[%c0][] : memref<?xi8> to {gainType}
+  const bool decodeRowOnly = kernel.roundsActivations();
+  return std::string(decodeRowOnly ? "  %gainRows = arith.minui %rows, %c1 : index\n" : "") +
+         fmt::format(
+             R"mlir(  %gain = memref.view %gb[%c0][] : memref<?xi8> to {gainType}
   %cGainK = arith.constant {k} : index
   %cGainAt = arith.constant {at} : index
-  %xg = memref.view %scratch[%cGainAt][%rows] : memref<?xi8> to {xType}
-  scf.for %t = %c0 to %rows step %c1 {{
+  %xg = memref.view %scratch[%cGainAt][{rows}] : memref<?xi8> to {xType}
+  scf.for %t = %c0 to {rows} step %c1 {{
     scf.for %k = %c0 to %cGainK step %c1 {{
       %xv = memref.load %x[%t, %k] : {xType}
       {gainLoad}
@@ -303,24 +310,16 @@ std::string gainPrologue(const FusedLinearKernel &kernel, const std::string &xTy
     }}
   }}
 )mlir",
-      fmt::arg("gainType", gainType), fmt::arg("k", kernel.inFeatures), fmt::arg("xType", xType),
-      fmt::arg("at", kernel.gainScratchOffset()),
-      fmt::arg("gainLoad", widenedLoad(*kernel.prologueGain, "%gv", "%gain", "%k", gainType)));
+             fmt::arg("rows", decodeRowOnly ? "%gainRows" : "%rows"),
+             fmt::arg("gainType", gainViewType(kernel)), fmt::arg("k", kernel.inFeatures),
+             fmt::arg("xType", xType), fmt::arg("at", kernel.gainScratchOffset()),
+             fmt::arg("gainLoad", widenedLoad(*kernel.prologueGain, "%gv", "%gain", "%k",
+                                              gainViewType(kernel))));
 }
 /// %roundedAt: where the bf16-rounded rows start in the thread scratch,
-/// after the gain-scaled ones (FusedLinearKernel::threadScratch).
+/// after decode's gain-scaled row (FusedLinearKernel::threadScratch).
 std::string roundedRowsOffset(const FusedLinearKernel &kernel) {
-  if (!kernel.prologueGain)
-    return fmt::format("  %roundedAt = arith.constant {} : index\n", kernel.gainScratchOffset());
-  return fmt::format("  %cGainRowBytes = arith.constant {0} : index\n"
-                     "  %cScratchAlignment = arith.constant {1} : index\n"
-                     "  %cScratchSlack = arith.constant {2} : index\n"
-                     "  %gainBytes = arith.muli %rows, %cGainRowBytes : index\n"
-                     "  %gainSpan = arith.addi %gainBytes, %cScratchSlack : index\n"
-                     "  %gainAlignments = arith.divui %gainSpan, %cScratchAlignment : index\n"
-                     "  %gainAligned = arith.muli %gainAlignments, %cScratchAlignment : index\n"
-                     "  %roundedAt = arith.addi %cGainAt, %gainAligned : index\n",
-                     4 * kernel.inFeatures, kScratchAlignment, kScratchAlignment - 1);
+  return fmt::format("  %roundedAt = arith.constant {} : index\n", kernel.roundedScratchOffset());
 }
 } // namespace
 

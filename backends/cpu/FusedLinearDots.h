@@ -49,10 +49,15 @@ Epilogue epilogue(const FusedLinearKernel &kernel, const std::string &type,
                   const std::string &dot, const std::string &up, const std::string &scale,
                   const std::string &loadResidual);
 
+/// The type of the %gain view the kernel frame makes of a prologue gain.
+std::string gainViewType(const FusedLinearKernel &kernel);
+
 /// What both fused_linear templates wrap their loops in: the entry's
 /// signature (with %scratch, the thread scratch, when the kernel takes one)
-/// and %c0/%c1, views %x, %y (and %res), the gain prologue (the products
-/// then read %xg = x * gain, computed once per call into the scratch),
+/// and %c0/%c1, views %x, %y (and %res), the gain prologue (%gain, and
+/// %xg = x * gain in the scratch, computed once per call: every row for an
+/// f32 prefill, decode's row only where the prefill rounds its rows to bf16
+/// and scales them as it does),
 /// %roundedAt (where a bf16 prefill's rounded rows go in the scratch) and
 /// %scale[t] (the row's inverse RMS, or 1); after the loops the return. The
 /// template adds its own weight view (of %wb).

@@ -28,18 +28,24 @@ int64_t alignedToScratch(int64_t bytes) {
 
 int64_t FusedLinearKernel::gainScratchOffset() const { return alignedToScratch(panelBytes()); }
 
+int64_t FusedLinearKernel::roundedScratchOffset() const {
+  // Decode's one gain-scaled f32 row sits between the panel and the rounded rows.
+  return gainScratchOffset() + (prologueGain ? alignedToScratch(4 * inFeatures) : 0);
+}
+
 ThreadScratch FusedLinearKernel::threadScratch() const {
   ThreadScratch scratch;
   if (panelsPerCall)
     scratch.fixedBytes = gainScratchOffset();
-  if (prologueGain) {
-    scratch.fixedBytes = gainScratchOffset() + kScratchAlignment; // the rounded rows' alignment
-    scratch.rowBytes += 4 * inFeatures;
-  }
   if (roundsActivations()) {
-    scratch.rowBytes += 2 * inFeatures;
+    // The prefill scales its rows by the gain as it rounds them: one f32 row
+    // for decode, then a bf16 row per row of the call.
+    scratch.fixedBytes = roundedScratchOffset();
+    scratch.rowBytes = 2 * inFeatures;
     if (prefillMatmul == PrefillMatmul::Amx)
       scratch.fixedBytes += (kAmxTileRows - 1) * 2 * inFeatures;
+  } else if (prologueGain) {
+    scratch.rowBytes = 4 * inFeatures; // every row scaled by the gain, in f32
   }
   return scratch;
 }

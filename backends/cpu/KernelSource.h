@@ -136,12 +136,15 @@ struct FusedLinearKernel {
 
   /// The thread scratch of one call, in this order: the panel a per-call
   /// prefill packs a pair of column blocks into (2 x K x 32 bytes), at 0;
-  /// the gain-scaled activations (rows x K f32) at gainScratchOffset(); the
-  /// bf16-rounded activations (rows x K i16; AMX: rows rounded up to 32) at
-  /// the next multiple of kScratchAlignment.
+  /// the gain-scaled activations at gainScratchOffset() (K f32 per row of
+  /// the call, or one row, decode's, where the prefill rounds: it scales as
+  /// it rounds); the bf16-rounded activations (rows x K i16; AMX: rows
+  /// rounded up to 32) at roundedScratchOffset(). Offsets are multiples of
+  /// kScratchAlignment.
   ThreadScratch threadScratch() const;
   int64_t panelBytes() const { return panelsPerCall ? 64 * inFeatures : 0; }
   int64_t gainScratchOffset() const;
+  int64_t roundedScratchOffset() const;
 };
 
 /// MLIR source of `func.func @q3k_<name>(x, w, [gain,] [residual,] y, rows, visible,

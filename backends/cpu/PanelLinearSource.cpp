@@ -278,7 +278,7 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
             dotStreamsFunction(kernel, l.xType, v.parts.rowsType) +
             finishFunction(kernel, l.yType) + frame.helpers;
   const RoundedActivations rounding =
-      roundedActivations(kernel, l, frame.dotInput, "%rows", "%rows");
+      roundedActivations(kernel, l, "%rows", "%rows");
   if (bf16)
     source += rounding.helpers;
   const std::string x = bf16 ? "%xp" : frame.dotInput;

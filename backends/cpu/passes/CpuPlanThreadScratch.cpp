@@ -2,13 +2,14 @@
 //
 // After (a per-call bf16 product with its RMSNorm gain, K = 1024):
 //   @fused_linear_rms_norm_0 ... q3.lowering = #q3.lowering<...,
-//       thread_scratch = 65600 + 6144 * rows>,
+//       thread_scratch = 69632 + 2048 * rows>,
 //       q3.variants = [#q3.lowering<..., matmul = f32, ...,
-//                                   thread_scratch = 65600 + 4096 * rows>, ...]
+//                                   thread_scratch = 65536 + 4096 * rows>, ...]
 //
 // A product call needs memory beside its operands: the panel a per-call
-// prefill packs its weight blocks into, the activations scaled by the gain,
-// the activations rounded to bf16 for vdpbf16ps or AMX. How much follows
+// prefill packs its weight blocks into, the activations scaled by the gain
+// (an f32 prefill's rows; decode's row where the prefill rounds, since it
+// scales as it rounds), the activations rounded to bf16 for vdpbf16ps or AMX. How much follows
 // from the decisions the passes before made (weight packing, gain, prefill
 // instructions), so it is planned here, last, for the kernel and for each
 // of its variants, and the runtime gives every thread one region of the
