@@ -137,7 +137,8 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
       operands, on each thread that runs it, as `F + R * rows` bytes (F
       fixed, R per row of the dispatch): a product's per-call panel, its
       gain-scaled activations (every row for an f32 prefill, decode's row
-      where the prefill rounds) and its bf16-rounded activations. The runtime gives each
+      where the prefill rounds) and its bf16-rounded activations; the bf16
+      flash attention prefill's rounded key and value rows. The runtime gives each
       of its threads one region, of the largest any kernel or build takes at
       the planned prefill chunk, and passes the thread's region after the
       workspace; nothing is kept there between calls. A kernel without it

@@ -23,18 +23,19 @@
 // (`thread_scratch_bytes` + `thread_scratch_row_bytes` x T, q3.lowering's
 // thread_scratch); a kernel uses it within one call and keeps nothing there.
 // The products put their per-call panel and their gain-scaled and
-// bf16-rounded activations there: megabytes at long prompts, which they
-// malloc'ed per call before (glibc handed some back to the system at each
-// free, and a 32-token prefill faulted ~1800 pages in again). A kernel
+// bf16-rounded activations there (megabytes at long prompts, which they
+// malloc'ed per call before: glibc handed some back to the system at each
+// free, and a 32-token prefill faulted ~1800 pages in again), the bf16
+// flash attention prefill the key and value rows a call keeps rounded
+// (512 KiB, on the stack before). A kernel
 // whose lowering has none does not read it. No kernel calls the allocator
 // (CompileKernels.cpp checks).
 //
 // The rest of their scratch is on the stack (memref.alloca in their IR),
 // and the runtime runs them on stacks of kKernelStackBytes, whatever thread
-// calls it (ThreadPool's stackBytes). What they take: the bf16 flash
-// prefill 512 KiB of rounded rows per call, decode attention one block's
-// scores per query head of a workgroup (2 KiB each), the rest a few KiB to
-// tens of KiB; only attention for head sizes that are not a multiple of 16
+// calls it (ThreadPool's stackBytes). What they take: decode attention one
+// block's scores per query head of a workgroup (2 KiB each), the rest a few
+// KiB to tens of KiB; only attention for head sizes that are not a multiple of 16
 // (its scalar fallback) takes 4 bytes per visible position. Their frames
 // probe each page they take (CompileKernels.cpp), so a stack too small
 // faults at its guard page instead of writing below it.

@@ -60,6 +60,10 @@ int64_t roundedRowsPerCall(const AttentionKernel &kernel) {
   return kRoundedBytes / rowBytes / kLanes * kLanes;
 }
 
+int64_t roundedValuesOffset(const AttentionKernel &kernel) {
+  return roundedRowsPerCall(kernel) * 2 * kernel.headDim; // a multiple of 16 rows of 32 bytes
+}
+
 /// The bf16 flash kernel's scratch shared by its row sets: a key block's
 /// keys and values as bf16, one set's probabilities.
 static std::string bf16FlashBuffers(const AttentionKernel &kernel) {

@@ -82,7 +82,7 @@ static std::string attentionOpening(const AttentionKernel &kernel, const Attenti
       R"mlir(
 memref.global "private" constant @{name}_kv_head_map : memref<{queryHeads}xi64> = dense<[{map}]>
 
-func.func @q3k_{name}(%qb: memref<?xi8>, %kb: memref<?xi8>, %vb: memref<?xi8>, %ob: memref<?xi8>{workspace}, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
+func.func @q3k_{name}(%qb: memref<?xi8>, %kb: memref<?xi8>, %vb: memref<?xi8>, %ob: memref<?xi8>{workspace}{scratch}, %rows: index, %visible: index, %capacity: index, %wgBegin: index, %wgEnd: index) {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %cD = arith.constant {d} : index
@@ -99,6 +99,7 @@ func.func @q3k_{name}(%qb: memref<?xi8>, %kb: memref<?xi8>, %vb: memref<?xi8>, %
 {workspaceViews})mlir",
       fmt::arg("name", kernel.name),
       fmt::arg("workspace", kernel.decodeSplits > 1 ? ", %wb: memref<?xi8>" : ""),
+      fmt::arg("scratch", kernel.threadScratch().empty() ? "" : ", %scratch: memref<?xi8>"),
       fmt::arg("workspaceViews", kernel.decodeSplits > 1 ? splitWorkspaceViews(kernel) : ""),
       fmt::arg("queryHeads", kernel.queryHeads), fmt::arg("map", fmt::join(kernel.kvHeadMap, ", ")),
       fmt::arg("d", kernel.headDim), fmt::arg("scale", kernel.scale),
@@ -156,7 +157,8 @@ static std::string prefillLead(const AttentionKernel &kernel) {
 }
 
 /// The bf16 flash prefill's rounded rows for the call's workgroups (see
-/// roundedRowsPerCall): the visible positions' blocks up to that many, none
+/// roundedRowsPerCall), in the thread scratch (AttentionKernel::
+/// threadScratch): the visible positions' blocks up to that many, none
 /// rounded yet (%roundedState: no KV head, no rows).
 static std::string roundedRowsBuffers(const AttentionKernel &kernel) {
   return fmt::format(
@@ -167,15 +169,16 @@ static std::string roundedRowsBuffers(const AttentionKernel &kernel) {
       "  %roundedBlocks = arith.minui %visibleBlocks, %capacityBlocks : index\n"
       "  %cRoundedBlockBytes = arith.constant {1} : index\n"
       "  %roundedBytes = arith.muli %roundedBlocks, %cRoundedBlockBytes : index\n"
-      "  %roundedKeyBytes = memref.alloca(%roundedBytes) {{alignment = 64 : i64}} : "
+      "  %cRoundedValuesAt = arith.constant {2} : index\n"
+      "  %roundedKeyBytes = memref.view %scratch[%c0][%roundedBytes] : memref<?xi8> to "
       "memref<?xi8>\n"
-      "  %roundedValueBytes = memref.alloca(%roundedBytes) {{alignment = 64 : i64}} : "
-      "memref<?xi8>\n"
+      "  %roundedValueBytes = memref.view %scratch[%cRoundedValuesAt][%roundedBytes] : "
+      "memref<?xi8> to memref<?xi8>\n"
       "  %roundedState = memref.alloca() : memref<2xindex>\n"
       "  %noKvHead = arith.constant -1 : index\n"
       "  memref.store %noKvHead, %roundedState[%c0] : memref<2xindex>\n"
       "  memref.store %c0, %roundedState[%c1] : memref<2xindex>\n",
-      roundedRowsPerCall(kernel) / 16, 16 * 2 * kernel.headDim);
+      roundedRowsPerCall(kernel) / 16, 16 * 2 * kernel.headDim, roundedValuesOffset(kernel));
 }
 
 /// A prefill runs @<name>_flash on blocks of 16 / heads rows, or
@@ -309,6 +312,13 @@ static std::string scalarAttention(const AttentionKernel &kernel, const Attentio
 }
 
 } // namespace attention
+
+ThreadScratch AttentionKernel::threadScratch() const {
+  ThreadScratch scratch;
+  if (bf16Prefill && hasPrefill())
+    scratch.fixedBytes = 2 * roundedValuesOffset(*this); // the keys, then as many values
+  return scratch;
+}
 
 std::string attentionSource(const AttentionKernel &kernel) {
   if (kernel.decodeSplits < 1 || kernel.decodeSplits > AttentionKernel::kMaxDecodeSplits ||

@@ -56,8 +56,10 @@ struct Bf16FlashScratch {
 
 /// Rows of keys and of values a bf16 flash prefill keeps rounded for the
 /// workgroups of one kernel call (a run of workgroups on one thread): 512
-/// KiB of stack, 1024 positions for head_dim 128.
+/// KiB of the thread scratch, 1024 positions for head_dim 128.
 int64_t roundedRowsPerCall(const AttentionKernel &kernel);
+/// Where the rounded values start in the thread scratch (the keys at 0).
+int64_t roundedValuesOffset(const AttentionKernel &kernel);
 
 /// The memref types of `kernel`'s query and cache views.
 AttentionTypes typesOf(const AttentionKernel &kernel);

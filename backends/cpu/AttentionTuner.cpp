@@ -60,6 +60,7 @@ std::vector<float> randomFloats(size_t count, std::mt19937 &rng) {
 /// for every kernel measured.
 struct PrefillInputs {
   std::vector<float> q, keys, values, out;
+  std::vector<uint8_t> scratch;
 
   explicit PrefillInputs(const AttentionKernel &shape) {
     std::mt19937 rng(7);
@@ -70,11 +71,14 @@ struct PrefillInputs {
     out.resize(q.size());
   }
 
-  /// Seconds of one single-thread run of `loaded` (a kernel of `shape`).
+  /// Seconds of one single-thread run of `loaded` (a kernel of `shape`),
+  /// given its thread scratch as the runtime gives it.
   double time(const LoadedTuningKernel &loaded, const AttentionKernel &shape) {
-    void *buffers[] = {q.data(), keys.data(), values.data(), out.data()};
+    scratch.resize(size_t(shape.threadScratch().bytesFor(kPromptRows)));
+    void *buffers[] = {q.data(), keys.data(), values.data(), out.data(), scratch.data()};
     const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(keys.size() * 4),
-                             int64_t(values.size() * 4), int64_t(out.size() * 4)};
+                             int64_t(values.size() * 4), int64_t(out.size() * 4),
+                             int64_t(scratch.size())};
     const int64_t scalars[] = {kPromptRows, kPromptRows, kPromptRows}; // rows, visible, capacity
     const auto start = std::chrono::steady_clock::now();
     loaded.entry(buffers, bytes, scalars, 0, kPromptRows * shape.workgroupsPerRow());

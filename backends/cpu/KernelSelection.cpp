@@ -40,6 +40,20 @@ void expectGrid(func::FuncOp kernel, LoweringConfigAttr lowering, StringRef kind
                        kind.str() + " " + std::to_string(count) + "'");
 }
 
+/// The thread scratch planned in the lowering (cpu-plan-thread-scratch) is
+/// the one the template takes.
+void expectThreadScratch(func::FuncOp kernel, LoweringConfigAttr lowering,
+                         const ThreadScratch &scratch) {
+  if (lowering.getThreadScratchBytes() != scratch.fixedBytes ||
+      lowering.getThreadScratchRowBytes() != scratch.rowBytes)
+    refuse(kernel, "q3.lowering thread_scratch '" +
+                       LoweringConfigAttr::threadScratchText(lowering.getThreadScratchBytes(),
+                                                             lowering.getThreadScratchRowBytes()) +
+                       "' is not the template's '" +
+                       LoweringConfigAttr::threadScratchText(scratch.fixedBytes, scratch.rowBytes) +
+                       "': run the CPU target passes");
+}
+
 static_assert(kNoPrefetch == LoweringConfigAttr::kNoPrefetch,
               "the kernels' and the IR's spelling of prefetch_bytes = none");
 
@@ -131,15 +145,7 @@ std::string productSource(func::FuncOp kernel, LoweringConfigAttr lowering, Fuse
   cpu.prefetchBytes = prefetchBytesOf(kernel, lowering);
   cpu.decodeStreams = decodeStreamsOf(kernel, lowering);
   expectGrid(kernel, lowering, "fixed", cpu.workgroups());
-  const ThreadScratch scratch = cpu.threadScratch();
-  if (lowering.getThreadScratchBytes() != scratch.fixedBytes ||
-      lowering.getThreadScratchRowBytes() != scratch.rowBytes)
-    refuse(kernel, "q3.lowering thread_scratch '" +
-                       LoweringConfigAttr::threadScratchText(lowering.getThreadScratchBytes(),
-                                                             lowering.getThreadScratchRowBytes()) +
-                       "' is not the template's '" +
-                       LoweringConfigAttr::threadScratchText(scratch.fixedBytes, scratch.rowBytes) +
-                       "': run the CPU target passes");
+  expectThreadScratch(kernel, lowering, cpu.threadScratch());
   return fusedLinearSource(cpu);
 }
 
@@ -164,6 +170,62 @@ std::optional<FusedLinearKernel> productOf(func::FuncOp kernel, Operation *compu
   return std::nullopt;
 }
 
+/// The attention kernel of `op` as `lowering` builds it: its shape, cache
+/// type, prefill instructions, row sets, decode splits and workspace, the
+/// grid checked against the template's.
+AttentionKernel attentionKernelOf(ModuleOp module, func::FuncOp kernel, AttentionOp op,
+                                  LoweringConfigAttr lowering, const std::string &name) {
+  auto forward = module.lookupSymbol<func::FuncOp>(kEntryPoint);
+  AttentionKernel cpu = attentionKernelShape(op);
+  cpu.name = name;
+  cpu.cache = dtypeOf(forward.getArgument(2).getType().cast<KVCacheType>().getElement());
+  if (cpu.vectorized()) {
+    cpu.prefetchBytes = prefetchBytesOf(kernel, lowering);
+    cpu.decodeStreams = decodeStreamsOf(kernel, lowering);
+  }
+  const StringRef matmul = lowering.getMatmul();
+  if (matmul == "avx512bf16") {
+    if (!cpu.bf16Flashable())
+      refuse(kernel, "attention's matmul avx512bf16 needs a head_dim that is a multiple "
+                     "of 32, not " +
+                         std::to_string(cpu.headDim));
+    cpu.bf16Prefill = true;
+  } else if (!matmul.empty() && matmul != "f32") {
+    refuse(kernel,
+           "attention's matmul must be f32 or avx512bf16, not '" + matmul.str() + "'");
+  }
+  ArrayRef<int64_t> tile = lowering.getTile();
+  if (tile.size() < 3 || tile.size() > 4 || tile[0] != cpu.headsPerWorkgroup() ||
+      tile[1] != cpu.prefillBlockRows() || tile[2] < 1 ||
+      tile[2] > AttentionKernel::kMaxPrefillRowSets ||
+      (tile.size() == 4 && (tile[3] < 1 || tile[3] > AttentionKernel::kMaxDecodeSplits)))
+    refuse(
+        kernel,
+        "attention's q3.lowering tile must be [" + std::to_string(cpu.headsPerWorkgroup()) +
+            ", " + std::to_string(cpu.prefillBlockRows()) +
+            ", sets, splits] (query heads per workgroup, rows per prefill "
+            "block, blocks per workgroup: 1 to " +
+            std::to_string(AttentionKernel::kMaxPrefillRowSets) + ", decode splits: 1 to " +
+            std::to_string(AttentionKernel::kMaxDecodeSplits) + ", 1 when left out)");
+  if (tile[2] != 1 && !cpu.bf16Prefill)
+    refuse(kernel, "attention's f32 prefill runs one block of rows per workgroup, not " +
+                       std::to_string(tile[2]) + " (only matmul = avx512bf16 shares " +
+                       "its key blocks between sets)");
+  cpu.prefillRowSets = tile[2];
+  cpu.decodeSplits = tile.size() == 4 ? tile[3] : 1;
+  if (cpu.decodeSplits > 1 && !cpu.vectorized())
+    refuse(kernel, "attention's decode splits need a head_dim that is a multiple of 16, "
+                   "not " +
+                       std::to_string(cpu.headDim));
+  if (lowering.getWorkspaceBytes() != cpu.workspaceBytes())
+    refuse(kernel, "attention with " + std::to_string(cpu.decodeSplits) +
+                       " decode splits needs workspace_bytes = " +
+                       std::to_string(cpu.workspaceBytes()) + ", not " +
+                       std::to_string(lowering.getWorkspaceBytes()));
+  expectGrid(kernel, lowering, "per_row", cpu.workgroupsPerRow());
+  return cpu;
+}
+
 std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr lowering,
                       const std::string &name) {
   Operation *compute = kernelComputeOp(kernel);
@@ -176,11 +238,10 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
                    "splits use");
   if (std::optional<FusedLinearKernel> product = productOf(kernel, compute, lowering, name))
     return productSource(kernel, lowering, *product);
-  if (lowering.getThreadScratchBytes() != 0 || lowering.getThreadScratchRowBytes() != 0)
-    refuse(kernel, "has thread_scratch in its q3.lowering, which only the products take");
-  auto forward = module.lookupSymbol<func::FuncOp>(kEntryPoint);
-  const DType cacheStorage =
-      dtypeOf(forward.getArgument(2).getType().cast<KVCacheType>().getElement());
+  if (!isa<AttentionOp>(compute) &&
+      (lowering.getThreadScratchBytes() != 0 || lowering.getThreadScratchRowBytes() != 0))
+    refuse(kernel, "has thread_scratch in its q3.lowering, which only the products and "
+                   "attention take");
   return llvm::TypeSwitch<Operation *, std::string>(compute)
       .Case<EmbeddingOp>([&](EmbeddingOp op) {
         expectGrid(kernel, lowering, "per_row", 1);
@@ -201,53 +262,8 @@ std::string sourceFor(ModuleOp module, func::FuncOp kernel, LoweringConfigAttr l
         return qkNormRopeCacheSource(cpu);
       })
       .Case<AttentionOp>([&](AttentionOp op) {
-        AttentionKernel cpu = attentionKernelShape(op);
-        cpu.name = name;
-        cpu.cache = cacheStorage;
-        if (cpu.vectorized()) {
-          cpu.prefetchBytes = prefetchBytesOf(kernel, lowering);
-          cpu.decodeStreams = decodeStreamsOf(kernel, lowering);
-        }
-        const StringRef matmul = lowering.getMatmul();
-        if (matmul == "avx512bf16") {
-          if (!cpu.bf16Flashable())
-            refuse(kernel, "attention's matmul avx512bf16 needs a head_dim that is a multiple "
-                           "of 32, not " +
-                               std::to_string(cpu.headDim));
-          cpu.bf16Prefill = true;
-        } else if (!matmul.empty() && matmul != "f32") {
-          refuse(kernel,
-                 "attention's matmul must be f32 or avx512bf16, not '" + matmul.str() + "'");
-        }
-        ArrayRef<int64_t> tile = lowering.getTile();
-        if (tile.size() < 3 || tile.size() > 4 || tile[0] != cpu.headsPerWorkgroup() ||
-            tile[1] != cpu.prefillBlockRows() || tile[2] < 1 ||
-            tile[2] > AttentionKernel::kMaxPrefillRowSets ||
-            (tile.size() == 4 && (tile[3] < 1 || tile[3] > AttentionKernel::kMaxDecodeSplits)))
-          refuse(
-              kernel,
-              "attention's q3.lowering tile must be [" + std::to_string(cpu.headsPerWorkgroup()) +
-                  ", " + std::to_string(cpu.prefillBlockRows()) +
-                  ", sets, splits] (query heads per workgroup, rows per prefill "
-                  "block, blocks per workgroup: 1 to " +
-                  std::to_string(AttentionKernel::kMaxPrefillRowSets) + ", decode splits: 1 to " +
-                  std::to_string(AttentionKernel::kMaxDecodeSplits) + ", 1 when left out)");
-        if (tile[2] != 1 && !cpu.bf16Prefill)
-          refuse(kernel, "attention's f32 prefill runs one block of rows per workgroup, not " +
-                             std::to_string(tile[2]) + " (only matmul = avx512bf16 shares " +
-                             "its key blocks between sets)");
-        cpu.prefillRowSets = tile[2];
-        cpu.decodeSplits = tile.size() == 4 ? tile[3] : 1;
-        if (cpu.decodeSplits > 1 && !cpu.vectorized())
-          refuse(kernel, "attention's decode splits need a head_dim that is a multiple of 16, "
-                         "not " +
-                             std::to_string(cpu.headDim));
-        if (lowering.getWorkspaceBytes() != cpu.workspaceBytes())
-          refuse(kernel, "attention with " + std::to_string(cpu.decodeSplits) +
-                             " decode splits needs workspace_bytes = " +
-                             std::to_string(cpu.workspaceBytes()) + ", not " +
-                             std::to_string(lowering.getWorkspaceBytes()));
-        expectGrid(kernel, lowering, "per_row", cpu.workgroupsPerRow());
+        const AttentionKernel cpu = attentionKernelOf(module, kernel, op, lowering, name);
+        expectThreadScratch(kernel, lowering, cpu.threadScratch());
         return attentionSource(cpu);
       })
       .Default([&](Operation *op) -> std::string {
@@ -273,6 +289,11 @@ ThreadScratch cpuKernelThreadScratch(func::FuncOp kernel, LoweringConfigAttr low
   Operation *compute = kernelComputeOp(kernel);
   if (!compute)
     return {};
+  if (auto attention = dyn_cast<AttentionOp>(compute)) {
+    AttentionKernel shape = attentionKernelShape(attention);
+    shape.bf16Prefill = lowering.getMatmul() == "avx512bf16";
+    return shape.threadScratch();
+  }
   std::optional<FusedLinearKernel> product =
       productOf(kernel, compute, lowering, kernel.getSymName().str());
   return product ? product->threadScratch() : ThreadScratch{};

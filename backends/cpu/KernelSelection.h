@@ -24,9 +24,10 @@ std::string cpuKernelSource(mlir::ModuleOp module, mlir::func::FuncOp kernel);
 /// what decides its workgroups (cpu-assign-grids) and its template.
 AttentionKernel attentionKernelShape(q3::ir::AttentionOp attention);
 
-/// The thread scratch (FusedLinearKernel::threadScratch) the CPU kernel for
-/// `kernel` takes when built with `lowering` (its own or a variant's); none
-/// for kernels other than the products. Throws as cpuKernelSource.
+/// The thread scratch (FusedLinearKernel::threadScratch,
+/// AttentionKernel::threadScratch) the CPU kernel for `kernel` takes when
+/// built with `lowering` (its own or a variant's); none for kernels other
+/// than the products and attention. Throws as cpuKernelSource.
 ThreadScratch cpuKernelThreadScratch(mlir::func::FuncOp kernel,
                                      q3::ir::LoweringConfigAttr lowering);
 

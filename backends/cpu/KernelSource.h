@@ -242,6 +242,10 @@ struct AttentionKernel {
   /// kSplitRecordHeader + headDim floats per head group, split and head; 0
   /// without splits.
   int64_t workspaceBytes() const;
+  /// The thread scratch of one call (q3.lowering's thread_scratch): the bf16
+  /// flash prefill's rounded key rows, then its rounded value rows, as many
+  /// as a call rounds at most (roundedRowsPerCall); nothing otherwise.
+  ThreadScratch threadScratch() const;
   static constexpr int64_t kSplitRecordHeader = 16; // floats: the maximum, the sum, padding
   /// The rows of one prefill block: with head_dim a multiple of 16, 16 /
   /// headsPerWorkgroup() (its query vectors are the 16 lanes of the flash
@@ -260,7 +264,8 @@ struct AttentionKernel {
   bool hasDecode() const { return paths != Paths::PrefillOnly; }
 };
 /// `@q3k_<name>(query, keys, values, out, rows, visible, capacity, wgBegin, wgEnd)`;
-/// with decode splits, the workspace after `out`.
+/// with decode splits, the workspace after `out`; with a thread scratch, it
+/// after them.
 std::string attentionSource(const AttentionKernel &kernel);
 
 } // namespace q3::cpu

@@ -730,18 +730,29 @@ void checkAttention(
   runtime::convertFromF32(cache, keyCache.data(), keysStored.data(), keyCache.size());
   runtime::convertFromF32(cache, valueCache.data(), valuesStored.data(), valueCache.size());
   std::vector<float> out(q.size(), NAN), expected(q.size());
-  // Decode splits' workspace: zeroed, as the runtime allocates it.
+  // Decode splits' workspace: zeroed, as the runtime allocates it. Then each
+  // thread's own scratch (the bf16 prefill's rounded rows), filled with
+  // garbage: a kernel must not read what it did not write there.
   std::vector<uint8_t> workspace(size_t(kernel.workspaceBytes()), 0);
-  void *buffers[] = {q.data(), keysStored.data(), valuesStored.data(), out.data(),
-                     workspace.data()};
-  const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(keysStored.size()),
-                           int64_t(valuesStored.size()), int64_t(out.size() * 4),
-                           int64_t(workspace.size())};
-  const int64_t scalars[] = {rows, visible, capacity};
-  const int64_t workgroups = rows * kernel.workgroupsPerRow(), split = workgroups / 2 + 1;
+  std::vector<void *> shared = {q.data(), keysStored.data(), valuesStored.data(), out.data()};
+  std::vector<int64_t> bytes = {int64_t(q.size() * 4), int64_t(keysStored.size()),
+                                int64_t(valuesStored.size()), int64_t(out.size() * 4)};
+  if (kernel.decodeSplits > 1) {
+    shared.push_back(workspace.data());
+    bytes.push_back(int64_t(workspace.size()));
+  }
+  const int64_t scratchBytes = kernel.threadScratch().bytesFor(rows);
+  bytes.push_back(scratchBytes);
   std::unique_ptr<runtime::ThreadPool> pool;
   if (threads > 0)
     pool = std::make_unique<runtime::ThreadPool>(threads);
+  const size_t slots = pool ? size_t(pool->size()) : 1;
+  std::vector<std::vector<uint8_t>> scratch(slots, std::vector<uint8_t>(size_t(scratchBytes), 0xff));
+  std::vector<std::vector<void *>> buffersOf(slots, shared);
+  for (size_t slot = 0; slot < slots; ++slot)
+    buffersOf[slot].push_back(scratch[slot].data());
+  const int64_t scalars[] = {rows, visible, capacity};
+  const int64_t workgroups = rows * kernel.workgroupsPerRow(), split = workgroups / 2 + 1;
   // Each repeat starts from a NaN output: a dispatch that found the split
   // counters as the last one left them (not back at 0) would leave some unmerged.
   for (int repeat = 0; repeat < repeats; ++repeat) {
@@ -749,12 +760,15 @@ void checkAttention(
     if (pool) {
       pool->parallelFor(
           workgroups,
-          [&](int64_t begin, int64_t end) { loaded.entry(buffers, bytes, scalars, begin, end); },
+          [&](int64_t begin, int64_t end) {
+            loaded.entry(buffersOf[size_t(runtime::ThreadPool::currentSlot())].data(),
+                         bytes.data(), scalars, begin, end);
+          },
           int(workgroups));
     } else {
       // Two calls over disjoint workgroup ranges, as two threads would run it.
-      loaded.entry(buffers, bytes, scalars, 0, split);
-      loaded.entry(buffers, bytes, scalars, split, workgroups);
+      loaded.entry(buffersOf[0].data(), bytes.data(), scalars, 0, split);
+      loaded.entry(buffersOf[0].data(), bytes.data(), scalars, split, workgroups);
     }
   }
   reference::causalAttention(q.data(), keys.data(), values.data(), expected.data(), rows, visible,

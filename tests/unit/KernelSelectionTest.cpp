@@ -260,43 +260,59 @@ TEST(KernelSelection, AttentionRunsTheLoweringsDecodeSplits) {
 // (a product's panel, gain-scaled and rounded rows; none for the rest) and
 // refuses a plan that is not its template's: a kernel must never reach past
 // the region the runtime sized from the plan.
-TEST(KernelSelection, ProductsRunOnTheThreadScratchTheirLoweringPlans) {
-  int products = 0;
+TEST(KernelSelection, KernelsRunOnTheThreadScratchTheirLoweringPlans) {
+  int products = 0, attentions = 0;
   GoldenRunner runner(loadGoldenCase("sharded_gqa2_bf16"), [&](mlir::ModuleOp module) {
     cpu::CpuPipelineOptions cpuOptions;
     cpuOptions.cpu = "znver4"; // AVX512-BF16, whatever this host is
     cpuOptions.matmul = "avx512bf16";
+    cpuOptions.attentionMatmul = "avx512bf16";
     runTargetStage(module, cpuOptions);
     for (mlir::func::FuncOp kernel : cpu::kernelsOf(module)) {
       const ir::LoweringConfigAttr lowering = ir::loweringOf(kernel);
-      const bool product =
-          mlir::isa_and_nonnull<ir::FusedLinearOp, ir::LinearOp>(ir::kernelComputeOp(kernel));
-      if (!product) {
+      mlir::Operation *compute = ir::kernelComputeOp(kernel);
+      const bool product = mlir::isa_and_nonnull<ir::FusedLinearOp, ir::LinearOp>(compute);
+      const bool attention = mlir::isa_and_nonnull<ir::AttentionOp>(compute);
+      if (!product && !attention) {
         EXPECT_EQ(lowering.getThreadScratchBytes() + lowering.getThreadScratchRowBytes(), 0);
         ir::setLowering(kernel, lowering.withThreadScratch(64, 0));
         expectRefused(module, kernel,
-                      "has thread_scratch in its q3.lowering, which only the products take");
+                      "has thread_scratch in its q3.lowering, which only the products and "
+                      "attention take");
         ir::setLowering(kernel, lowering);
         continue;
       }
-      ++products;
       const cpu::ThreadScratch planned = cpu::cpuKernelThreadScratch(kernel, lowering);
       EXPECT_EQ(lowering.getThreadScratchBytes(), planned.fixedBytes);
       EXPECT_EQ(lowering.getThreadScratchRowBytes(), planned.rowBytes);
-      // vdpbf16ps rounds every row: at least 2 bytes per k per row.
-      if (lowering.getMatmul() == "avx512bf16") {
-        EXPECT_GE(planned.rowBytes,
-                  2 * mlir::cast<mlir::RankedTensorType>(kernel.getFunctionType().getInput(0))
-                          .getDimSize(1));
+      if (product) {
+        ++products;
+        // vdpbf16ps rounds every row: at least 2 bytes per k per row.
+        if (lowering.getMatmul() == "avx512bf16") {
+          EXPECT_GE(planned.rowBytes,
+                    2 * mlir::cast<mlir::RankedTensorType>(kernel.getFunctionType().getInput(0))
+                            .getDimSize(1));
+        }
+      } else {
+        ++attentions;
+        // The bf16 flash prefill's rounded key and value rows, whatever the
+        // prompt's length: a fixed 512 KiB, on the thread scratch, not the stack.
+        EXPECT_EQ(lowering.getMatmul(), "avx512bf16");
+        EXPECT_EQ(planned.fixedBytes, 512 * 1024);
+        EXPECT_EQ(planned.rowBytes, 0);
       }
-      EXPECT_NE(cpu::cpuKernelSource(module, kernel).find("%scratch: memref<?xi8>"),
-                std::string::npos);
-      ir::setLowering(kernel, lowering.withThreadScratch(planned.fixedBytes, planned.rowBytes - 2));
+      const std::string source = cpu::cpuKernelSource(module, kernel);
+      EXPECT_NE(source.find("%scratch: memref<?xi8>"), std::string::npos);
+      EXPECT_EQ(source.find("memref.alloca(%roundedBytes)"), std::string::npos);
+      ir::setLowering(kernel, product ? lowering.withThreadScratch(planned.fixedBytes,
+                                                                   planned.rowBytes - 2)
+                                      : lowering.withThreadScratch(planned.fixedBytes - 64, 0));
       expectRefused(module, kernel, "is not the template's");
       ir::setLowering(kernel, lowering);
     }
   });
   EXPECT_GT(products, 0);
+  EXPECT_GT(attentions, 0);
 }
 
 } // namespace
