@@ -461,11 +461,12 @@ RoundedActivations roundedActivations(const FusedLinearKernel &kernel, const Col
   std::string loaded = "%v", vectorScaled, scalarScaled;
   if (kernel.prologueGain) {
     loaded = "%xr";
-    vectorScaled = "\n      " + vectorWidenedLoad(*kernel.prologueGain, "%gvr", "%gain", "%k",
-                                                   gainViewType(kernel)) +
-                   "\n      %v = arith.mulf %xr, %gvr : vector<16xf32>";
-    scalarScaled = "\n      " + widenedLoad(*kernel.prologueGain, "%gsr", "%gain", "%k",
-                                             gainViewType(kernel)) +
+    vectorScaled =
+        "\n      " +
+        vectorWidenedLoad(*kernel.prologueGain, "%gvr", "%gain", "%k", gainViewType(kernel)) +
+        "\n      %v = arith.mulf %xr, %gvr : vector<16xf32>";
+    scalarScaled = "\n      " +
+                   widenedLoad(*kernel.prologueGain, "%gsr", "%gain", "%k", gainViewType(kernel)) +
                    "\n      %v = arith.mulf %xr, %gsr : f32";
   }
   RoundedActivations rounded;
@@ -565,8 +566,7 @@ std::string columnBlockLinearSource(const FusedLinearKernel &kernel) {
   const KernelFrame frame = kernelFrame(kernel, l.xType, l.yType);
   source += frame.helpers;
   // A prefill (more than one row) rounds all its rows; decode rounds none.
-  const RoundedActivations rounding =
-      roundedActivations(kernel, l, "%roundedRows", "%roundedRows");
+  const RoundedActivations rounding = roundedActivations(kernel, l, "%roundedRows", "%roundedRows");
   if (bf16)
     source += rounding.helpers;
   const std::string amxOpening =

@@ -170,6 +170,33 @@ std::optional<FusedLinearKernel> productOf(func::FuncOp kernel, Operation *compu
   return std::nullopt;
 }
 
+/// Attention's prefill row sets and decode splits: the third and fourth
+/// entries of its q3.lowering tile, checked against the template's limits.
+void setRowSetsAndSplits(func::FuncOp kernel, LoweringConfigAttr lowering, AttentionKernel &cpu) {
+  ArrayRef<int64_t> tile = lowering.getTile();
+  if (tile.size() < 3 || tile.size() > 4 || tile[0] != cpu.headsPerWorkgroup() ||
+      tile[1] != cpu.prefillBlockRows() || tile[2] < 1 ||
+      tile[2] > AttentionKernel::kMaxPrefillRowSets ||
+      (tile.size() == 4 && (tile[3] < 1 || tile[3] > AttentionKernel::kMaxDecodeSplits)))
+    refuse(kernel,
+           "attention's q3.lowering tile must be [" + std::to_string(cpu.headsPerWorkgroup()) +
+               ", " + std::to_string(cpu.prefillBlockRows()) +
+               ", sets, splits] (query heads per workgroup, rows per prefill "
+               "block, blocks per workgroup: 1 to " +
+               std::to_string(AttentionKernel::kMaxPrefillRowSets) + ", decode splits: 1 to " +
+               std::to_string(AttentionKernel::kMaxDecodeSplits) + ", 1 when left out)");
+  if (tile[2] != 1 && !cpu.bf16Prefill)
+    refuse(kernel, "attention's f32 prefill runs one block of rows per workgroup, not " +
+                       std::to_string(tile[2]) + " (only matmul = avx512bf16 shares " +
+                       "its key blocks between sets)");
+  cpu.prefillRowSets = tile[2];
+  cpu.decodeSplits = tile.size() == 4 ? tile[3] : 1;
+  if (cpu.decodeSplits > 1 && !cpu.vectorized())
+    refuse(kernel, "attention's decode splits need a head_dim that is a multiple of 16, "
+                   "not " +
+                       std::to_string(cpu.headDim));
+}
+
 /// The attention kernel of `op` as `lowering` builds it: its shape, cache
 /// type, prefill instructions, row sets, decode splits and workspace, the
 /// grid checked against the template's.
@@ -191,37 +218,14 @@ AttentionKernel attentionKernelOf(ModuleOp module, func::FuncOp kernel, Attentio
                          std::to_string(cpu.headDim));
     cpu.bf16Prefill = true;
   } else if (!matmul.empty() && matmul != "f32") {
-    refuse(kernel,
-           "attention's matmul must be f32 or avx512bf16, not '" + matmul.str() + "'");
+    refuse(kernel, "attention's matmul must be f32 or avx512bf16, not '" + matmul.str() + "'");
   }
-  ArrayRef<int64_t> tile = lowering.getTile();
-  if (tile.size() < 3 || tile.size() > 4 || tile[0] != cpu.headsPerWorkgroup() ||
-      tile[1] != cpu.prefillBlockRows() || tile[2] < 1 ||
-      tile[2] > AttentionKernel::kMaxPrefillRowSets ||
-      (tile.size() == 4 && (tile[3] < 1 || tile[3] > AttentionKernel::kMaxDecodeSplits)))
-    refuse(
-        kernel,
-        "attention's q3.lowering tile must be [" + std::to_string(cpu.headsPerWorkgroup()) +
-            ", " + std::to_string(cpu.prefillBlockRows()) +
-            ", sets, splits] (query heads per workgroup, rows per prefill "
-            "block, blocks per workgroup: 1 to " +
-            std::to_string(AttentionKernel::kMaxPrefillRowSets) + ", decode splits: 1 to " +
-            std::to_string(AttentionKernel::kMaxDecodeSplits) + ", 1 when left out)");
-  if (tile[2] != 1 && !cpu.bf16Prefill)
-    refuse(kernel, "attention's f32 prefill runs one block of rows per workgroup, not " +
-                       std::to_string(tile[2]) + " (only matmul = avx512bf16 shares " +
-                       "its key blocks between sets)");
-  cpu.prefillRowSets = tile[2];
-  cpu.decodeSplits = tile.size() == 4 ? tile[3] : 1;
-  if (cpu.decodeSplits > 1 && !cpu.vectorized())
-    refuse(kernel, "attention's decode splits need a head_dim that is a multiple of 16, "
-                   "not " +
-                       std::to_string(cpu.headDim));
+  setRowSetsAndSplits(kernel, lowering, cpu);
   if (lowering.getWorkspaceBytes() != cpu.workspaceBytes())
-    refuse(kernel, "attention with " + std::to_string(cpu.decodeSplits) +
-                       " decode splits needs workspace_bytes = " +
-                       std::to_string(cpu.workspaceBytes()) + ", not " +
-                       std::to_string(lowering.getWorkspaceBytes()));
+    refuse(kernel,
+           "attention with " + std::to_string(cpu.decodeSplits) +
+               " decode splits needs workspace_bytes = " + std::to_string(cpu.workspaceBytes()) +
+               ", not " + std::to_string(lowering.getWorkspaceBytes()));
   expectGrid(kernel, lowering, "per_row", cpu.workgroupsPerRow());
   return cpu;
 }

@@ -277,8 +277,7 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
             dotFunction(kernel, l.xType, v.parts.rowsType) +
             dotStreamsFunction(kernel, l.xType, v.parts.rowsType) +
             finishFunction(kernel, l.yType) + frame.helpers;
-  const RoundedActivations rounding =
-      roundedActivations(kernel, l, "%rows", "%rows");
+  const RoundedActivations rounding = roundedActivations(kernel, l, "%rows", "%rows");
   if (bf16)
     source += rounding.helpers;
   const std::string x = bf16 ? "%xp" : frame.dotInput;

@@ -747,7 +747,8 @@ void checkAttention(
   if (threads > 0)
     pool = std::make_unique<runtime::ThreadPool>(threads);
   const size_t slots = pool ? size_t(pool->size()) : 1;
-  std::vector<std::vector<uint8_t>> scratch(slots, std::vector<uint8_t>(size_t(scratchBytes), 0xff));
+  std::vector<std::vector<uint8_t>> scratch(slots,
+                                            std::vector<uint8_t>(size_t(scratchBytes), 0xff));
   std::vector<std::vector<void *>> buffersOf(slots, shared);
   for (size_t slot = 0; slot < slots; ++slot)
     buffersOf[slot].push_back(scratch[slot].data());
@@ -761,8 +762,8 @@ void checkAttention(
       pool->parallelFor(
           workgroups,
           [&](int64_t begin, int64_t end) {
-            loaded.entry(buffersOf[size_t(runtime::ThreadPool::currentSlot())].data(),
-                         bytes.data(), scalars, begin, end);
+            loaded.entry(buffersOf[size_t(runtime::ThreadPool::currentSlot())].data(), bytes.data(),
+                         scalars, begin, end);
           },
           int(workgroups));
     } else {

@@ -304,9 +304,9 @@ TEST(KernelSelection, KernelsRunOnTheThreadScratchTheirLoweringPlans) {
       const std::string source = cpu::cpuKernelSource(module, kernel);
       EXPECT_NE(source.find("%scratch: memref<?xi8>"), std::string::npos);
       EXPECT_EQ(source.find("memref.alloca(%roundedBytes)"), std::string::npos);
-      ir::setLowering(kernel, product ? lowering.withThreadScratch(planned.fixedBytes,
-                                                                   planned.rowBytes - 2)
-                                      : lowering.withThreadScratch(planned.fixedBytes - 64, 0));
+      ir::setLowering(kernel,
+                      product ? lowering.withThreadScratch(planned.fixedBytes, planned.rowBytes - 2)
+                              : lowering.withThreadScratch(planned.fixedBytes - 64, 0));
       expectRefused(module, kernel, "is not the template's");
       ir::setLowering(kernel, lowering);
     }
