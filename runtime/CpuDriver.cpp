@@ -78,12 +78,9 @@ CpuDriver::Builds CpuDriver::buildsOf(const std::string &name) {
 }
 
 int64_t CpuDriver::kernel(const std::string &name) {
-  auto [it, inserted] = kernelIds_.try_emplace(name, int64_t(kernels_.size()));
-  if (inserted) {
+  auto [it, inserted] = kernelIds_.try_emplace(name, int64_t(builds_.size()));
+  if (inserted)
     builds_.push_back(buildsOf(name));
-    kernels_.push_back(builds_.back().base);
-    kernelScratch_.push_back(builds_.back().baseScratch);
-  }
   return it->second;
 }
 
@@ -92,10 +89,10 @@ std::vector<std::string> CpuDriver::kernelVariants(int64_t kernel) {
 }
 
 void CpuDriver::useKernelVariant(int64_t kernel, int variant) {
-  const Builds &builds = builds_.at(size_t(kernel));
-  kernels_.at(size_t(kernel)) = variant < 0 ? builds.base : builds.variants.at(size_t(variant));
-  kernelScratch_.at(size_t(kernel)) =
-      variant < 0 ? builds.baseScratch : builds.variantScratch.at(size_t(variant));
+  Builds &builds = builds_.at(size_t(kernel));
+  if (variant >= int(builds.variants.size()))
+    throw std::out_of_range("useKernelVariant: no variant " + std::to_string(variant));
+  builds.chosen = variant < 0 ? -1 : variant;
 }
 
 int64_t CpuDriver::allocate(int64_t bytes, Pages pages) {
@@ -158,20 +155,18 @@ void CpuDriver::dispatch(int64_t kernel, const std::vector<BufferRange> &buffers
   constexpr size_t kMaxQueued = 4096;
   if (queue_.size() == kMaxQueued)
     finish();
-  const Chunking chunking = builds_.at(size_t(kernel)).chunking;
+  const Builds &builds = builds_.at(size_t(kernel));
   // Scalar 0 is the dispatch's row count (runtime/KernelABI.h).
   const int64_t rows = scalars.at(0);
-  const int64_t scratchBytes = kernelScratch_.at(size_t(kernel)).bytesFor(rows);
+  const int64_t scratchBytes = builds.scratch().bytesFor(rows);
   if (scratchBytes > threadScratchBytes_)
     throw std::logic_error(fmt::format("a dispatch of {} rows takes {} bytes of thread scratch, "
                                        "more than the {} planned for the prefill chunk",
                                        rows, scratchBytes, threadScratchBytes_));
-  QueuedDispatch queued{kernels_.at(size_t(kernel)),
-                        queuedPointers_.size(),
-                        buffers.size() + 1,
-                        queuedScalars_.size(),
-                        workgroups,
-                        rows > 1 ? chunking.prefill : chunking.decode};
+  const int chunksPerThread = rows > 1 ? builds.chunking.prefill : builds.chunking.decode;
+  QueuedDispatch queued{builds.entry(),     queuedPointers_.size(),
+                        buffers.size() + 1, queuedScalars_.size(),
+                        workgroups,         chunksPerThread};
   for (int slot = 0; slot < pool_.size(); ++slot) {
     for (const BufferRange &range : buffers) {
       queuedPointers_.push_back(at(range));

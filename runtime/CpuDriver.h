@@ -57,7 +57,7 @@ private:
   };
 
   /// A kernel's builds: the default and the variants this CPU can run, the
-  /// thread scratch each takes, and the kernel's chunking.
+  /// thread scratch each takes, the kernel's chunking, and which build runs.
   struct Builds {
     KernelEntry base = nullptr;
     manifest::ThreadScratch baseScratch;
@@ -65,6 +65,11 @@ private:
     std::vector<std::string> variantNames;
     std::vector<KernelEntry> variants;
     std::vector<manifest::ThreadScratch> variantScratch;
+    int chosen = -1; // a variant's index, or -1: the default build
+    KernelEntry entry() const { return chosen < 0 ? base : variants.at(size_t(chosen)); }
+    const manifest::ThreadScratch &scratch() const {
+      return chosen < 0 ? baseScratch : variantScratch.at(size_t(chosen));
+    }
   };
   Builds buildsOf(const std::string &name);
   /// Whether Linux gives this process the AMX tile state.
@@ -75,9 +80,7 @@ private:
   std::unique_ptr<SharedLibrary> library_;
   /// The manifest's kernels by name: their variants, scratch and chunking.
   std::map<std::string, manifest::Kernel> manifestKernels_;
-  std::vector<KernelEntry> kernels_; // the build each kernel id runs
-  std::vector<manifest::ThreadScratch> kernelScratch_; // what that build takes
-  std::vector<Builds> builds_;                         // by kernel id
+  std::vector<Builds> builds_; // by kernel id
   /// One region of threadScratchBytes_ per pool thread (runtime/KernelABI.h),
   /// threadScratchStride_ apart: the most any build takes at the planned
   /// prefill chunk.

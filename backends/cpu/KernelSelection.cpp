@@ -170,6 +170,21 @@ std::optional<FusedLinearKernel> productOf(func::FuncOp kernel, Operation *compu
   return std::nullopt;
 }
 
+/// Attention's prefill instructions: f32 FMAs, or with `matmul = avx512bf16`
+/// the bf16 flash kernel (what its thread scratch follows from).
+void setPrefillMatmul(func::FuncOp kernel, LoweringConfigAttr lowering, AttentionKernel &cpu) {
+  const StringRef matmul = lowering.getMatmul();
+  if (matmul == "avx512bf16") {
+    if (!cpu.bf16Flashable())
+      refuse(kernel, "attention's matmul avx512bf16 needs a head_dim that is a multiple "
+                     "of 32, not " +
+                         std::to_string(cpu.headDim));
+    cpu.bf16Prefill = true;
+  } else if (!matmul.empty() && matmul != "f32") {
+    refuse(kernel, "attention's matmul must be f32 or avx512bf16, not '" + matmul.str() + "'");
+  }
+}
+
 /// Attention's prefill row sets and decode splits: the third and fourth
 /// entries of its q3.lowering tile, checked against the template's limits.
 void setRowSetsAndSplits(func::FuncOp kernel, LoweringConfigAttr lowering, AttentionKernel &cpu) {
@@ -210,16 +225,7 @@ AttentionKernel attentionKernelOf(ModuleOp module, func::FuncOp kernel, Attentio
     cpu.prefetchBytes = prefetchBytesOf(kernel, lowering);
     cpu.decodeStreams = decodeStreamsOf(kernel, lowering);
   }
-  const StringRef matmul = lowering.getMatmul();
-  if (matmul == "avx512bf16") {
-    if (!cpu.bf16Flashable())
-      refuse(kernel, "attention's matmul avx512bf16 needs a head_dim that is a multiple "
-                     "of 32, not " +
-                         std::to_string(cpu.headDim));
-    cpu.bf16Prefill = true;
-  } else if (!matmul.empty() && matmul != "f32") {
-    refuse(kernel, "attention's matmul must be f32 or avx512bf16, not '" + matmul.str() + "'");
-  }
+  setPrefillMatmul(kernel, lowering, cpu);
   setRowSetsAndSplits(kernel, lowering, cpu);
   if (lowering.getWorkspaceBytes() != cpu.workspaceBytes())
     refuse(kernel,
@@ -295,7 +301,7 @@ ThreadScratch cpuKernelThreadScratch(func::FuncOp kernel, LoweringConfigAttr low
     return {};
   if (auto attention = dyn_cast<AttentionOp>(compute)) {
     AttentionKernel shape = attentionKernelShape(attention);
-    shape.bf16Prefill = lowering.getMatmul() == "avx512bf16";
+    setPrefillMatmul(kernel, lowering, shape);
     return shape.threadScratch();
   }
   std::optional<FusedLinearKernel> product =
