@@ -9,13 +9,14 @@
 // A product call needs memory beside its operands: the panel a per-call
 // prefill packs its weight blocks into, the activations scaled by the gain
 // (an f32 prefill's rows; decode's row where the prefill rounds, since it
-// scales as it rounds), the activations rounded to bf16 for vdpbf16ps or AMX. How much follows
-// from the decisions the passes before made (weight packing, gain, prefill
-// instructions), so it is planned here, last, for the kernel and for each
-// of its variants, and the runtime gives every thread one region of the
-// largest at the planned prefill chunk (runtime/KernelABI.h) instead of the
-// kernels allocating per call. Code generation checks that the plan is the
-// one its template takes.
+// scales as it rounds), the activations rounded to bf16 for vdpbf16ps or
+// AMX; the bf16 flash attention prefill, the key and value rows a call
+// keeps rounded. How much follows from the decisions the passes before
+// made (weight packing, gain, prefill instructions), so it is planned here,
+// last, for the kernel and for each of its variants, and the runtime gives
+// every thread one region of the largest at the planned prefill chunk
+// (runtime/KernelABI.h) instead of the kernels allocating per call. Code
+// generation checks that the plan is the one its template takes.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/KernelSelection.h"
