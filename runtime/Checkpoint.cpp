@@ -220,21 +220,24 @@ uint64_t Checkpoint::fileBytes() const {
 }
 
 std::optional<double> Checkpoint::hugePageShare() const {
-  double huge = 0, measured = 0;
+  size_t huge = 0, measured = 0;
   for (const auto &file : files_)
-    if (const std::optional<double> share = file->hugePageShare()) {
-      huge += *share * double(file->fileBytes());
-      measured += double(file->fileBytes());
+    if (const std::optional<FolioCensus> census = file->folioCensus()) {
+      huge += census->stretches - census->small.size();
+      measured += census->stretches;
     }
   if (measured == 0)
     return std::nullopt;
-  return huge / measured;
+  return double(huge) / double(measured);
 }
 
-RereadResult Checkpoint::rereadIntoHugeFolios(ThreadPool *pool, double minBytesPerSecond) const {
+RereadResult Checkpoint::rereadSmallFolios(ThreadPool *pool, double minBytesPerSecond) const {
   RereadResult total;
   for (const auto &file : files_) {
-    const RereadResult one = file->rereadIntoHugeFolios(pool, minBytesPerSecond);
+    const std::optional<FolioCensus> census = file->folioCensus();
+    if (!census || census->small.empty())
+      continue;
+    const RereadResult one = file->rereadIntoHugeFolios(pool, minBytesPerSecond, &census->small);
     total.bytes += one.bytes;
     total.seconds += one.seconds;
     if (one.slowStorage) {

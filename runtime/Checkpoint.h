@@ -32,12 +32,15 @@ public:
   void dropPages(const uint8_t *begin, size_t bytes) const;
   /// The bytes of its files.
   uint64_t fileBytes() const;
-  /// MappedFile::hugePageShare over its files, weighted by their sizes
-  /// (nullopt when no file could be measured). Before any weight is read.
+  /// The share of its files' whole 2 MB stretches the page cache holds in
+  /// huge folios (MappedFile::folioCensus; nullopt when no file could be
+  /// measured). It unmaps the files' pages to count, so the bytes stay
+  /// valid but the next read of each faults.
   std::optional<double> hugePageShare() const;
-  /// MappedFile::rereadIntoHugeFolios over its files in turn, until one reads
-  /// slower than `minBytesPerSecond` (then slowStorage).
-  RereadResult rereadIntoHugeFolios(ThreadPool *pool, double minBytesPerSecond) const;
+  /// Reads the stretches each file's census finds in small folios back into
+  /// huge ones (MappedFile::rereadIntoHugeFolios), file after file, until
+  /// one reads slower than `minBytesPerSecond` (then slowStorage).
+  RereadResult rereadSmallFolios(ThreadPool *pool, double minBytesPerSecond) const;
 
 private:
   Checkpoint() = default;

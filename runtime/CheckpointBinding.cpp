@@ -21,7 +21,6 @@ BoundCheckpoint openAndBind(const std::string &path, const manifest::Manifest &m
   BoundCheckpoint bound;
   bound.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(path, placement, &pool));
   bound.placement.placement = placement;
-  // Measured before the plan reads anything, so every sample is a first touch.
   if (placement == FilePlacement::Mapped)
     bound.placement.pageCacheHugeShare = bound.checkpoint->hugePageShare();
   bound.weights = evaluateWeightPlan(m, *bound.checkpoint, pool, warnings, progress);
@@ -30,6 +29,11 @@ BoundCheckpoint openAndBind(const std::string &path, const manifest::Manifest &m
 }
 
 } // namespace
+
+bool rereadPays(const PlacementFacts &facts) {
+  return facts.cpuKernels && facts.pageCacheHugeShare && *facts.pageCacheHugeShare < 1.0 &&
+         2 * facts.inPlaceBytes >= facts.fileBytes;
+}
 
 bool copyPays(const PlacementFacts &facts) {
   return facts.cpuKernels && facts.pageCacheHugeShare &&
@@ -47,21 +51,21 @@ BoundCheckpoint bindCheckpoint(const std::string &path, const manifest::Manifest
     return openAndBind(path, m, *asked, pool, warnings, progress);
   BoundCheckpoint mapped = openAndBind(path, m, FilePlacement::Mapped, pool, warnings, progress);
   mapped.placement.chosen = true;
-  const PlacementFacts facts{m.target.backend == "cpu",
-                             mapped.placement.pageCacheHugeShare,
-                             mapped.placement.inPlaceBytes,
-                             mapped.checkpoint->fileBytes(),
-                             modelBytes,
-                             budget.bytes};
+  PlacementFacts facts{m.target.backend == "cpu",
+                       mapped.placement.pageCacheHugeShare,
+                       mapped.placement.inPlaceBytes,
+                       mapped.checkpoint->fileBytes(),
+                       modelBytes,
+                       budget.bytes};
+  if (rereadPays(facts)) {
+    // Small folios: read those parts back into huge ones if storage is
+    // fast, so this load and every later one read them in place at full
+    // speed.
+    mapped.placement.reread = mapped.checkpoint->rereadSmallFolios(&pool, kMinRereadBytesPerSecond);
+    mapped.placement.hugeShareAfterReread = mapped.checkpoint->hugePageShare();
+    facts.pageCacheHugeShare = mapped.placement.hugeShareAfterReread;
+  }
   if (!copyPays(facts))
-    return mapped;
-  // Small folios: read the file back into huge ones if storage is fast, so
-  // this load and every later one read it in place at full speed.
-  mapped.placement.reread =
-      mapped.checkpoint->rereadIntoHugeFolios(&pool, kMinRereadBytesPerSecond);
-  mapped.placement.hugeShareAfterReread = mapped.checkpoint->hugePageShare();
-  if (mapped.placement.hugeShareAfterReread &&
-      *mapped.placement.hugeShareAfterReread >= kCopyBelowHugeShare)
     return mapped;
   const CheckpointPlacement seen = mapped.placement;
   mapped.weights.clear(); // they point into the mapping

@@ -36,25 +36,25 @@ struct CheckpointPlacement {
   FilePlacement placement = FilePlacement::Mapped;
   bool chosen = false; // by the measurement below, not asked for
   /// The share of the checkpoint the page cache held in huge folios
-  /// (MappedFile::hugePageShare), when measured.
+  /// (Checkpoint::hugePageShare), when measured.
   std::optional<double> pageCacheHugeShare;
   /// Bytes the kernels read straight from the checkpoint.
   uint64_t inPlaceBytes = 0;
-  /// Where the page cache held the checkpoint in small folios: the read back
-  /// into huge ones (MappedFile::rereadIntoHugeFolios), and the share of
-  /// huge folios measured after it.
+  /// Where the page cache held parts of the checkpoint in small folios: the
+  /// read back of those parts into huge ones (Checkpoint::rereadSmallFolios),
+  /// and the share of huge folios measured after it.
   std::optional<RereadResult> reread;
   std::optional<double> hugeShareAfterReread;
 };
 
-/// Below this share of huge folios a CPU artifact's in-place weights are
-/// copied onto huge pages.
+/// Below this share of huge folios (after the read back, where it ran) a CPU
+/// artifact's in-place weights are copied onto huge pages.
 constexpr double kCopyBelowHugeShare = 0.5;
 
-/// Storage must read at least this fast for a load to read the checkpoint
-/// back into huge folios rather than copy it: 1.2 GB (Qwen3-0.6B in bf16)
-/// then costs at most 1.2 s once, where a copy costs 0.2-1.3 s at every load
-/// on the project's VM and holds the weights twice.
+/// Storage must read at least this fast for a load to read the small-folio
+/// parts of the checkpoint back into huge folios: 1.2 GB (Qwen3-0.6B in
+/// bf16, all of it small) then costs at most 1.2 s once, where a copy costs
+/// 0.2-1.3 s at every load on the project's VM and holds the weights twice.
 constexpr double kMinRereadBytesPerSecond = 1e9;
 
 /// What the choice between mapping and copying looks at.
@@ -66,6 +66,16 @@ struct PlacementFacts {
   uint64_t modelBytes = 0;                  // everything else the model allocates
   uint64_t budgetBytes = 0;                 // memory this process may use
 };
+
+/// True when reading the checkpoint's small-folio parts back into huge
+/// folios pays: CPU kernels that read at least half of the checkpoint in
+/// place, and a page cache measured to hold some of it in small folios.
+/// Each 4 KiB page of a stream is a TLB miss (in a VM also a fault of the
+/// hypervisor's page tables the first time): with a quarter of the 0.6B
+/// checkpoint in small folios decode ran at 0.84 of the bandwidth floor
+/// against 0.92-0.95 with all of it huge, and the first prompt took 0.2 s
+/// longer (docs/cpu-backend.md, "Where the checkpoint's bytes live").
+bool rereadPays(const PlacementFacts &facts);
 
 /// True when the copy pays: CPU kernels that read at least half of the
 /// checkpoint in place, a page cache measured to hold less than
@@ -81,11 +91,11 @@ struct BoundCheckpoint {
 
 /// Opens the checkpoint at `path` and evaluates `m`'s weight plan on it
 /// (evaluateWeightPlan). `asked` places it as asked. Without it the checkpoint
-/// is mapped; when copyPays, it is first read back from storage into huge
-/// folios (unless storage reads slower than kMinRereadBytesPerSecond) and
-/// stays mapped if the page cache then holds at least kCopyBelowHugeShare
-/// of it so; else it is reopened as a huge-page copy (read by `pool`'s
-/// threads) and the plan evaluated again.
+/// is mapped; when rereadPays, the parts the page cache holds in small folios
+/// are read back from storage into huge ones (unless storage reads slower
+/// than kMinRereadBytesPerSecond) and the share measured again; when then
+/// copyPays, it is reopened as a huge-page copy (read by `pool`'s threads)
+/// and the plan evaluated again.
 BoundCheckpoint bindCheckpoint(const std::string &path, const manifest::Manifest &m,
                                std::optional<FilePlacement> asked, ThreadPool &pool,
                                const MemoryBudget &budget, uint64_t modelBytes,

@@ -1,7 +1,6 @@
 #include "runtime/MappedFile.h"
 #include "runtime/FatalSignals.h"
 #include "runtime/LoadError.h"
-#include "runtime/Smaps.h"
 #include "runtime/ThreadPool.h"
 
 #include <fmt/format.h>
@@ -119,27 +118,73 @@ void MappedFile::copyFrom(const FileDescriptor &file, const std::string &path, T
   mapping_ = copy_.data();
 }
 
-std::optional<double> MappedFile::hugePageShare(int samples) const {
-  if (!copy_.empty())
-    return 1.0;
-  constexpr auto kHuge = uintptr_t(kHugePageBytes);
-  const auto start = uintptr_t(mapping_);
-  const uintptr_t first = (start + kHuge - 1) / kHuge * kHuge;
-  const uintptr_t stretches = first < start + size_ ? (start + size_ - first) / kHuge : 0;
-  if (stretches == 0 || samples < 1)
+namespace {
+
+constexpr size_t kStretch = kHugePageBytes;
+
+/// Whether /proc/self/pagemap (`pagemap`) says the page holding `address`
+/// is mapped; nullopt when it cannot be read.
+std::optional<bool> pageMapped(int pagemap, const void *address) {
+  const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  uint64_t entry = 0;
+  const off_t at = off_t(uintptr_t(address) / page * sizeof entry);
+  if (::pread(pagemap, &entry, sizeof entry, at) != ssize_t(sizeof entry))
     return std::nullopt;
-  const uintptr_t taken = std::min<uintptr_t>(stretches, uintptr_t(samples));
-  for (uintptr_t i = 0; i < taken; ++i) {
-    const auto *byte =
-        reinterpret_cast<const volatile uint8_t *>(first + i * stretches / taken * kHuge);
-    (void)*byte; // the fault maps the whole stretch when its folio is huge
+  return (entry >> 63) != 0; // bit 63: present
+}
+
+/// [begin, end) byte ranges of the file, each at most `most` bytes: the runs
+/// of consecutive stretches in `stretches` (ascending), cut where longer.
+std::vector<std::pair<size_t, size_t>> stretchPieces(const std::vector<size_t> &stretches,
+                                                     size_t most) {
+  std::vector<std::pair<size_t, size_t>> pieces;
+  for (size_t i = 0; i < stretches.size();) {
+    size_t last = i;
+    while (last + 1 < stretches.size() && stretches[last + 1] == stretches[last] + 1)
+      ++last;
+    const size_t begin = stretches[i] * kStretch, end = (stretches[last] + 1) * kStretch;
+    for (size_t at = begin; at < end; at += most)
+      pieces.emplace_back(at, std::min(end, at + most));
+    i = last + 1;
   }
-  const std::optional<std::string> smaps = readSelfSmaps();
-  const std::optional<uint64_t> kb =
-      smaps ? smapsFieldKb(*smaps, start, "FilePmdMapped") : std::nullopt;
-  if (!kb)
+  return pieces;
+}
+
+} // namespace
+
+std::optional<FolioCensus> MappedFile::folioCensus() const {
+  FolioCensus census;
+  census.stretches = size_ / kStretch;
+  if (census.stretches == 0)
     return std::nullopt;
-  return std::min(1.0, double(*kb << 10) / double(taken * kHuge));
+  if (!copy_.empty())
+    return census;
+  if (uintptr_t(mapping_) % kStretch != 0) {
+    for (size_t i = 0; i < census.stretches; ++i)
+      census.small.push_back(i);
+    return census;
+  }
+  const FileDescriptor pagemap(::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
+  if (pagemap.fd < 0)
+    return std::nullopt;
+  // Every touch below must be the stretch's first: what an earlier read
+  // mapped would look huge.
+  (void)::madvise(mapping_, size_, MADV_DONTNEED);
+  const auto *bytes = static_cast<const uint8_t *>(mapping_);
+  for (size_t i = 0; i < census.stretches; ++i) {
+    (void)*reinterpret_cast<const volatile uint8_t *>(bytes + i * kStretch);
+    const std::optional<bool> whole = pageMapped(pagemap.fd, bytes + (i + 1) * kStretch - 1);
+    if (!whole)
+      return std::nullopt;
+    if (!*whole)
+      census.small.push_back(i);
+  }
+  return census;
+}
+
+std::optional<double> MappedFile::hugePageShare() const {
+  const std::optional<FolioCensus> census = folioCensus();
+  return census ? std::optional<double>(census->hugeShare()) : std::nullopt;
 }
 
 /// Reads [begin, end) of the file mapped at `view` (with MADV_HUGEPAGE):
@@ -153,10 +198,21 @@ static void populate(uint8_t *view, size_t begin, size_t end) {
     (void)*reinterpret_cast<volatile uint8_t *>(view + at);
 }
 
-RereadResult MappedFile::rereadIntoHugeFolios(ThreadPool *pool, double minBytesPerSecond) {
+RereadResult MappedFile::rereadIntoHugeFolios(ThreadPool *pool, double minBytesPerSecond,
+                                              const std::vector<size_t> *stretches) {
   RereadResult result;
-  const size_t whole = size_ / kHugePageBytes * kHugePageBytes;
-  if (!copy_.empty() || whole == 0)
+  const size_t whole = size_ / kStretch;
+  if (!copy_.empty() || whole == 0 || uintptr_t(mapping_) % kStretch != 0)
+    return result;
+  std::vector<size_t> every;
+  if (!stretches) {
+    for (size_t i = 0; i < whole; ++i)
+      every.push_back(i);
+    stretches = &every;
+  }
+  constexpr size_t kPiece = size_t(64) << 20;
+  const std::vector<std::pair<size_t, size_t>> pieces = stretchPieces(*stretches, kPiece);
+  if (pieces.empty() || pieces.back().second > whole * kStretch)
     return result;
   const auto start = std::chrono::steady_clock::now();
   std::optional<OpenedFile> opened;
@@ -176,34 +232,44 @@ RereadResult MappedFile::rereadIntoHugeFolios(ThreadPool *pool, double minBytesP
   }
   // A file cut short meanwhile: SIGBUS on a read names it (FatalSignals.h).
   const int guard = registerMapping(view, size_, path_);
+  auto *bytes = static_cast<uint8_t *>(view);
+  const int fd = opened->file.fd;
   // Pages this mapping holds cannot be dropped: unmap them (clean file
   // pages, faulted in again from the page cache when next read).
-  (void)::madvise(mapping_, size_, MADV_DONTNEED);
-  auto *bytes = static_cast<uint8_t *>(view);
-  constexpr size_t kPiece = size_t(64) << 20;
-  const size_t first = std::min(whole, kPiece);
-  const int fd = opened->file.fd;
-  (void)::posix_fadvise(fd, 0, off_t(first), POSIX_FADV_DONTNEED);
-  populate(bytes, 0, first);
+  const auto drop = [&](size_t first, size_t last) {
+    for (size_t i = first; i < last; ++i) {
+      const auto [begin, end] = pieces[i];
+      (void)::madvise(static_cast<uint8_t *>(mapping_) + begin, end - begin, MADV_DONTNEED);
+      (void)::posix_fadvise(fd, off_t(begin), off_t(end - begin), POSIX_FADV_DONTNEED);
+    }
+  };
+  const auto pieceBytes = [&](size_t i) { return pieces[i].second - pieces[i].first; };
+  // The first 64 MB (or what there is) alone, timed.
+  size_t timed = 1, timedBytes = pieceBytes(0);
+  while (timed < pieces.size() && timedBytes + pieceBytes(timed) <= kPiece)
+    timedBytes += pieceBytes(timed++);
+  drop(0, timed);
+  for (size_t i = 0; i < timed; ++i)
+    populate(bytes, pieces[i].first, pieces[i].second);
   const double firstSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.bytes = first;
-  if (first == whole || double(first) >= minBytesPerSecond * firstSeconds) {
+  result.bytes = timedBytes;
+  if (timed == pieces.size() || double(timedBytes) >= minBytesPerSecond * firstSeconds) {
     // The rest dropped at once: dropping and reading piece by piece left a
     // third of the file in small folios (the read-ahead of one piece met
     // the next piece's old pages).
-    (void)::posix_fadvise(fd, off_t(first), off_t(whole - first), POSIX_FADV_DONTNEED);
-    const auto pieces = int64_t((whole - first + kPiece - 1) / kPiece);
+    drop(timed, pieces.size());
     const auto rereadPieces = [&](int64_t begin, int64_t end) {
-      for (int64_t piece = begin; piece < end; ++piece)
-        populate(bytes, first + size_t(piece) * kPiece,
-                 std::min(whole, first + size_t(piece + 1) * kPiece));
+      for (int64_t i = begin; i < end; ++i)
+        populate(bytes, pieces[timed + size_t(i)].first, pieces[timed + size_t(i)].second);
     };
+    const auto rest = int64_t(pieces.size() - timed);
     if (pool)
-      pool->parallelFor(pieces, rereadPieces, /*chunksPerThread=*/1);
+      pool->parallelFor(rest, rereadPieces, /*chunksPerThread=*/1);
     else
-      rereadPieces(0, pieces);
-    result.bytes = whole;
+      rereadPieces(0, rest);
+    for (size_t i = timed; i < pieces.size(); ++i)
+      result.bytes += pieceBytes(i);
   } else {
     result.slowStorage = true;
   }

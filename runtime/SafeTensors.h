@@ -45,14 +45,16 @@ public:
     if (mapping_)
       mapping_->dropPages(begin, bytes);
   }
-  /// The opened file's bytes (0 for a parsed image) and MappedFile::hugePageShare.
+  /// The opened file's bytes (0 for a parsed image) and MappedFile::folioCensus.
   size_t fileBytes() const { return mapping_ ? mapping_->size() : 0; }
-  std::optional<double> hugePageShare() const {
-    return mapping_ ? mapping_->hugePageShare() : std::nullopt;
+  std::optional<FolioCensus> folioCensus() const {
+    return mapping_ ? mapping_->folioCensus() : std::nullopt;
   }
   /// MappedFile::rereadIntoHugeFolios; nothing for a parsed image.
-  RereadResult rereadIntoHugeFolios(ThreadPool *pool, double minBytesPerSecond) const {
-    return mapping_ ? mapping_->rereadIntoHugeFolios(pool, minBytesPerSecond) : RereadResult{};
+  RereadResult rereadIntoHugeFolios(ThreadPool *pool, double minBytesPerSecond,
+                                    const std::vector<size_t> *stretches = nullptr) const {
+    return mapping_ ? mapping_->rereadIntoHugeFolios(pool, minBytesPerSecond, stretches)
+                    : RereadResult{};
   }
 
   SafeTensorsFile(const SafeTensorsFile &) = delete;

@@ -1,6 +1,8 @@
-// When a load copies the checkpoint onto huge pages instead of reading it in
-// place: only for CPU kernels that read most of it in place from a page cache
-// of mostly small folios, and only when the copy fits comfortably.
+// When a load reads the small-folio parts of the checkpoint back into huge
+// folios, and when it copies the checkpoint onto huge pages instead of
+// reading it in place: only for CPU kernels that read most of it in place,
+// the read back wherever some of it is small, the copy only where most of it
+// stayed small and the copy fits comfortably.
 #include "runtime/CheckpointBinding.h"
 
 #include <gtest/gtest.h>
@@ -62,6 +64,29 @@ TEST(CheckpointBinding, MapsWhenTheCopyWouldCrowdMemory) {
   EXPECT_TRUE(copyPays(facts));
   facts.modelBytes = UINT64_MAX; // saturates instead of wrapping to small
   EXPECT_FALSE(copyPays(facts));
+}
+
+TEST(CheckpointBinding, ReadsBackAnySmallFolioPartsOfInPlaceWeights) {
+  PlacementFacts facts = smallFolios();
+  EXPECT_TRUE(rereadPays(facts));
+  facts.pageCacheHugeShare = 0.97; // a few stretches small: still every token's TLB misses
+  EXPECT_TRUE(rereadPays(facts));
+  facts.budgetBytes = 0; // a read back holds no second copy
+  EXPECT_TRUE(rereadPays(facts));
+}
+
+TEST(CheckpointBinding, LeavesAllHugeOrUnmeasuredOrPackedWeightsAlone) {
+  PlacementFacts facts = smallFolios();
+  facts.pageCacheHugeShare = 1.0;
+  EXPECT_FALSE(rereadPays(facts));
+  facts.pageCacheHugeShare = std::nullopt;
+  EXPECT_FALSE(rereadPays(facts));
+  facts = smallFolios();
+  facts.cpuKernels = false;
+  EXPECT_FALSE(rereadPays(facts));
+  facts = smallFolios();
+  facts.inPlaceBytes = facts.fileBytes / 2 - 1; // packed at load: read once, not streamed
+  EXPECT_FALSE(rereadPays(facts));
 }
 
 } // namespace

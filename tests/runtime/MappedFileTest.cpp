@@ -183,6 +183,51 @@ TEST(MappedFile, AnEvictedFileIsReadBackInHugeFolios) {
   EXPECT_EQ(contents(*MappedFile::open(path)), bytes);
 }
 
+/// Reads stretches `stretches` of `path` (evicted) with read() in 64 KiB
+/// pieces, no read-ahead: the page cache then holds them in small folios.
+void readInSmallPieces(const std::string &path, const std::vector<size_t> &stretches) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+  std::vector<uint8_t> piece(size_t(64) << 10);
+  for (size_t stretch : stretches)
+    for (size_t at = 0; at < kHugePageBytes; at += piece.size())
+      ASSERT_EQ(::pread(fd, piece.data(), piece.size(), off_t(stretch * kHugePageBytes + at)),
+                ssize_t(piece.size()));
+  ::close(fd);
+}
+
+// A checkpoint cached partly in small folios (read() by another program,
+// say) streamed a quarter of its bytes through 4 KiB pages; the census
+// names those stretches and the read back mends just them.
+TEST(MappedFile, TheCensusFindsTheSmallStretchesAndTheReadBackMendsThem) {
+  TempDir dir;
+  const std::string path = dir.file("model.safetensors");
+  const std::vector<uint8_t> bytes = patternBytes(16 * kHugePageBytes + 999, 7);
+  testing::writeBytes(path, bytes);
+  if (!evictFromPageCache(path))
+    GTEST_SKIP() << "this file system keeps the file's pages cached";
+  readInSmallPieces(path, {3, 10, 11});
+  auto file = MappedFile::open(path);
+  const std::optional<FolioCensus> census = file->folioCensus();
+  if (!census)
+    GTEST_SKIP() << "/proc/self/pagemap cannot be read here";
+  EXPECT_EQ(census->stretches, 16u);
+  if (census->small.size() == census->stretches)
+    GTEST_SKIP() << "this file system reads no huge folios";
+  EXPECT_EQ(census->small, (std::vector<size_t>{3, 10, 11}));
+  EXPECT_DOUBLE_EQ(*file->hugePageShare(), 13.0 / 16.0);
+  EXPECT_EQ(contents(*file), bytes) << "the census only reads";
+
+  ThreadPool pool(2);
+  const RereadResult mended = file->rereadIntoHugeFolios(&pool, 0, &census->small);
+  EXPECT_EQ(mended.bytes, 3 * kHugePageBytes) << "the small stretches only";
+  EXPECT_FALSE(mended.slowStorage);
+  EXPECT_EQ(file->folioCensus()->small, std::vector<size_t>{});
+  EXPECT_EQ(contents(*file), bytes);
+  EXPECT_EQ(contents(*MappedFile::open(path)), bytes);
+}
+
 TEST(Smaps, AFieldIsReadFromTheMappingThatStartsThere) {
   // Paths that look like hex or hold field names must not confuse the parse.
   const std::string smaps =
