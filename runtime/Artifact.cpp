@@ -61,7 +61,9 @@ std::shared_ptr<void> readWholeFile(const std::string &path, int fd, size_t size
 // cannot change, and whose mapped sections stay in the page cache.
 std::shared_ptr<void> mapWithReadPrefix(const std::string &path, int fd, size_t size,
                                         size_t prefix) {
-  void *base = mapFileReadOnly(fd, size, /*populate=*/true);
+  // Not populated: what a CPU model streams is counted and mended first
+  // (Artifact::mappedFolioCensus), which faults it in.
+  void *base = mapFileReadOnly(fd, size, /*populate=*/false);
   if (base == MAP_FAILED)
     throw LoadError(systemError(path, "map", errno));
   std::shared_ptr<void> owned(base, [size](void *p) { ::munmap(p, size); });
@@ -94,7 +96,26 @@ std::unique_ptr<Artifact> Artifact::open(const std::string &path) {
   std::shared_ptr<void> image = mapped ? mapWithReadPrefix(path, fd, size, size_t(prefix))
                                        : readWholeFile(path, fd, size, read);
   std::unique_ptr<Artifact> parsed = parse(path, static_cast<const uint8_t *>(image.get()), read);
+  if (mapped) {
+    parsed->mappedPath_ = path;
+    parsed->mappedFrom_ = size_t(prefix);
+  }
   return adopt(std::move(parsed), std::move(image));
+}
+
+std::optional<FolioCensus> Artifact::mappedFolioCensus() const {
+  if (mappedPath_.empty())
+    return std::nullopt;
+  const size_t first = (mappedFrom_ + kHugePageBytes - 1) / kHugePageBytes;
+  return folioCensus(static_cast<const uint8_t *>(owned_.get()), imageSize_, first);
+}
+
+RereadResult Artifact::rereadSmallFolios(ThreadPool *pool, double minBytesPerSecond) const {
+  const std::optional<FolioCensus> census = mappedFolioCensus();
+  if (!census || census->small.empty())
+    return {};
+  return rereadIntoHugeFolios(mappedPath_, static_cast<uint8_t *>(owned_.get()), imageSize_,
+                              census->small, pool, minBytesPerSecond);
 }
 
 std::unique_ptr<Artifact> Artifact::adopt(std::unique_ptr<Artifact> artifact,

@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "runtime/MappedFile.h"
+#include "runtime/PageCacheFolios.h"
 #include <string>
 #include <string_view>
 #include <vector>
@@ -123,6 +124,15 @@ public:
   const Section *find(std::string_view name) const;
   const std::string &displayName() const { return displayName_; }
 
+  // For an artifact opened with its mapped sections mapped (not read whole,
+  // not parsed from memory): the census of the page cache's folios under
+  // them (runtime::folioCensus of the file's whole 2 MB stretches after the
+  // checksummed part, which it unmaps to count), and the read back of the
+  // small ones into huge folios (runtime::rereadIntoHugeFolios); nullopt
+  // and nothing otherwise.
+  std::optional<FolioCensus> mappedFolioCensus() const;
+  RereadResult rereadSmallFolios(ThreadPool *pool, double minBytesPerSecond) const;
+
   // Throws LoadError unless the artifact carries a signature that verifies
   // with `key`: no signature, another signer, and bytes changed after
   // signing each get their own message.
@@ -144,6 +154,8 @@ private:
   const uint8_t *image_ = nullptr;
   size_t imageSize_ = 0;
   std::shared_ptr<void> owned_; // the image; set only by open()
+  std::string mappedPath_;      // the file open() mapped, when it mapped it
+  size_t mappedFrom_ = 0;       // where its mapped part starts (the checksummed part's end)
 };
 
 } // namespace q3::runtime

@@ -81,4 +81,20 @@ BoundCheckpoint bindCheckpoint(const std::string &path, const manifest::Manifest
   return copied;
 }
 
+CheckpointPlacement placeEmbeddedWeights(const Artifact &artifact, uint64_t inPlaceBytes,
+                                         ThreadPool &pool) {
+  CheckpointPlacement placement;
+  placement.chosen = true;
+  placement.inPlaceBytes = inPlaceBytes;
+  const std::optional<FolioCensus> census = artifact.mappedFolioCensus();
+  if (census)
+    placement.pageCacheHugeShare = census->hugeShare();
+  if (!census || census->small.empty())
+    return placement;
+  placement.reread = artifact.rereadSmallFolios(&pool, kMinRereadBytesPerSecond);
+  if (const std::optional<FolioCensus> after = artifact.mappedFolioCensus())
+    placement.hugeShareAfterReread = after->hugeShare();
+  return placement;
+}
+
 } // namespace q3::runtime

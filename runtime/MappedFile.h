@@ -3,6 +3,7 @@
 #pragma once
 
 #include "runtime/HostBuffer.h"
+#include "runtime/PageCacheFolios.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -52,23 +53,6 @@ void *mapFileReadOnly(int fd, size_t size, bool populate);
 /// of the whole file at load; the kernels' streams then miss the TLB less).
 enum class FilePlacement { Mapped, HugePageCopy };
 
-/// Which of a file's whole 2 MB stretches the page cache holds in small
-/// folios (MappedFile::folioCensus).
-struct FolioCensus {
-  size_t stretches = 0;      // whole 2 MB stretches of the file
-  std::vector<size_t> small; // their indices (ascending) where the folios are small
-  double hugeShare() const {
-    return stretches ? 1.0 - double(small.size()) / double(stretches) : 1.0;
-  }
-};
-
-/// What MappedFile::rereadIntoHugeFolios did.
-struct RereadResult {
-  uint64_t bytes = 0;       // read back from storage
-  double seconds = 0;       // wall time, the eviction included
-  bool slowStorage = false; // stopped after the first piece: storage read slower than asked
-};
-
 /// A regular file's bytes, read-only, for as long as this lives: mapped
 /// (MAP_PRIVATE) or copied (FilePlacement). An empty file has no bytes
 /// (data() is null). Throws LoadError naming the path and the failing call.
@@ -88,35 +72,15 @@ public:
   /// page cache again if touched. For bytes copied elsewhere (packed weights).
   /// Nothing for a copy, whose pages have no file to come back from.
   void dropPages(const uint8_t *begin, size_t bytes) const;
-  /// For a mapping: which of the file's whole 2 MB stretches (from offset 0)
-  /// the page cache holds in huge folios, which the kernel maps with one
-  /// TLB entry each. It unmaps the mapping's pages first (clean file pages:
-  /// a later read faults them in again), reads the first byte of every
-  /// stretch and asks /proc/self/pagemap whether the stretch's last page
-  /// came mapped with it: a fault on a huge folio maps the whole stretch,
-  /// one on small folios only the pages around the byte. A file written or
-  /// read() in small pieces stays cached in small folios, wholly or in
-  /// parts; one read back through a mapping advised for huge pages mostly
-  /// in huge ones. Every stretch counts small on a mapping the kernel did
-  /// not put on a 2 MB boundary (its folios cannot be mapped whole). A copy
-  /// has none small; nullopt when the file has no whole stretch or pagemap
-  /// cannot be read.
+  /// For a mapping: the census of the file's whole 2 MB stretches
+  /// (runtime::folioCensus, which unmaps the mapping's pages to count). A
+  /// copy has none small; nullopt when the file has no whole stretch or
+  /// pagemap cannot be read.
   std::optional<FolioCensus> folioCensus() const;
   /// folioCensus()'s share of huge stretches (1 for a copy).
   std::optional<double> hugePageShare() const;
-  /// For a mapping: asks the kernel to drop the file's cached pages of the
-  /// whole 2 MB stretches `stretches` names (ascending; every whole stretch
-  /// when null) and reads them back through a mapping advised for huge
-  /// pages, so the page cache holds them in huge folios from then on, for
-  /// this load and every later one. Only clean pages no other process maps
-  /// are dropped. The first 64 MB go first and are timed: when they read
-  /// slower than `minBytesPerSecond` (a disk, not a fast SSD or the host's
-  /// cache) the rest is left as it was, else the rest is dropped at once and
-  /// read back 64 MB at a time by `pool`'s threads (when given). The bytes
-  /// stay the file's; this mapping's pages are faulted in again as they are
-  /// read. Nothing for a copy, a file under 2 MB, a mapping off a 2 MB
-  /// boundary, a file gone or replaced since it was mapped, or a kernel
-  /// without transparent huge pages.
+  /// For a mapping: runtime::rereadIntoHugeFolios of the stretches
+  /// `stretches` names (every whole stretch when null). Nothing for a copy.
   RereadResult rereadIntoHugeFolios(ThreadPool *pool, double minBytesPerSecond,
                                     const std::vector<size_t> *stretches = nullptr);
   MappedFile(const MappedFile &) = delete;

@@ -203,6 +203,8 @@ std::unique_ptr<Model> Model::load(const std::string &artifactPath, const std::s
                                   "none",
                                   artifactPath, s.manifest.embedded.section));
     s.weights = bindEmbeddedWeights(s.manifest, section->data, section->size, artifactPath);
+    if (s.manifest.target.backend == "cpu") // the kernels stream them in place
+      s.embeddedWeightsPlacement = placeEmbeddedWeights(*s.artifact, section->size, *s.pool);
   } else {
     uint64_t modelBytes = 0;
     for (const MemoryPart &part : modelMemory)
@@ -326,6 +328,9 @@ int64_t Model::kvCachePositions() const { return state->capacity; }
 bool Model::kvCacheOnHugePages() const { return state->kvCacheOnHugePages; }
 const std::optional<CheckpointPlacement> &Model::checkpointPlacement() const {
   return state->checkpointPlacement;
+}
+const std::optional<CheckpointPlacement> &Model::embeddedWeightsPlacement() const {
+  return state->embeddedWeightsPlacement;
 }
 const manifest::Manifest &Model::manifest() const { return state->manifest; }
 const manifest::ModelConfig &Model::config() const { return state->manifest.config; }

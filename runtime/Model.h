@@ -142,6 +142,10 @@ public:
   /// Where the checkpoint's bytes were placed and why; nullopt for an
   /// artifact that embeds its weights.
   const std::optional<CheckpointPlacement> &checkpointPlacement() const;
+  /// For a CPU artifact that embeds its weights: how much of them the page
+  /// cache held in huge folios, and what the load read back
+  /// (placeEmbeddedWeights); nullopt otherwise.
+  const std::optional<CheckpointPlacement> &embeddedWeightsPlacement() const;
   /// The artifact's manifest (validated), with the model's config.
   const manifest::Manifest &manifest() const;
   const manifest::ModelConfig &config() const;

@@ -51,6 +51,7 @@ struct Model::State {
   std::vector<KernelProfile> stepProfiles;                // parallel to the steps while profiling
   std::map<std::string, std::string> variantChoices;      // kernel -> the build it runs
   std::optional<CheckpointPlacement> checkpointPlacement; // absent for embedded weights
+  std::optional<CheckpointPlacement> embeddedWeightsPlacement; // CPU embedded weights only
   bool kvCacheOnHugePages = false;                        // see kvCacheOnHugePagesPays
 
   /// The activation buffers and the KV cache; `memoryBudget` (bytes this

@@ -3,10 +3,12 @@
 // payload, outside the header checksum, and each is covered by the XXH3
 // hashes of its 4 MiB chunks in a "<name>.xxh3" data section the writer adds.
 #include "ArtifactBytes.h"
+#include "PageCacheFiles.h"
 #include "TestFiles.h"
 
 #include "runtime/Artifact.h"
 #include "runtime/Signature.h"
+#include "runtime/ThreadPool.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -246,6 +248,51 @@ TEST(ArtifactMapped, TheSignatureCoversTheMappedPayload) {
   } catch (const LoadError &error) {
     EXPECT_CONTAINS(std::string(error.what()), "the artifact was changed after it was signed");
   }
+}
+
+// A copied artifact (cp, scp) is cached in small folios: the kernels would
+// stream its weights through 4 KiB pages. The census covers the mapped
+// weights only (never the checksummed part, which is a private copy), and
+// the read back mends what it names without changing a byte.
+TEST(ArtifactMapped, TheMappedPartsSmallFoliosAreCountedAndReadBack) {
+  TempDir dir;
+  const std::string path = dir.file(kFile);
+  const std::vector<uint8_t> payload = pattern(8 * kHugePageBytes + 1000, 9);
+  ArtifactSection weights{"weights", SectionKind::Mapped, {}};
+  weights.external = payload.data();
+  weights.externalSize = payload.size();
+  writeBytes(
+      path, serializeArtifact(kFile, kManifest,
+                              {weights, {"kernels.so", SectionKind::Executable, pattern(300, 1)}}));
+  if (!testing::evictFromPageCache(path))
+    GTEST_SKIP() << "this file system keeps the file's pages cached";
+  testing::readInSmallPieces(path, {2, 5});
+  auto artifact = Artifact::open(path);
+  const std::optional<FolioCensus> census = artifact->mappedFolioCensus();
+  if (!census)
+    GTEST_SKIP() << "/proc/self/pagemap cannot be read here";
+  // The weights start within the first 2 MB, after the checksummed part:
+  // the census counts the whole stretches after it, 1 to 7.
+  EXPECT_EQ(census->stretches, 7u);
+  if (census->small.size() == census->stretches)
+    GTEST_SKIP() << "this file system reads no huge folios";
+  // Stretch 1 may be small too: open()'s read() of the checksummed part
+  // reads ahead past it.
+  std::vector<size_t> expected{2, 5};
+  if (!census->small.empty() && census->small.front() == 1)
+    expected.insert(expected.begin(), 1);
+  EXPECT_EQ(census->small, expected);
+  ThreadPool pool(2);
+  const RereadResult mended = artifact->rereadSmallFolios(&pool, 0);
+  EXPECT_EQ(mended.bytes, expected.size() * kHugePageBytes);
+  EXPECT_EQ(artifact->mappedFolioCensus()->small, std::vector<size_t>{});
+  const Artifact::Section *section = artifact->find("weights");
+  ASSERT_NE(section, nullptr);
+  EXPECT_EQ(std::vector<uint8_t>(section->data, section->data + section->size), payload);
+  const Artifact::Section *kernels = artifact->find("kernels.so");
+  ASSERT_NE(kernels, nullptr);
+  EXPECT_EQ(std::vector<uint8_t>(kernels->data, kernels->data + kernels->size), pattern(300, 1))
+      << "the checksummed part is a private copy, never dropped";
 }
 
 } // namespace

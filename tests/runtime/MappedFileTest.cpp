@@ -1,6 +1,7 @@
 // A checkpoint's bytes are the same whether read in place or copied onto huge
 // pages, and a copy keeps them through dropPages (which, on anonymous memory,
 // would otherwise hand back zeros: weights silently lost).
+#include "PageCacheFiles.h"
 #include "TestFiles.h"
 
 #include "runtime/LoadError.h"
@@ -21,6 +22,8 @@
 namespace q3::runtime {
 namespace {
 
+using testing::evictFromPageCache;
+using testing::readInSmallPieces;
 using testing::TempDir;
 
 /// `size` bytes no two nearby alike (a multiplicative hash of the index,
@@ -136,28 +139,6 @@ TEST(MappedFile, HugePageShareIsAShareOfWholeStretches) {
   EXPECT_EQ(MappedFile::open(big, FilePlacement::HugePageCopy)->hugePageShare(), 1.0);
 }
 
-/// Asks the kernel to drop `path`'s cached pages (written back first, so
-/// they are clean); false when some stay (tmpfs keeps its pages).
-bool evictFromPageCache(const std::string &path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0)
-    return false;
-  const off_t size = ::lseek(fd, 0, SEEK_END);
-  ::fdatasync(fd);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  // mincore on a fresh mapping says what is resident without faulting it in.
-  const long page = ::sysconf(_SC_PAGESIZE);
-  std::vector<unsigned char> resident(size_t((size + page - 1) / page));
-  void *view = ::mmap(nullptr, size_t(size), PROT_READ, MAP_PRIVATE, fd, 0);
-  bool evicted = view != MAP_FAILED && ::mincore(view, size_t(size), resident.data()) == 0;
-  for (unsigned char r : resident)
-    evicted = evicted && !(r & 1);
-  if (view != MAP_FAILED)
-    ::munmap(view, size_t(size));
-  ::close(fd);
-  return evicted;
-}
-
 // A VM that evicts the page cache of files no process maps (the project's
 // does, 200 MB a minute) has each load fault the checkpoint back in. A plain
 // mapping's faults read it in small folios, so a few loads left the cache
@@ -181,20 +162,6 @@ TEST(MappedFile, AnEvictedFileIsReadBackInHugeFolios) {
     GTEST_SKIP() << "this file system reads no huge folios (or smaps is unreadable)";
   EXPECT_GE(*readBack, *mended) << "a plain fault read the evicted file in smaller folios";
   EXPECT_EQ(contents(*MappedFile::open(path)), bytes);
-}
-
-/// Reads stretches `stretches` of `path` (evicted) with read() in 64 KiB
-/// pieces, no read-ahead: the page cache then holds them in small folios.
-void readInSmallPieces(const std::string &path, const std::vector<size_t> &stretches) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  ASSERT_GE(fd, 0);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
-  std::vector<uint8_t> piece(size_t(64) << 10);
-  for (size_t stretch : stretches)
-    for (size_t at = 0; at < kHugePageBytes; at += piece.size())
-      ASSERT_EQ(::pread(fd, piece.data(), piece.size(), off_t(stretch * kHugePageBytes + at)),
-                ssize_t(piece.size()));
-  ::close(fd);
 }
 
 // A checkpoint cached partly in small folios (read() by another program,

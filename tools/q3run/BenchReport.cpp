@@ -123,7 +123,7 @@ json rereadJson(const runtime::CheckpointPlacement &placement) {
 
 json placementJson(const std::optional<runtime::CheckpointPlacement> &placement) {
   if (!placement)
-    return nullptr; // the artifact embeds its weights
+    return nullptr; // not this kind of weights (or not measured: Vulkan)
   const auto &share = placement->pageCacheHugeShare;
   return {
       {"placement", placement->placement == runtime::FilePlacement::Mapped ? "mapped" : "copied"},
@@ -134,11 +134,12 @@ json placementJson(const std::optional<runtime::CheckpointPlacement> &placement)
 }
 
 /// "checkpoint copied onto huge pages at load (chosen: the page cache held
-/// 13% of it in huge folios)".
-std::string describePlacement(const runtime::CheckpointPlacement &placement) {
+/// 13% of it in huge folios)"; `what` is "checkpoint" or the like.
+std::string describePlacement(const runtime::CheckpointPlacement &placement,
+                              const std::string &what) {
   const std::string where = placement.placement == runtime::FilePlacement::Mapped
-                                ? "checkpoint read in place from the page cache"
-                                : "checkpoint copied onto huge pages at load";
+                                ? what + " read in place from the page cache"
+                                : what + " copied onto huge pages at load";
   std::string why = placement.chosen ? "chosen" : "asked for";
   if (placement.pageCacheHugeShare)
     why += fmt::format(": the page cache held {:.0f}% of it in huge folios",
@@ -245,6 +246,7 @@ json benchJson(const BenchResult &result, const runtime::Model &model) {
       {"locked_bytes", model.lockedBytes()},
       {"kernel_variants", model.kernelVariantChoices()},
       {"checkpoint", placementJson(model.checkpointPlacement())},
+      {"embedded_weights", placementJson(model.embeddedWeightsPlacement())},
       {"kv_cache",
        {{"bytes", model.kvCacheBytes()},
         {"positions", model.kvCachePositions()},
@@ -329,7 +331,9 @@ void printMemory(const BenchResult &result, const runtime::Model &model) {
           : std::string(),
       result.peakRssBytes >= 0 ? formatBytes(double(result.peakRssBytes)) : std::string("unknown"));
   if (const auto &placement = model.checkpointPlacement())
-    fmt::print("{}\n", describePlacement(*placement));
+    fmt::print("{}\n", describePlacement(*placement, "checkpoint"));
+  if (const auto &placement = model.embeddedWeightsPlacement())
+    fmt::print("{}\n", describePlacement(*placement, "artifact's embedded weights"));
   const std::string growth =
       model.kvCachePositions() < model.contextLength()
           ? fmt::format(", room for {} after the runs (it doubles as the context fills)",
