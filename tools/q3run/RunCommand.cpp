@@ -56,9 +56,9 @@ void addCommonOptions(ArgParser &parser, CommonOptions &options) {
                  "reads; needs the locked-memory limit (ulimit -l) to hold them");
   parser.addFlag({"--copy-weights"}, &options.copyWeights,
                  "always copy the checkpoint into memory on transparent huge pages at load (by "
-                 "default, when the page cache holds most of it in small pages, which slow the "
-                 "kernels, CPU artifacts read it back from storage into huge ones once, and "
-                 "copy it only where storage is slow; docs/q3run.md)");
+                 "default, where the page cache holds parts of it in small pages, which slow "
+                 "the kernels, CPU artifacts read those parts back from storage into huge ones "
+                 "once, and copy it only where most of it stays small; docs/q3run.md)");
   parser.addFlag({"--map-weights"}, &options.mapWeights,
                  "always read the checkpoint in place from the page cache as it finds it, "
                  "never copy it nor read it back (less memory; processes that map the same "
