@@ -73,9 +73,9 @@ struct PlacementFacts {
 /// place, and a page cache measured to hold some of it in small folios.
 /// Each 4 KiB page of a stream is a TLB miss (in a VM also a fault of the
 /// hypervisor's page tables the first time): with a quarter of the 0.6B
-/// checkpoint in small folios decode ran at 0.84 of the bandwidth floor
-/// against 0.92-0.95 with all of it huge, and the first prompt took 0.2 s
-/// longer (docs/cpu-backend.md, "Where the checkpoint's bytes live").
+/// checkpoint in small folios the first prompt after the load took
+/// 0.26-0.29 s against 0.10-0.13 s mended, and decode ran 3-4% slower
+/// (docs/cpu-backend.md, "Where the checkpoint's bytes live").
 bool rereadPays(const PlacementFacts &facts);
 
 /// True when the copy pays: CPU kernels that read at least half of the
