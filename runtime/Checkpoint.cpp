@@ -240,8 +240,9 @@ RereadResult Checkpoint::rereadSmallFolios(ThreadPool *pool, double minBytesPerS
     const RereadResult one = file->rereadIntoHugeFolios(pool, minBytesPerSecond, &census->small);
     total.bytes += one.bytes;
     total.seconds += one.seconds;
-    if (one.slowStorage) {
-      total.slowStorage = true;
+    if (one.slowStorage || one.noHugeFolios) {
+      total.slowStorage = one.slowStorage;
+      total.noHugeFolios = one.noHugeFolios;
       break;
     }
   }

@@ -39,7 +39,8 @@ public:
   std::optional<double> hugePageShare() const;
   /// Reads the stretches each file's census finds in small folios back into
   /// huge ones (MappedFile::rereadIntoHugeFolios), file after file, until
-  /// one reads slower than `minBytesPerSecond` (then slowStorage).
+  /// one reads slower than `minBytesPerSecond` (then slowStorage) or comes
+  /// back in small folios again (then noHugeFolios).
   RereadResult rereadSmallFolios(ThreadPool *pool, double minBytesPerSecond) const;
 
 private:

@@ -29,6 +29,14 @@ std::optional<bool> pageMapped(int pagemap, const void *address) {
   return (entry >> 63) != 0; // bit 63: present
 }
 
+/// Whether a first touch of stretch `i` of `mapping` (its first byte) maps
+/// the whole stretch, as it does a huge folio; nullopt when pagemap cannot
+/// be read.
+std::optional<bool> touchMapsStretch(int pagemap, const uint8_t *mapping, size_t i) {
+  (void)*reinterpret_cast<const volatile uint8_t *>(mapping + i * kStretch);
+  return pageMapped(pagemap, mapping + (i + 1) * kStretch - 1);
+}
+
 /// [begin, end) byte ranges of the file, each at most `most` bytes: the runs
 /// of consecutive stretches in `stretches` (ascending), cut where longer.
 std::vector<std::pair<size_t, size_t>> stretchPieces(const std::vector<size_t> &stretches,
@@ -57,6 +65,28 @@ void populate(uint8_t *view, size_t begin, size_t end) {
     (void)*reinterpret_cast<volatile uint8_t *>(view + at);
 }
 
+/// Whether any stretch of the first `count` of `pieces`, just read back
+/// through `view`, came back in a huge folio (true when pagemap cannot
+/// say). Where none did, the kernel caches this file in small folios only
+/// (ext4 before large folios, as in Debian 12's 6.1): reading the rest back
+/// would only cost time.
+bool cameBackHuge(uint8_t *view, const std::vector<std::pair<size_t, size_t>> &pieces,
+                  size_t count) {
+  const FileDescriptor pagemap(::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
+  if (pagemap.fd < 0)
+    return true;
+  for (size_t p = 0; p < count; ++p) {
+    const auto [begin, end] = pieces[p];
+    (void)::madvise(view + begin, end - begin, MADV_DONTNEED); // populated: all mapped
+    for (size_t i = begin / kStretch; i < end / kStretch; ++i) {
+      const std::optional<bool> huge = touchMapsStretch(pagemap.fd, view, i);
+      if (!huge || *huge)
+        return true;
+    }
+  }
+  return false;
+}
+
 } // namespace
 
 std::optional<FolioCensus> folioCensus(const uint8_t *mapping, size_t size, size_t first) {
@@ -78,8 +108,7 @@ std::optional<FolioCensus> folioCensus(const uint8_t *mapping, size_t size, size
   (void)::madvise(const_cast<uint8_t *>(mapping) + first * kStretch, (end - first) * kStretch,
                   MADV_DONTNEED);
   for (size_t i = first; i < end; ++i) {
-    (void)*reinterpret_cast<const volatile uint8_t *>(mapping + i * kStretch);
-    const std::optional<bool> whole = pageMapped(pagemap.fd, mapping + (i + 1) * kStretch - 1);
+    const std::optional<bool> whole = touchMapsStretch(pagemap.fd, mapping, i);
     if (!whole)
       return std::nullopt;
     if (!*whole)
@@ -139,7 +168,10 @@ RereadResult rereadIntoHugeFolios(const std::string &path, uint8_t *mapping, siz
   const double firstSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.bytes = timedBytes;
-  if (timed == pieces.size() || double(timedBytes) >= minBytesPerSecond * firstSeconds) {
+  const bool fast = double(timedBytes) >= minBytesPerSecond * firstSeconds;
+  const bool more = timed < pieces.size();
+  result.noHugeFolios = more && fast && !cameBackHuge(bytes, pieces, timed);
+  if (more && fast && !result.noHugeFolios) {
     // The rest dropped at once: dropping and reading piece by piece left a
     // third of the file in small folios (the read-ahead of one piece met
     // the next piece's old pages).
@@ -155,8 +187,8 @@ RereadResult rereadIntoHugeFolios(const std::string &path, uint8_t *mapping, siz
       rereadPieces(0, rest);
     for (size_t i = timed; i < pieces.size(); ++i)
       result.bytes += pieceBytes(i);
-  } else {
-    result.slowStorage = true;
+  } else if (more) {
+    result.slowStorage = !fast;
   }
   unregisterMapping(guard);
   ::munmap(view, size);

@@ -37,6 +37,7 @@ struct RereadResult {
   uint64_t bytes = 0;       // read back from storage
   double seconds = 0;       // wall time, the eviction included
   bool slowStorage = false; // stopped after the first piece: storage read slower than asked
+  bool noHugeFolios = false; // the first 64 MB came back in small folios again: stopped there
 };
 
 /// The census of the whole 2 MB stretches of the file mapped read-only at
@@ -58,12 +59,13 @@ std::optional<FolioCensus> folioCensus(const uint8_t *mapping, size_t size, size
 /// folios from then on, for this load and every later one. Only clean pages
 /// no other process maps are dropped. The first 64 MB go first and are
 /// timed: when they read slower than `minBytesPerSecond` (a disk, not a fast
-/// SSD or the host's cache) the rest is left as it was, else the rest is
-/// dropped at once and read back 64 MB at a time by `pool`'s threads (when
-/// given). The bytes stay the file's; `mapping`'s pages there are unmapped
-/// and faulted in again as they are read. Nothing for a mapping off a 2 MB
-/// boundary, a file gone or replaced since it was mapped, or a kernel
-/// without transparent huge pages.
+/// SSD or the host's cache), or came back in small folios again (a kernel
+/// that caches this file in small folios only), the rest is left as it was,
+/// else the rest is dropped at once and read back 64 MB at a time by
+/// `pool`'s threads (when given). The bytes stay the file's; `mapping`'s
+/// pages there are unmapped and faulted in again as they are read. Nothing
+/// for a mapping off a 2 MB boundary, a file gone or replaced since it was
+/// mapped, or a kernel without transparent huge pages.
 RereadResult rereadIntoHugeFolios(const std::string &path, uint8_t *mapping, size_t size,
                                   const std::vector<size_t> &stretches, ThreadPool *pool,
                                   double minBytesPerSecond);

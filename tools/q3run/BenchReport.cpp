@@ -110,7 +110,7 @@ void printProfile(const PhaseProfile &phase) {
   printTable(rows);
 }
 
-/// {bytes, seconds, slow_storage, huge_share_after}, or null when the load
+/// {bytes, seconds, slow_storage, no_huge_folios, huge_share_after}, or null when the load
 /// did not read the checkpoint back into huge folios.
 json rereadJson(const runtime::CheckpointPlacement &placement) {
   if (!placement.reread)
@@ -118,6 +118,7 @@ json rereadJson(const runtime::CheckpointPlacement &placement) {
   return {{"bytes", placement.reread->bytes},
           {"seconds", placement.reread->seconds},
           {"slow_storage", placement.reread->slowStorage},
+          {"no_huge_folios", placement.reread->noHugeFolios},
           {"huge_share_after", orNull(placement.hugeShareAfterReread)}};
 }
 
@@ -146,11 +147,16 @@ std::string describePlacement(const runtime::CheckpointPlacement &placement,
                        *placement.pageCacheHugeShare * 100);
   if (placement.reread) {
     const runtime::RereadResult &reread = *placement.reread;
-    why += reread.slowStorage
-               ? fmt::format("; storage read {} in {:.2f} s, too slow to read it all back",
-                             formatBytes(double(reread.bytes)), reread.seconds)
-               : fmt::format("; read {} back from storage in {:.2f} s",
-                             formatBytes(double(reread.bytes)), reread.seconds);
+    const std::string read = formatBytes(double(reread.bytes));
+    if (reread.slowStorage)
+      why += fmt::format("; storage read {} in {:.2f} s, too slow to read it all back", read,
+                         reread.seconds);
+    else if (reread.noHugeFolios)
+      why += fmt::format("; {} read back in {:.2f} s came back in small folios again (the "
+                         "kernel caches this file in small ones), so the rest was left",
+                         read, reread.seconds);
+    else
+      why += fmt::format("; read {} back from storage in {:.2f} s", read, reread.seconds);
     if (placement.hugeShareAfterReread)
       why += fmt::format(", then {:.0f}% huge", *placement.hugeShareAfterReread * 100);
   }
