@@ -110,12 +110,12 @@ std::optional<FolioCensus> Artifact::mappedFolioCensus() const {
   return folioCensus(static_cast<const uint8_t *>(owned_.get()), imageSize_, first);
 }
 
-RereadResult Artifact::rereadSmallFolios(ThreadPool *pool, double minBytesPerSecond) const {
-  const std::optional<FolioCensus> census = mappedFolioCensus();
-  if (!census || census->small.empty())
+RereadResult Artifact::rereadSmallFolios(const FolioCensus &census, ThreadPool *pool,
+                                         double minBytesPerSecond) const {
+  if (mappedPath_.empty() || census.small.empty())
     return {};
   return rereadIntoHugeFolios(mappedPath_, static_cast<uint8_t *>(owned_.get()), imageSize_,
-                              census->small, pool, minBytesPerSecond);
+                              census.small, pool, minBytesPerSecond);
 }
 
 std::unique_ptr<Artifact> Artifact::adopt(std::unique_ptr<Artifact> artifact,

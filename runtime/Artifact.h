@@ -128,10 +128,11 @@ public:
   // not parsed from memory): the census of the page cache's folios under
   // them (runtime::folioCensus of the file's whole 2 MB stretches after the
   // checksummed part, which it unmaps to count), and the read back of the
-  // small ones into huge folios (runtime::rereadIntoHugeFolios); nullopt
-  // and nothing otherwise.
+  // small ones `census` (mappedFolioCensus()'s) names into huge folios
+  // (runtime::rereadIntoHugeFolios); nullopt and nothing otherwise.
   std::optional<FolioCensus> mappedFolioCensus() const;
-  RereadResult rereadSmallFolios(ThreadPool *pool, double minBytesPerSecond) const;
+  RereadResult rereadSmallFolios(const FolioCensus &census, ThreadPool *pool,
+                                 double minBytesPerSecond) const;
 
   // Throws LoadError unless the artifact carries a signature that verifies
   // with `key`: no signature, another signer, and bytes changed after

@@ -219,25 +219,22 @@ uint64_t Checkpoint::fileBytes() const {
   return bytes;
 }
 
-std::optional<double> Checkpoint::hugePageShare() const {
-  size_t huge = 0, measured = 0;
+std::vector<std::optional<FolioCensus>> Checkpoint::folioCensuses() const {
+  std::vector<std::optional<FolioCensus>> censuses;
   for (const auto &file : files_)
-    if (const std::optional<FolioCensus> census = file->folioCensus()) {
-      huge += census->stretches - census->small.size();
-      measured += census->stretches;
-    }
-  if (measured == 0)
-    return std::nullopt;
-  return double(huge) / double(measured);
+    censuses.push_back(file->folioCensus());
+  return censuses;
 }
 
-RereadResult Checkpoint::rereadSmallFolios(ThreadPool *pool, double minBytesPerSecond) const {
+RereadResult Checkpoint::rereadSmallFolios(const std::vector<std::optional<FolioCensus>> &censuses,
+                                           ThreadPool *pool, double minBytesPerSecond) const {
   RereadResult total;
-  for (const auto &file : files_) {
-    const std::optional<FolioCensus> census = file->folioCensus();
+  for (size_t f = 0; f < files_.size() && f < censuses.size(); ++f) {
+    const std::optional<FolioCensus> &census = censuses[f];
     if (!census || census->small.empty())
       continue;
-    const RereadResult one = file->rereadIntoHugeFolios(pool, minBytesPerSecond, &census->small);
+    const RereadResult one =
+        files_[f]->rereadIntoHugeFolios(pool, minBytesPerSecond, &census->small);
     total.bytes += one.bytes;
     total.seconds += one.seconds;
     if (one.slowStorage || one.noHugeFolios) {

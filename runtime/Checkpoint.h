@@ -32,16 +32,20 @@ public:
   void dropPages(const uint8_t *begin, size_t bytes) const;
   /// The bytes of its files.
   uint64_t fileBytes() const;
-  /// The share of its files' whole 2 MB stretches the page cache holds in
-  /// huge folios (MappedFile::folioCensus; nullopt when no file could be
-  /// measured). It unmaps the files' pages to count, so the bytes stay
-  /// valid but the next read of each faults.
-  std::optional<double> hugePageShare() const;
-  /// Reads the stretches each file's census finds in small folios back into
-  /// huge ones (MappedFile::rereadIntoHugeFolios), file after file, until
-  /// one reads slower than `minBytesPerSecond` (then slowStorage) or comes
-  /// back in small folios again (then noHugeFolios).
-  RereadResult rereadSmallFolios(ThreadPool *pool, double minBytesPerSecond) const;
+  /// Each file's census of its whole 2 MB stretches in the page cache
+  /// (MappedFile::folioCensus; nullopt for a file that could not be
+  /// measured), in file order. It unmaps the files' pages to count, so the
+  /// bytes stay valid but the next read of each faults.
+  std::vector<std::optional<FolioCensus>> folioCensuses() const;
+  /// combinedHugeShare of folioCensuses().
+  std::optional<double> hugePageShare() const { return combinedHugeShare(folioCensuses()); }
+  /// Reads the stretches `censuses` (folioCensuses(), taken since nothing
+  /// but reads touched the files) finds in small folios back into huge
+  /// ones (MappedFile::rereadIntoHugeFolios), file after file, until one
+  /// reads slower than `minBytesPerSecond` (then slowStorage) or comes back
+  /// in small folios again (then noHugeFolios).
+  RereadResult rereadSmallFolios(const std::vector<std::optional<FolioCensus>> &censuses,
+                                 ThreadPool *pool, double minBytesPerSecond) const;
 
 private:
   Checkpoint() = default;

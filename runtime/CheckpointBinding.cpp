@@ -21,8 +21,10 @@ BoundCheckpoint openAndBind(const std::string &path, const manifest::Manifest &m
   BoundCheckpoint bound;
   bound.checkpoint = std::make_unique<Checkpoint>(Checkpoint::open(path, placement, &pool));
   bound.placement.placement = placement;
-  if (placement == FilePlacement::Mapped)
-    bound.placement.pageCacheHugeShare = bound.checkpoint->hugePageShare();
+  if (placement == FilePlacement::Mapped) {
+    bound.folioCensuses = bound.checkpoint->folioCensuses();
+    bound.placement.pageCacheHugeShare = combinedHugeShare(bound.folioCensuses);
+  }
   bound.weights = evaluateWeightPlan(m, *bound.checkpoint, pool, warnings, progress);
   bound.placement.inPlaceBytes = bytesReadInPlace(bound.weights);
   return bound;
@@ -61,7 +63,8 @@ BoundCheckpoint bindCheckpoint(const std::string &path, const manifest::Manifest
     // Small folios: read those parts back into huge ones if storage is
     // fast, so this load and every later one read them in place at full
     // speed.
-    mapped.placement.reread = mapped.checkpoint->rereadSmallFolios(&pool, kMinRereadBytesPerSecond);
+    mapped.placement.reread =
+        mapped.checkpoint->rereadSmallFolios(mapped.folioCensuses, &pool, kMinRereadBytesPerSecond);
     mapped.placement.hugeShareAfterReread = mapped.checkpoint->hugePageShare();
     facts.pageCacheHugeShare = mapped.placement.hugeShareAfterReread;
   }
@@ -91,7 +94,7 @@ CheckpointPlacement placeEmbeddedWeights(const Artifact &artifact, uint64_t inPl
     placement.pageCacheHugeShare = census->hugeShare();
   if (!census || census->small.empty())
     return placement;
-  placement.reread = artifact.rereadSmallFolios(&pool, kMinRereadBytesPerSecond);
+  placement.reread = artifact.rereadSmallFolios(*census, &pool, kMinRereadBytesPerSecond);
   if (const std::optional<FolioCensus> after = artifact.mappedFolioCensus())
     placement.hugeShareAfterReread = after->hugeShare();
   return placement;

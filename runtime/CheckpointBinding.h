@@ -88,6 +88,9 @@ struct BoundCheckpoint {
   std::unique_ptr<Checkpoint> checkpoint;
   std::vector<WeightData> weights;
   CheckpointPlacement placement;
+  /// A mapped checkpoint's folio census, taken at open (placement's
+  /// pageCacheHugeShare); the read back starts from it.
+  std::vector<std::optional<FolioCensus>> folioCensuses;
 };
 
 /// Opens the checkpoint at `path` and evaluates `m`'s weight plan on it

@@ -89,6 +89,18 @@ bool cameBackHuge(uint8_t *view, const std::vector<std::pair<size_t, size_t>> &p
 
 } // namespace
 
+std::optional<double> combinedHugeShare(const std::vector<std::optional<FolioCensus>> &censuses) {
+  size_t huge = 0, measured = 0;
+  for (const std::optional<FolioCensus> &census : censuses)
+    if (census) {
+      huge += census->stretches - census->small.size();
+      measured += census->stretches;
+    }
+  if (measured == 0)
+    return std::nullopt;
+  return double(huge) / double(measured);
+}
+
 std::optional<FolioCensus> folioCensus(const uint8_t *mapping, size_t size, size_t first) {
   FolioCensus census;
   const size_t end = size / kStretch;

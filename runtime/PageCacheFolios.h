@@ -32,6 +32,10 @@ struct FolioCensus {
   }
 };
 
+/// The share of huge stretches over all the measured `censuses` (one per
+/// file); nullopt when none was measured.
+std::optional<double> combinedHugeShare(const std::vector<std::optional<FolioCensus>> &censuses);
+
 /// What rereadIntoHugeFolios did.
 struct RereadResult {
   uint64_t bytes = 0;       // read back from storage

@@ -283,7 +283,7 @@ TEST(ArtifactMapped, TheMappedPartsSmallFoliosAreCountedAndReadBack) {
     expected.insert(expected.begin(), 1);
   EXPECT_EQ(census->small, expected);
   ThreadPool pool(2);
-  const RereadResult mended = artifact->rereadSmallFolios(&pool, 0);
+  const RereadResult mended = artifact->rereadSmallFolios(*census, &pool, 0);
   EXPECT_EQ(mended.bytes, expected.size() * kHugePageBytes);
   EXPECT_EQ(artifact->mappedFolioCensus()->small, std::vector<size_t>{});
   const Artifact::Section *section = artifact->find("weights");
