@@ -12,6 +12,7 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <utility>
 
 namespace q3::runtime {
 
@@ -208,7 +209,21 @@ void CpuDriver::finish() {
       driver.queuedScalars_.clear();
     }
   } clearQueue{*this};
-  pool_.runLoops(queuedLoops_);
+  pool_.runLoops(queuedLoops_, profiling_ ? &finishedSeconds_ : nullptr);
+  if (profiling_)
+    dispatchSeconds_.insert(dispatchSeconds_.end(), finishedSeconds_.begin(),
+                            finishedSeconds_.end());
+}
+
+void CpuDriver::setProfiling(bool enabled) {
+  finish(); // what ran before is not profiled
+  profiling_ = enabled;
+  dispatchSeconds_.clear();
+}
+
+std::vector<double> CpuDriver::dispatchSeconds() {
+  finish();
+  return std::exchange(dispatchSeconds_, {});
 }
 
 } // namespace q3::runtime

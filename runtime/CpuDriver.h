@@ -39,6 +39,10 @@ public:
                 const std::vector<int64_t> &scalars, int64_t workgroups) override;
   void finish() override;
   std::string deviceName() const override { return "cpu"; }
+  /// While profiling, finish() keeps the time of each dispatch in the
+  /// sequence it runs (ThreadPool::runLoops' loop times).
+  void setProfiling(bool enabled) override;
+  std::vector<double> dispatchSeconds() override;
   std::vector<std::string> kernelVariants(int64_t kernel) override;
   void useKernelVariant(int64_t kernel, int variant) override;
 
@@ -105,6 +109,11 @@ private:
   std::vector<int64_t> queuedBytes_, queuedScalars_;
   std::vector<ThreadPool::Body> queuedBodies_;
   std::vector<ThreadPool::Loop> queuedLoops_;
+
+  bool profiling_ = false;
+  // The seconds of each dispatch run since dispatchSeconds() was last
+  // called, in issue order, and those of the last finish().
+  std::vector<double> dispatchSeconds_, finishedSeconds_;
 };
 
 } // namespace q3::runtime

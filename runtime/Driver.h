@@ -106,13 +106,15 @@ public:
   virtual bool beginPass(const PassShape &shape, int64_t startPos) { return false; }
   virtual void endPass() {}
 
-  /// Whether the driver times each dispatch itself (device timestamps)
-  /// while profiling; the scheduler then reads dispatchSeconds() after a
-  /// pass instead of timing dispatches with a clock.
-  virtual bool timesDispatches() const { return false; }
-  virtual void setProfiling(bool enabled) {}
-  /// The device time of each dispatch of the last pass, in issue order.
-  virtual std::vector<double> dispatchSeconds() { return {}; }
+  /// While profiling the driver times each dispatch as it runs (Vulkan:
+  /// device timestamps; CPU: the pool's loop times), in the sequence the
+  /// pass runs it: the scheduler does not finish each dispatch alone to
+  /// clock it, which would time a different run (on the CPU it added ~4-12
+  /// µs to every dispatch).
+  virtual void setProfiling(bool enabled) = 0;
+  /// The seconds of each dispatch of the pass just run, in issue order
+  /// (waits for it); empty where the device cannot time them.
+  virtual std::vector<double> dispatchSeconds() = 0;
 
   /// What the dispatches run on, for reports ("cpu", a Vulkan device's name).
   virtual std::string deviceName() const = 0;

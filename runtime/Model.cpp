@@ -28,7 +28,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <set>
 
@@ -81,20 +80,10 @@ void Model::State::runStep(size_t index, int64_t rows, int64_t startPos, int64_t
   const int64_t workgroups = kernel->gridKind == manifest::GridKind::Fixed
                                  ? kernel->gridCount
                                  : (rows - firstRow) * kernel->gridCount;
-  // A driver that times dispatches itself (device timestamps) reports the
-  // seconds after the chunk (runChunk); the others are clocked here.
-  const bool clockIt = profiling && !driver->timesDispatches();
-  const auto start =
-      clockIt ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   driver->dispatch(stepKernels[index], ranges, scalars, workgroups);
-  if (profiling) {
-    KernelProfile &p = stepProfiles[index];
-    if (clockIt) {
-      driver->finish(); // the time of this dispatch, not of issuing it
-      p.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
+  // The driver times the dispatches as they run (addDispatchTimes).
+  if (profiling)
     countCall(index, startPos + rows, rows - firstRow);
-  }
 }
 
 void Model::State::countCall(size_t index, int64_t visible, int64_t computedRows) {
@@ -142,7 +131,7 @@ void Model::State::runChunk(int64_t rows, int64_t startPos, int64_t logitsRows) 
 }
 
 void Model::State::addDispatchTimes() {
-  if (!profiling || !driver->timesDispatches())
+  if (!profiling)
     return;
   std::vector<double> seconds = driver->dispatchSeconds();
   for (size_t i = 0; i < seconds.size() && i < stepProfiles.size(); ++i)

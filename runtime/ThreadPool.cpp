@@ -18,6 +18,20 @@ static constexpr auto kSpinTime = std::chrono::microseconds(200);
 
 namespace {
 
+int64_t nowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Raises `latest` to now.
+void recordFinish(std::atomic<int64_t> &latest) {
+  const int64_t now = nowNanos();
+  int64_t seen = latest.load();
+  while (seen < now && !latest.compare_exchange_weak(seen, now)) {
+  }
+}
+
 struct WorkerStart {
   ThreadPool *pool;
   int slot;
@@ -139,6 +153,8 @@ void ThreadPool::runChunk(LoopState &loop, int index) {
       failed_.store(true);
     }
   }
+  if (timing_)
+    recordFinish(loop.lastFinishNanos);
   if (loop.finishedChunks.fetch_add(1) == loop.chunks - 1 && sleepingWaiters_.load() > 0) {
     // Taking the mutex orders this notify after a waiter's wait begins.
     { std::lock_guard<std::mutex> lock(sleepMutex_); }
@@ -259,6 +275,7 @@ void ThreadPool::setLoops(const std::vector<Loop> &loops) {
     state.chunksPerThread = std::clamp(loop.chunksPerThread, 1, 62);
     state.chunks = int(std::min<int64_t>(loop.count, int64_t(size_) * state.chunksPerThread));
     state.finishedChunks.store(0);
+    state.lastFinishNanos.store(0);
     // Chunk 0 is the caller's, claimed by no one else (with fewer chunks
     // than threads it may fall in another slot's range).
     for (int slot = 0; slot < size_; ++slot) {
@@ -269,12 +286,24 @@ void ThreadPool::setLoops(const std::vector<Loop> &loops) {
   }
 }
 
-void ThreadPool::runLoops(const std::vector<Loop> &loops) {
+void ThreadPool::runLoops(const std::vector<Loop> &loops, std::vector<double> *loopSeconds) {
+  if (loopSeconds)
+    loopSeconds->assign(loops.size(), 0.0);
+  int64_t previousFinish = loopSeconds ? nowNanos() : 0;
+  // Loop k's time: from the finish of the one before it to its own.
+  auto timeLoop = [&](size_t k, int64_t finish) {
+    (*loopSeconds)[k] = double(finish - previousFinish) * 1e-9;
+    previousFinish = finish;
+  };
   if (size_ == 1) { // nothing to share: skip waking anyone
     onCallerStack([&] {
-      for (const Loop &loop : loops)
-        if (loop.count > 0)
-          (*loop.body)(0, loop.count);
+      for (size_t k = 0; k < loops.size(); ++k) {
+        if (loops[k].count <= 0)
+          continue;
+        (*loops[k].body)(0, loops[k].count);
+        if (loopSeconds)
+          timeLoop(k, nowNanos());
+      }
     });
     return;
   }
@@ -292,6 +321,7 @@ void ThreadPool::runLoops(const std::vector<Loop> &loops) {
   }
   firstError_ = nullptr;
   failed_.store(false);
+  timing_ = loopSeconds != nullptr;
   generation_.fetch_add(1); // even: published (seq_cst orders the stores above)
   if (sleepingWorkers_.load() > 0) {
     { std::lock_guard<std::mutex> lock(sleepMutex_); }
@@ -300,6 +330,13 @@ void ThreadPool::runLoops(const std::vector<Loop> &loops) {
   onCallerStack([this] { walkLoops(0); });
   if (firstError_)
     std::rethrow_exception(firstError_);
+  if (loopSeconds) {
+    // setLoops kept the non-empty loops, in order.
+    size_t state = 0;
+    for (size_t k = 0; k < loops.size(); ++k)
+      if (loops[k].count > 0)
+        timeLoop(k, loops_[state++]->lastFinishNanos.load());
+  }
 }
 
 } // namespace q3::runtime

@@ -52,7 +52,6 @@ public:
   void finish() override;
   bool beginPass(const PassShape &shape, int64_t startPos) override;
   void endPass() override;
-  bool timesDispatches() const override { return profiling_; }
   void setProfiling(bool enabled) override;
   std::vector<double> dispatchSeconds() override;
   std::string deviceName() const override;

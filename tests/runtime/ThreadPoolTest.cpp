@@ -254,6 +254,36 @@ TEST(ThreadPool, LoopsAfterALongOneDoNotHang) {
   EXPECT_EQ(sum.load(), 5 * 2 * (999 * 1000 / 2));
 }
 
+// --profile's dispatch times: each loop's time is from the finish of the
+// loop before it to its own, so a loop whose slowest chunk sleeps takes at
+// least that long, the quick ones between take less, an empty loop takes
+// 0, and together they take no longer than the call. With one thread the
+// loops run inline and are timed the same way.
+TEST(ThreadPool, RunLoopsTimesEachLoopInTheSequence) {
+  using namespace std::chrono;
+  const ThreadPool::Body sleepsOnIndexZero = [](int64_t begin, int64_t) {
+    if (begin == 0)
+      std::this_thread::sleep_for(milliseconds(20));
+  };
+  const ThreadPool::Body quick = [](int64_t, int64_t) {};
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    std::vector<double> seconds{7.0}; // replaced, not appended to
+    const auto start = steady_clock::now();
+    pool.runLoops(
+        {{6, &sleepsOnIndexZero, 2}, {100, &quick, 4}, {0, &quick, 1}, {3, &sleepsOnIndexZero, 1}},
+        &seconds);
+    const double wall = duration<double>(steady_clock::now() - start).count();
+    ASSERT_EQ(seconds.size(), 4u) << threads << " threads";
+    EXPECT_GE(seconds[0], 0.020) << threads << " threads";
+    EXPECT_LT(seconds[1], 0.020) << threads << " threads";
+    EXPECT_EQ(seconds[2], 0.0) << threads << " threads";
+    EXPECT_GE(seconds[3], 0.020) << threads << " threads";
+    EXPECT_LE(seconds[0] + seconds[1] + seconds[2] + seconds[3], wall) << threads << " threads";
+    pool.runLoops({{100, &quick, 4}}); // untimed afterwards
+  }
+}
+
 // After a chunk throws, the rest of its loop and the later loops are
 // skipped (they would read what it failed to write); the caller gets the
 // exception, and the pool runs the next call whole.
