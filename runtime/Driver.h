@@ -102,7 +102,7 @@ public:
   /// records command buffers returns true when it replays the pass it
   /// recorded for `shape` (the scheduler then issues no dispatch until
   /// endPass()); false means the scheduler issues them (and such a driver
-  /// records them). The CPU driver runs dispatches as they come.
+  /// records them). The CPU driver issues every pass's dispatches anew.
   virtual bool beginPass(const PassShape &shape, int64_t startPos) { return false; }
   virtual void endPass() {}
 
