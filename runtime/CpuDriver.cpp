@@ -209,10 +209,13 @@ void CpuDriver::finish() {
       driver.queuedScalars_.clear();
     }
   } clearQueue{*this};
-  pool_.runLoops(queuedLoops_, profiling_ ? &finishedSeconds_ : nullptr);
-  if (profiling_)
-    dispatchSeconds_.insert(dispatchSeconds_.end(), finishedSeconds_.begin(),
-                            finishedSeconds_.end());
+  if (!profiling_) {
+    pool_.runLoops(queuedLoops_);
+    return;
+  }
+  std::vector<double> seconds;
+  pool_.runLoops(queuedLoops_, &seconds);
+  dispatchSeconds_.insert(dispatchSeconds_.end(), seconds.begin(), seconds.end());
 }
 
 void CpuDriver::setProfiling(bool enabled) {

@@ -112,8 +112,8 @@ private:
 
   bool profiling_ = false;
   // The seconds of each dispatch run since dispatchSeconds() was last
-  // called, in issue order, and those of the last finish().
-  std::vector<double> dispatchSeconds_, finishedSeconds_;
+  // called, in issue order.
+  std::vector<double> dispatchSeconds_;
 };
 
 } // namespace q3::runtime
