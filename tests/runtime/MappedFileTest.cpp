@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -182,13 +183,19 @@ TEST(MappedFile, TheCensusFindsTheSmallStretchesAndTheReadBackMendsThem) {
   EXPECT_EQ(census->stretches, 16u);
   if (census->small.size() == census->stretches)
     GTEST_SKIP() << "this file system reads no huge folios";
-  EXPECT_EQ(census->small, (std::vector<size_t>{3, 10, 11}));
-  EXPECT_DOUBLE_EQ(*file->hugePageShare(), 13.0 / 16.0);
+  // The stretches read in small pieces are found. Others may be small too
+  // where the kernel found no free 2 MB of memory for a folio (a CI
+  // rehearsal once found two more in the artifact's twin of this test); the
+  // read back must then mend those as well.
+  for (size_t stretch : {size_t(3), size_t(10), size_t(11)})
+    EXPECT_NE(std::find(census->small.begin(), census->small.end(), stretch), census->small.end())
+        << "stretch " << stretch << " was read in small pieces";
+  EXPECT_DOUBLE_EQ(*file->hugePageShare(), double(16 - census->small.size()) / 16.0);
   EXPECT_EQ(contents(*file), bytes) << "the census only reads";
 
   ThreadPool pool(2);
   const RereadResult mended = file->rereadIntoHugeFolios(&pool, 0, &census->small);
-  EXPECT_EQ(mended.bytes, 3 * kHugePageBytes) << "the small stretches only";
+  EXPECT_EQ(mended.bytes, census->small.size() * kHugePageBytes) << "the small stretches only";
   EXPECT_FALSE(mended.slowStorage);
   EXPECT_EQ(file->folioCensus()->small, std::vector<size_t>{});
   EXPECT_EQ(contents(*file), bytes);
