@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,6 +51,16 @@ inline void readInSmallPieces(const std::string &path, const std::vector<size_t>
       ASSERT_EQ(::pread(fd, piece.data(), piece.size(), off_t(stretch * kHugePageBytes + at)),
                 ssize_t(piece.size()));
   ::close(fd);
+}
+
+/// Expects every stretch `readSmall` read in small pieces among the `small`
+/// ones a folio census names. Others may be small too (read-ahead, or no
+/// free 2 MB of memory for a folio): a read back must mend those as well.
+inline void expectFoundSmall(const std::vector<size_t> &small,
+                             const std::vector<size_t> &readSmall) {
+  for (size_t stretch : readSmall)
+    EXPECT_NE(std::find(small.begin(), small.end(), stretch), small.end())
+        << "stretch " << stretch << " was read in small pieces";
 }
 
 } // namespace q3::runtime::testing
