@@ -38,7 +38,8 @@ std::vector<std::string> ropeTable(const QKNormRopeCacheKernel &kernel,
 /// a row's workgroups together fetch all of the next row. Without it each
 /// head's loads waited on memory (the rows come from the q/k/v product, which
 /// both threads wrote, and a prompt's rows exceed L2): a 512-row prefill spent
-/// 17-19 ms in this kernel against 12 with it (AMD family 26, 2 threads).
+/// 17-19 ms in this kernel against 12-14 with it (AMD family 26, 2 threads;
+/// the whole prefill within the noise, docs/cpu-backend.md).
 std::string nextRowPrefetch(const QKNormRopeCacheKernel &kernel, const std::string &qkvType) {
   constexpr int64_t kLineFloats = 16;
   const int64_t width = (kernel.queryHeads + 2 * kernel.kvHeads) * kernel.headDim;
