@@ -40,9 +40,10 @@ std::vector<std::string> ropeTable(const QKNormRopeCacheKernel &kernel,
 /// both threads wrote, and a prompt's rows exceed L2): a 512-row prefill spent
 /// 17-19 ms in this kernel against 12-14 with it (AMD family 26, 2 threads;
 /// the whole prefill within the noise, docs/cpu-backend.md).
-std::string nextRowPrefetch(const QKNormRopeCacheKernel &kernel, const std::string &qkvType) {
+/// `width` is the row's floats, `qkvType` its memref type.
+std::string nextRowPrefetch(const QKNormRopeCacheKernel &kernel, int64_t width,
+                            const std::string &qkvType) {
   constexpr int64_t kLineFloats = 16;
-  const int64_t width = (kernel.queryHeads + 2 * kernel.kvHeads) * kernel.headDim;
   const int64_t lines = (width + kLineFloats - 1) / kLineFloats;
   return fmt::format(
       R"mlir(    %pfRow = arith.addi %t, %c1 : index
@@ -355,7 +356,7 @@ func.func @q3k_{name}(%qkvb: memref<?xi8>, %qgb: memref<?xi8>, %kgb: memref<?xi8
       fmt::arg("storeQuery", store("%v", "%query", "%t, %h, %i", queryType, "f32")),
       fmt::arg("storeKey", storeCached("%k", "%kCache")),
       fmt::arg("storeValue", storeCached("%v", "%vCache")),
-      fmt::arg("prefetchNextRow", nextRowPrefetch(kernel, qkvType)));
+      fmt::arg("prefetchNextRow", nextRowPrefetch(kernel, width, qkvType)));
 }
 
 } // namespace q3::cpu
