@@ -105,8 +105,10 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
       `f32` (f32 FMAs on exactly widened weights), `avx512bf16` or `amx`
       (activations rounded to bf16, exact bf16 products accumulated in f32;
       bf16 weights only); of attention's prefill, `f32` or `avx512bf16`.
-    - `tile`: the register tile of a product's prefill, rows x column blocks;
-      for attention, the query heads of a workgroup x the rows of a prefill
+    - `tile`: the register tile of a product's prefill, rows x column blocks,
+      and for a product packed per call with vdpbf16ps a third entry: the
+      most prefill rows it multiplies against its weight rows in place,
+      without panels; for attention, the query heads of a workgroup x the rows of a prefill
       block x the blocks one workgroup runs (they share each key block) x
       the workgroups a head group's decode is split into over the positions
       (1 when left out).

@@ -12,11 +12,11 @@ passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
   passes::TargetPipeline pipeline;
   pipeline.backend = "cpu";
   pipeline.passes = {
-      "cpu-set-target",         "cpu-pack-column-blocks",      "cpu-sink-weight-concat",
-      "cpu-select-matmul",      "cpu-select-attention-matmul", "cpu-select-tiles",
-      "cpu-assign-grids",       "cpu-split-decode-attention",  "cpu-set-chunking",
-      "cpu-set-prefetch",       "cpu-set-decode-streams",      "cpu-add-variants",
-      "cpu-plan-thread-scratch"};
+      "cpu-set-target",           "cpu-pack-column-blocks",      "cpu-sink-weight-concat",
+      "cpu-select-matmul",        "cpu-select-attention-matmul", "cpu-select-tiles",
+      "cpu-assign-grids",         "cpu-split-decode-attention",  "cpu-set-chunking",
+      "cpu-set-prefetch",         "cpu-set-decode-streams",      "cpu-add-variants",
+      "cpu-select-in-place-rows", "cpu-plan-thread-scratch"};
   pipeline.addPass = [options](mlir::OpPassManager &pm, const std::string &name) {
     if (name == "cpu-set-target") {
       CpuSetTargetOptions o;
@@ -64,6 +64,8 @@ passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
       o.enabled = options.matmul == "auto"; // a chosen --prefill-matmul is kept
       o.attention = options.attentionMatmul == "auto";
       pm.addPass(createCpuAddVariantsPass(o));
+    } else if (name == "cpu-select-in-place-rows") {
+      pm.addPass(createCpuSelectInPlaceRowsPass());
     } else if (name == "cpu-plan-thread-scratch") {
       pm.addPass(createCpuPlanThreadScratchPass());
     } else {

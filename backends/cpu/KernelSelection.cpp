@@ -82,6 +82,17 @@ std::optional<PrefillMatmul> matmulOf(StringRef name) {
   return std::nullopt;
 }
 
+/// The tile's third entry: the most prefill rows `cpu` reads in place.
+void setInPlacePrefillRows(func::FuncOp kernel, int64_t rows, FusedLinearKernel &cpu) {
+  if (rows < 1 || rows > FusedLinearKernel::kMaxInPlacePrefillRows)
+    refuse(kernel, "reads " + std::to_string(rows) + " prefill rows in place; at most " +
+                       std::to_string(FusedLinearKernel::kMaxInPlacePrefillRows));
+  if (rows > 1 && !cpu.inPlacePrefillFits())
+    refuse(kernel, "reads prefill rows in place, which only a bf16 weight packed per call with "
+                   "matmul avx512bf16 and K/2 a multiple of 16 does");
+  cpu.inPlacePrefillRows = rows;
+}
+
 FusedLinearKernel productKernel(func::FuncOp kernel, const std::string &name,
                                 LoweringConfigAttr lowering, Value weight, Value gain,
                                 Value residual, std::optional<double> eps, bool swiglu,
@@ -131,9 +142,12 @@ FusedLinearKernel productKernel(func::FuncOp kernel, const std::string &name,
   cpu.prefillMatmul = *matmul;
   if (cpu.tiledPrefill()) {
     ArrayRef<int64_t> tile = lowering.getTile();
-    if (tile.size() != 2 || tile[1] != 2)
-      refuse(kernel, "a column-block product needs a tile [rows, 2] in its q3.lowering");
+    if ((tile.size() != 2 && tile.size() != 3) || tile[1] != 2)
+      refuse(kernel, "a column-block product needs a tile [rows, 2] or [rows, 2, rows read in "
+                     "place] in its q3.lowering");
     cpu.prefillTileRows = tile[0];
+    if (tile.size() == 3)
+      setInPlacePrefillRows(kernel, tile[2], cpu);
   }
   return cpu;
 }
@@ -293,6 +307,15 @@ AttentionKernel attentionKernelShape(AttentionOp attention) {
     shape.kvHeadMap.push_back(attention.kvHeadFor(h));
   shape.scale = attention.getScale().convertToDouble();
   return shape;
+}
+
+bool cpuProductCanReadPrefillInPlace(func::FuncOp kernel, LoweringConfigAttr lowering) {
+  Operation *compute = kernelComputeOp(kernel);
+  if (!compute || isa<AttentionOp>(compute))
+    return false;
+  std::optional<FusedLinearKernel> product =
+      productOf(kernel, compute, lowering, kernel.getSymName().str());
+  return product && product->inPlacePrefillFits();
 }
 
 ThreadScratch cpuKernelThreadScratch(func::FuncOp kernel, LoweringConfigAttr lowering) {

@@ -31,6 +31,12 @@ AttentionKernel attentionKernelShape(q3::ir::AttentionOp attention);
 ThreadScratch cpuKernelThreadScratch(mlir::func::FuncOp kernel,
                                      q3::ir::LoweringConfigAttr lowering);
 
+/// Whether `kernel` is a product whose prefill, built with `lowering`, can
+/// multiply a few rows against its weight rows in place
+/// (FusedLinearKernel::inPlacePrefillFits). Throws as cpuKernelSource.
+bool cpuProductCanReadPrefillInPlace(mlir::func::FuncOp kernel,
+                                     q3::ir::LoweringConfigAttr lowering);
+
 /// The same kernel built with one of its `q3.variants` lowerings instead,
 /// named runtime::variantKernelName(kernel, variantName(kernel, variant)).
 std::string cpuKernelVariantSource(mlir::ModuleOp module, mlir::func::FuncOp kernel,

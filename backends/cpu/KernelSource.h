@@ -132,6 +132,20 @@ struct FusedLinearKernel {
   }
   /// Whether prefill rounds its activations to bf16 (vdpbf16ps or AMX tiles).
   bool roundsActivations() const { return tiledPrefill() && prefillMatmul != PrefillMatmul::F32; }
+  /// The most rows a prefill multiplies against the weight rows in place,
+  /// one pass over them for all its rows (vdpbf16ps on k pairs, no panels),
+  /// instead of packing panels: the third entry of the q3.lowering tile
+  /// (cpu-select-in-place-rows); 1: every prefill packs.
+  int64_t inPlacePrefillRows = 1;
+  /// Whether the kernel can: a per-call bf16 weight with the avx512bf16
+  /// prefill whose K/2 is a multiple of 16.
+  bool inPlacePrefillFits() const {
+    return panelsPerCall && prefillMatmul == PrefillMatmul::Avx512Bf16 && weight == DType::BF16 &&
+           (inFeatures / 2) % 16 == 0;
+  }
+  /// The most it may be: 7 rows x 4 weight rows read side by side are 28
+  /// accumulators of the 32 vector registers.
+  static constexpr int64_t kMaxInPlacePrefillRows = 7;
   static constexpr int64_t kAmxTileRows = 32; // AMX rounds its rows up to a multiple
 
   /// The thread scratch of one call, in this order: the panel a per-call

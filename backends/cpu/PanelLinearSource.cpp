@@ -21,7 +21,11 @@
 //
 // Decode (one row) reads the weight rows in place: one dot product per
 // output column, prefetching prefetch_bytes ahead (FusedLinearDots.cpp),
-// four rows side by side (four memory streams per thread).
+// four rows side by side (four memory streams per thread). A bf16 prefill
+// of at most inPlacePrefillRows rows reads them in place the same way,
+// once for all its rows, where packing panels for so few rows streamed the
+// weight at half decode's rate (docs/cpu-backend.md, "Prompts of a few
+// rows").
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/ColumnBlockLinear.h"
@@ -255,6 +259,192 @@ std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLay
       fmt::arg("upDot", upDot), fmt::arg("single", finish("%d", up, "%n")));
 }
 
+/// @<name>_in_place_rows<R>_<S>(xp, w0, b0, ..., w<S-1>, b<S-1>) -> S x R f32 (stream
+/// s, row r at s * R + r): rows 0 .. R-1 of the bf16-rounded activations
+/// %xp against S weight rows, each the (k, k+1) pairs of `w_s` from element
+/// `b_s`, read side by side once for all R rows: per 16 pairs one load of
+/// each weight row and of each activation row, S x R vdpbf16ps.
+std::string inPlaceRowsFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
+                                int rows, int streams) {
+  std::string arguments, rowConstants, iterArgs, types, body, yields, sums, results;
+  for (int s = 0; s < streams; ++s) {
+    arguments += fmt::format(", %w{0}: memref<?xi32>, %b{0}: index", s);
+    body += fmt::format("    %at{0} = arith.addi %b{0}, %kp : index\n"
+                        "    %wv{0} = vector.load %w{0}[%at{0}] : memref<?xi32>, vector<16xi32>\n",
+                        s);
+  }
+  for (int r = 0; r < rows; ++r) {
+    rowConstants += fmt::format("  %cRow{0} = arith.constant {0} : index\n", r);
+    body += fmt::format("    %xv{0} = vector.load %xp[%cRow{0}, %kp] : {1}, vector<16xi32>\n", r,
+                        l.pairType);
+    for (int s = 0; s < streams; ++s) {
+      const std::string id = fmt::format("{}_{}", s, r);
+      body += "    " +
+              vdpbf16ps("%q" + id, fmt::format("%xv{}", r), fmt::format("%wv{}", s), "%a" + id) +
+              "\n";
+    }
+  }
+  for (int s = 0; s < streams; ++s)
+    for (int r = 0; r < rows; ++r) {
+      const std::string id = fmt::format("{}_{}", s, r);
+      const bool first = s == 0 && r == 0;
+      iterArgs += fmt::format("{}%a{} = %zero", first ? "" : ", ", id);
+      types += fmt::format("{}vector<16xf32>", first ? "" : ", ");
+      yields += fmt::format("{}%q{}", first ? "" : ", ", id);
+      sums +=
+          fmt::format("  %sum{0} = vector.reduction <add>, %acc#{1} : vector<16xf32> into f32\n",
+                      id, s * rows + r);
+      results += fmt::format("{}%sum{}", first ? "" : ", ", id);
+    }
+  std::string resultTypes = "f32";
+  for (int i = 1; i < rows * streams; ++i)
+    resultTypes += ", f32";
+  return fmt::format(R"mlir(
+func.func private @{name}_in_place_rows{rows}_{streams}(%xp: {pairType}{arguments}) -> ({resultTypes}) {{
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %cPairs = arith.constant {pairs} : index
+  %zero = arith.constant dense<0.0> : vector<16xf32>
+{rowConstants}  %acc:{count} = scf.for %kp = %c0 to %cPairs step %c16 iter_args({iterArgs}) -> ({types}) {{
+{body}    scf.yield {yields} : {types}
+  }}
+{sums}  return {results} : {resultTypes}
+}}
+)mlir",
+                     fmt::arg("name", kernel.name), fmt::arg("rows", rows),
+                     fmt::arg("streams", streams), fmt::arg("pairType", l.pairType),
+                     fmt::arg("arguments", arguments), fmt::arg("resultTypes", resultTypes),
+                     fmt::arg("pairs", l.pairs), fmt::arg("rowConstants", rowConstants),
+                     fmt::arg("count", rows * streams), fmt::arg("iterArgs", iterArgs),
+                     fmt::arg("types", types), fmt::arg("body", body), fmt::arg("yields", yields),
+                     fmt::arg("sums", sums), fmt::arg("results", results));
+}
+
+/// The in-place functions a kernel calls: for each row count 2 ..
+/// inPlacePrefillRows, the runs' streams side by side and the columns
+/// the runs leave (one row, or a gate and an up row, at a time).
+std::string inPlaceRowsFunctions(const FusedLinearKernel &kernel, const ColumnBlockLayout &l) {
+  std::string text;
+  const int streams = kernel.decodeRowsSideBySide(), single = kernel.swiglu ? 2 : 1;
+  for (int rows = 2; rows <= kernel.inPlacePrefillRows; ++rows) {
+    text += inPlaceRowsFunction(kernel, l, rows, streams);
+    if (single != streams)
+      text += inPlaceRowsFunction(kernel, l, rows, single);
+  }
+  return text;
+}
+
+/// The text of an in-place prefill (inPlacePrefill) for one row count.
+struct InPlaceText {
+  const FusedLinearKernel &kernel;
+  const ColumnBlockLayout &l;
+  const PanelViews &v;
+  const KernelFrame &frame;
+
+  /// The call of @<name>_in_place_rows<rows>_<S> on weight rows `weightRows`
+  /// (S of them), after finding each row's part and first pair; its results
+  /// %`dot`.
+  std::string call(int rows, const std::vector<std::string> &weightRows,
+                   const std::string &dot) const {
+    const std::string parts = partList(v.parts, "%wPairs");
+    const std::string pairRowType =
+        fmt::format("({}, index) -> ({}, index)", partTypes(v.parts, v.pairsType), v.pairsType);
+    std::string text, operands, operandTypes, resultTypes = "f32";
+    for (size_t s = 0; s < weightRows.size(); ++s) {
+      const std::string id = fmt::format("%{}{}", dot, s);
+      text += fmt::format("        {1}Part, {1}Base = func.call @{0}_pair_row_at({2}, {3}) : {4}\n",
+                          kernel.name, id, parts, weightRows[s], pairRowType);
+      operands += fmt::format(", {0}Part, {0}Base", id);
+      operandTypes += fmt::format(", {}, index", v.pairsType);
+    }
+    for (size_t i = 1; i < rows * weightRows.size(); ++i)
+      resultTypes += ", f32";
+    return text + fmt::format("        %{0}:{1} = func.call @{2}_in_place_rows{3}_{4}(%xp{5}) : "
+                              "({6}{7}) -> ({8})\n",
+                              dot, rows * weightRows.size(), kernel.name, rows, weightRows.size(),
+                              operands, l.pairType, operandTypes, resultTypes);
+  }
+
+  /// Row r's epilogue of column `n` from results %`dot`, weight rows `gate`
+  /// and `up` (the same one outside SwiGLU).
+  std::string finish(int rows, int r, const std::string &dot, int gate, int up,
+                     const std::string &n) const {
+    return fmt::format("        func.call @{0}_finish(%{1}#{2}, %{1}#{3}, %st{4}, %cRow{4}, {5}, "
+                       "%y, {6}) : (f32, f32, f32, index, index, {7}, {7}) -> ()\n",
+                       kernel.name, dot, gate * rows + r, up * rows + r, r, n,
+                       frame.residualOperand, l.yType);
+  }
+
+  /// The branch taken when %rows == `rows`: the runs of `cut` read side by
+  /// side, then the columns they leave.
+  std::string rowCount(int rows, const DecodeRunCut &cut) const {
+    const int runs = kernel.decodeRuns();
+    std::vector<std::string> runRows, singleRows = {"%n"};
+    std::string runIndices = cut.indices, singleUp, scales, finishes, singleFinishes;
+    for (int s = 0; s < kernel.decodeRowsSideBySide(); ++s) {
+      const int run = kernel.swiglu ? s / 2 : s;
+      if (kernel.swiglu && s % 2 == 1) {
+        runIndices += fmt::format("        %runUp{0} = arith.addi %run{0}, %cOut : index\n", run);
+        runRows.push_back(fmt::format("%runUp{}", run));
+      } else {
+        runRows.push_back(fmt::format("%run{}", run));
+      }
+    }
+    if (kernel.swiglu) {
+      singleUp = "        %nUp = arith.addi %n, %cOut : index\n";
+      singleRows.push_back("%nUp");
+    }
+    for (int r = 0; r < rows; ++r) {
+      scales += fmt::format("      %cRow{0} = arith.constant {0} : index\n"
+                            "      %st{0} = memref.load %scale[%cRow{0}] : memref<?xf32>\n",
+                            r);
+      for (int run = 0; run < runs; ++run) {
+        const int gate = kernel.swiglu ? 2 * run : run, up = kernel.swiglu ? gate + 1 : gate;
+        finishes += finish(rows, r, "dot", gate, up, fmt::format("%run{}", run));
+      }
+      singleFinishes += finish(rows, r, "dotN", 0, kernel.swiglu ? 1 : 0, "%n");
+    }
+    return fmt::format(
+        R"mlir(    %cRows{rows} = arith.constant {rows} : index
+    %isRows{rows} = arith.cmpi eq, %rows, %cRows{rows} : index
+    scf.if %isRows{rows} {{
+{scales}      scf.for %i = %c0 to %runLength step %c1 {{
+{runIndices}{call}{finishes}      }}
+      scf.for %n = %nRest to %nEnd step %c1 {{
+{singleUp}{singleCall}{singleFinishes}      }}
+    }}
+)mlir",
+        fmt::arg("rows", rows), fmt::arg("scales", scales), fmt::arg("runIndices", runIndices),
+        fmt::arg("call", call(rows, runRows, "dot")), fmt::arg("finishes", finishes),
+        fmt::arg("singleUp", singleUp), fmt::arg("singleCall", call(rows, singleRows, "dotN")),
+        fmt::arg("singleFinishes", singleFinishes));
+  }
+};
+
+/// A prefill of %rows <= inPlacePrefillRows rows (already rounded into
+/// %xp): like decode, the columns the workgroups own cut into
+/// decodeRuns() runs read side by side, each weight row read once for all
+/// the rows (@<name>_in_place_rows<R>_<S>), then every row's epilogue. A
+/// pass over the weight serves the whole prompt where the panels' packing
+/// read it at 32 GB/s against decode's 60 (AMD family 26, 2 threads).
+std::string inPlacePrefill(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
+                           const PanelViews &v, const KernelFrame &frame) {
+  const DecodeRunCut cut = decodeRunCut("%nBegin", "%nEnd", kernel.decodeRuns(), "%nRest");
+  const InPlaceText text{kernel, l, v, frame};
+  std::string cases;
+  for (int rows = 2; rows <= kernel.inPlacePrefillRows; ++rows)
+    cases += text.rowCount(rows, cut);
+  return fmt::format(R"mlir(    %cColumnsPerGroup = arith.constant {columnsPerGroup} : index
+    %cOut = arith.constant {out} : index
+    %nBegin = arith.muli %wgBegin, %cColumnsPerGroup : index
+    %nEndGroup = arith.muli %wgEnd, %cColumnsPerGroup : index
+    %nEnd = arith.minui %nEndGroup, %cOut : index
+{cut}{cases})mlir",
+                     fmt::arg("columnsPerGroup", FusedLinearKernel::kColumnsPerWorkgroup),
+                     fmt::arg("out", kernel.outFeatures), fmt::arg("cut", cut.cut),
+                     fmt::arg("cases", cases));
+}
+
 } // namespace
 
 std::string panelLinearSource(const FusedLinearKernel &kernel) {
@@ -280,6 +470,17 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
   const RoundedActivations rounding = roundedActivations(kernel, l, "%rows", "%rows");
   if (bf16)
     source += rounding.helpers;
+  // Prompts of a few rows read the weight rows in place, once, instead.
+  const bool inPlace = kernel.inPlacePrefillRows > 1;
+  std::string inPlaceOpen;
+  if (inPlace) {
+    source += inPlaceRowsFunctions(kernel, l) +
+              partAtFunction(kernel, v.parts, "pair_row_at", v.pairsType, 1, l.pairs);
+    inPlaceOpen = fmt::format("    %cInPlaceRows = arith.constant {} : index\n"
+                              "    %inPlace = arith.cmpi ule, %rows, %cInPlaceRows : index\n"
+                              "    scf.if %inPlace {{\n{}    }} else {{\n",
+                              kernel.inPlacePrefillRows, inPlacePrefill(kernel, l, v, frame));
+  }
   const std::string x = bf16 ? "%xp" : frame.dotInput;
   const std::string blocks = "%panel, %t, %c0, %c1";
   const std::string packType =
@@ -292,7 +493,7 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
       R"mlir(  %c16 = arith.constant 16 : index
   %multiRow = arith.cmpi ugt, %rows, %c1 : index
   scf.if %multiRow {{
-    %cTwo = arith.constant 2 : index
+{rounding}{inPlaceOpen}    %cTwo = arith.constant 2 : index
     %cBlocksPerGroup = arith.constant {blocksPerGroup} : index
     %cOutBlocks = arith.constant {outBlocks} : index
     %cTileRows = arith.constant {tileRows} : index
@@ -304,7 +505,7 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
     %bEnd = arith.minui %bEndGroup, %cOutBlocks : index
     %tiles = arith.divui %rows, %cTileRows : index
     %tiledRows = arith.muli %tiles, %cTileRows : index
-{prefetchShare}{rounding}    scf.for %bA = %bBegin to %bEnd step {step} {{
+{prefetchShare}    scf.for %bA = %bBegin to %bEnd step {step} {{
 {pairing}      %colA = arith.muli %bA, %c16 : index
       %colB = arith.muli %bB, %c16 : index
 {nextPair}      %pfA, %pfBaseA = func.call @{name}_block_at({pairs}, %nextA) : {blockAtType}
@@ -316,7 +517,7 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
       scf.for %t = %c0 to %tiledRows step %cTileRows {{
 {firstLine}{prefillTile}      }}
 {leftoverTiles}    }}
-  }} else {{
+{inPlaceClose}  }} else {{
 {decode}  }}
 )mlir",
       fmt::arg("pairs", partList(v.parts, "%wPairs")), fmt::arg("packType", packType),
@@ -334,6 +535,7 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
                             prefetchArguments("%pfA", "%pfBaseA", "%pfB", "%pfBaseB"))),
       fmt::arg("leftoverTiles",
                leftoverTiles(kernel, l, int(tileRows), bf16, x, frame.residualOperand, blocks)),
+      fmt::arg("inPlaceOpen", inPlaceOpen), fmt::arg("inPlaceClose", inPlace ? "    }\n" : ""),
       fmt::arg("decode", rowMajorDecode(kernel, l, v, frame)));
   source += frame.closing;
   return source;

@@ -44,6 +44,7 @@ struct LinearCase {
   int64_t tileRows = 6;                                // rows of the prefill register tile
   bool perCall = false;            // row-major weight, panels packed by each prefill
   std::vector<int64_t> parts = {}; // the weight in buffers of these rows (not columnBlocks)
+  int64_t inPlaceRows = 1;         // most prefill rows read in place (per call, avx512bf16)
 };
 
 /// `c` (a row-major weight: f32, or 16-bit with an odd K) bound in `parts`,
@@ -107,6 +108,7 @@ FusedLinearKernel kernelFor(const LinearCase &c) {
   kernel.weightParts = c.parts;
   kernel.prefillMatmul = c.matmul;
   kernel.prefillTileRows = c.tileRows;
+  kernel.inPlacePrefillRows = c.inPlaceRows;
   return kernel;
 }
 
@@ -351,6 +353,45 @@ TEST(FusedLinearKernel, LeftoverRowsRunInSmallerTiles) {
       EXPECT_LE(relativeErrorOf(perCall(c), "host", true), 1e-5) << rows << " rows, per call";
       EXPECT_LE(relativeErrorOf(c, "host", true), 1e-5) << rows << " rows, at load";
     }
+}
+
+// Prompts of 2 to 7 rows read a per-call weight's rows in place, once for
+// all their rows (vdpbf16ps on k pairs, no panels), rounded as the tiles
+// round them: every epilogue, the prologue gain, a weight in parts,
+// Qwen3-0.6B's q/k/v depth; 8 rows take the tiles again. A K whose pairs
+// are not whole 16-pair vectors cannot.
+TEST(FusedLinearKernel, Avx512Bf16FewRowPrefillsReadTheWeightInPlace) {
+  if (!hostHasAvx512Bf16())
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const DType bf16 = DType::BF16;
+  const PrefillMatmul matmul = PrefillMatmul::Avx512Bf16;
+  auto cases = [&](int64_t rows) {
+    std::vector<LinearCase> list = {
+        perCall(LinearCase{"plain", 64, 80, rows, bf16, false, false, false, false, false, matmul},
+                {48, 32}),
+        perCall(LinearCase{"norm_gain_swiglu", 128, 48, rows, bf16, true, true, false, true, false,
+                           matmul}),
+        perCall(LinearCase{"norm_residual", 96, 64, rows, bf16, true, false, true, false, false,
+                           matmul})};
+    if (rows == 2 || rows == 7)
+      list.push_back(perCall(LinearCase{"qwen3_0_6b_qkv", 1024, 4096, rows, bf16, true, false,
+                                        false, true, false, matmul},
+                             {2048, 1024, 1024}));
+    return list;
+  };
+  for (int64_t rows = 2; rows <= 8; ++rows)
+    for (LinearCase c : cases(rows)) {
+      c.inPlaceRows = FusedLinearKernel::kMaxInPlacePrefillRows;
+      const FusedLinearKernel kernel = kernelFor(c);
+      ASSERT_TRUE(kernel.inPlacePrefillFits()) << c.label;
+      EXPECT_FALSE(functionText(cpu::fusedLinearSource(kernel), "case_in_place_rows7_4").empty());
+      EXPECT_LE(relativeErrorOf(c, "host", true), 1e-5) << c.label << ", " << rows << " rows";
+      if (rows == 3) {
+        EXPECT_GT(relativeErrorOf(c, "host"), 1e-7) << c.label << ": the rows were not rounded";
+      }
+    }
+  LinearCase ragged{"ragged", 72, 96, 3, bf16, true, true, true, true, false, matmul};
+  EXPECT_FALSE(kernelFor(perCall(ragged)).inPlacePrefillFits());
 }
 
 TEST(FusedLinearKernel, Avx512Bf16PanelPrefillRoundsOnlyTheActivations) {

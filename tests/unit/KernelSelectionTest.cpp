@@ -173,6 +173,35 @@ TEST(KernelSelection, RefusesBf16InstructionsForAnF16Weight) {
   EXPECT_GE(products, 3);
 }
 
+// A product's third tile entry is how many prefill rows it reads in place:
+// the kernel takes it, and a product that cannot (f32 prefill, here; also a
+// weight packed at load) refuses a count above 1, as it does more than 7.
+TEST(KernelSelection, ProductsReadTheLoweringsInPlaceRows) {
+  int products = 0;
+  GoldenRunner runner(loadGoldenCase("sharded_gqa2_bf16"), [&](mlir::ModuleOp module) {
+    cpu::CpuPipelineOptions cpuOptions;
+    cpuOptions.cpu = "x86-64-v4";
+    cpuOptions.matmul = "f32";
+    cpuOptions.weightPacking = "per-call";
+    runTargetStage(module, cpuOptions);
+    for (mlir::func::FuncOp kernel : cpu::kernelsOf(module)) {
+      if (!cpu::tiledProductDepth(kernel))
+        continue;
+      ++products;
+      const ir::LoweringConfigAttr lowering = ir::loweringOf(kernel);
+      ASSERT_EQ(lowering.getTile().size(), 2u);
+      const int64_t rows = lowering.getTile()[0];
+      ir::setLowering(kernel, lowering.withTile({rows, 2, 1}));
+      EXPECT_NO_THROW(cpu::cpuKernelSource(module, kernel));
+      ir::setLowering(kernel, lowering.withTile({rows, 2, 4}));
+      expectRefused(module, kernel, "reads prefill rows in place, which only a bf16 weight");
+      ir::setLowering(kernel, lowering.withTile({rows, 2, 8}));
+      expectRefused(module, kernel, "reads 8 prefill rows in place; at most 7");
+    }
+  });
+  EXPECT_GE(products, 3);
+}
+
 // Attention's tile names the blocks of rows one workgroup runs (the bf16
 // flash kernel's sets, which share each key block's rounded copies): the
 // kernel runs as many as the lowering says, and an f32 prefill, which runs

@@ -262,6 +262,26 @@ def CpuSetDecodeStreams : Pass<"cpu-set-decode-streams", "mlir::ModuleOp"> {
   ];
 }
 
+def CpuSelectInPlaceRows : Pass<"cpu-select-in-place-rows", "mlir::ModuleOp"> {
+  let summary = "Let short prefills multiply a per-call product's weight rows in place";
+  let description = [{
+    Appends a third entry to the `tile = [rows, 2]` of each product that
+    packs its panels per call with `matmul = avx512bf16` (bf16 weight, K/2 a
+    multiple of 16), and of each such `q3.variants` lowering: `tile =
+    [rows, 2, N]`, a prefill of at most N rows multiplies the weight rows in
+    place, once for all its rows (vdpbf16ps on the rounded activations'
+    (k, k+1) pairs, read as decode reads them), instead of packing panels
+    for so few rows. `rows=0` takes 7 (7 rows x 4 weight rows read side by
+    side are 28 of the 32 vector registers); 1 leaves every prefill to the
+    panels.
+  }];
+  let constructor = "q3::cpu::createCpuSelectInPlaceRowsPass()";
+  let options = [
+    Option<"rows", "rows", "int64_t", /*default=*/"0",
+           "Most prefill rows read in place, 1 to 7 (0: 7; 1: none)">
+  ];
+}
+
 def CpuPlanThreadScratch : Pass<"cpu-plan-thread-scratch", "mlir::ModuleOp"> {
   let summary = "Plan the memory each call of a kernel takes on the thread that runs it";
   let description = [{
