@@ -473,6 +473,18 @@ llvm::SmallVector<LoweringConfigAttr> q3::ir::variantsOf(func::FuncOp kernel) {
   return variants;
 }
 
+void q3::ir::updateLoweringAndVariants(
+    func::FuncOp kernel, llvm::function_ref<LoweringConfigAttr(LoweringConfigAttr)> update) {
+  setLowering(kernel, update(loweringOf(kernel)));
+  llvm::SmallVector<LoweringConfigAttr> variants = variantsOf(kernel);
+  if (variants.empty())
+    return;
+  llvm::SmallVector<Attribute> updated;
+  for (LoweringConfigAttr variant : variants)
+    updated.push_back(update(variant));
+  kernel->setAttr(kVariantsAttrName, ArrayAttr::get(kernel.getContext(), updated));
+}
+
 bool q3::ir::choosesLikeProducts(func::FuncOp kernel) {
   auto choice = kernel->getAttrOfType<StringAttr>(kVariantChoiceAttrName);
   return choice && choice.getValue() == kVariantChoiceLikeProducts;

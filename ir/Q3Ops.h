@@ -38,6 +38,10 @@ void setLowering(mlir::func::FuncOp kernel, LoweringConfigAttr lowering);
 /// the runtime to choose from), in order; empty when it has none.
 inline constexpr const char *kVariantsAttrName = "q3.variants";
 llvm::SmallVector<LoweringConfigAttr> variantsOf(mlir::func::FuncOp kernel);
+/// Replaces a kernel's lowering and each of its variants by `update` of it:
+/// for target passes whose decision follows each build's other choices.
+void updateLoweringAndVariants(mlir::func::FuncOp kernel,
+                               llvm::function_ref<LoweringConfigAttr(LoweringConfigAttr)> update);
 /// How the runtime picks among a kernel's variants (`q3.variant_choice`):
 /// absent, it times one dispatch of each at load ("timed"); "like_products"
 /// (attention, whose 32-row timing says nothing of long prompts) takes the

@@ -42,14 +42,8 @@ struct CpuPlanThreadScratchPass : impl::CpuPlanThreadScratchBase<CpuPlanThreadSc
   void runOnOperation() override {
     for (func::FuncOp kernel : kernelsOf(getOperation())) {
       try {
-        setLowering(kernel, withScratchOf(kernel, loweringOf(kernel)));
-        SmallVector<LoweringConfigAttr> variants = variantsOf(kernel);
-        if (variants.empty())
-          continue;
-        SmallVector<Attribute> planned;
-        for (LoweringConfigAttr variant : variants)
-          planned.push_back(withScratchOf(kernel, variant));
-        kernel->setAttr(kVariantsAttrName, ArrayAttr::get(&getContext(), planned));
+        updateLoweringAndVariants(
+            kernel, [&](LoweringConfigAttr lowering) { return withScratchOf(kernel, lowering); });
       } catch (const std::exception &e) {
         kernel.emitError() << "cpu-plan-thread-scratch: " << e.what();
         return signalPassFailure();

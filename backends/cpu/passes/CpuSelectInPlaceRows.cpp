@@ -48,14 +48,8 @@ struct CpuSelectInPlaceRowsPass : impl::CpuSelectInPlaceRowsBase<CpuSelectInPlac
     }
     for (func::FuncOp kernel : kernelsOf(getOperation())) {
       try {
-        setLowering(kernel, withRows(kernel, loweringOf(kernel), count));
-        SmallVector<LoweringConfigAttr> variants = variantsOf(kernel);
-        if (variants.empty())
-          continue;
-        SmallVector<Attribute> chosen;
-        for (LoweringConfigAttr variant : variants)
-          chosen.push_back(withRows(kernel, variant, count));
-        kernel->setAttr(kVariantsAttrName, ArrayAttr::get(&getContext(), chosen));
+        updateLoweringAndVariants(
+            kernel, [&](LoweringConfigAttr lowering) { return withRows(kernel, lowering, count); });
       } catch (const std::exception &e) {
         kernel.emitError() << "cpu-select-in-place-rows: " << e.what();
         return signalPassFailure();
