@@ -65,7 +65,9 @@ passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
       o.attention = options.attentionMatmul == "auto";
       pm.addPass(createCpuAddVariantsPass(o));
     } else if (name == "cpu-select-in-place-rows") {
-      pm.addPass(createCpuSelectInPlaceRowsPass());
+      CpuSelectInPlaceRowsOptions o;
+      o.rows = options.inPlaceRows;
+      pm.addPass(createCpuSelectInPlaceRowsPass(o));
     } else if (name == "cpu-plan-thread-scratch") {
       pm.addPass(createCpuPlanThreadScratchPass());
     } else {

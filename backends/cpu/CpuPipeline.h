@@ -24,6 +24,7 @@ struct CpuPipelineOptions {
   int64_t attentionChunks = 8;  // cpu-set-chunking
   int64_t prefetchBytes = 0;    // cpu-set-prefetch (0: measured by --tune, else 8192)
   int64_t decodeStreams = 0;    // cpu-set-decode-streams (0: measured by --tune, else 4)
+  int64_t inPlaceRows = 0;      // cpu-select-in-place-rows (0: 7)
 };
 
 /// cpu-pack-column-blocks' choice for `option` (auto, at-load or per-call)
@@ -44,7 +45,7 @@ int64_t packableWeightBytes(mlir::ModuleOp module);
 /// cpu-sink-weight-concat, cpu-select-matmul, cpu-select-attention-matmul,
 /// cpu-select-tiles, cpu-assign-grids, cpu-split-decode-attention,
 /// cpu-set-chunking, cpu-set-prefetch, cpu-set-decode-streams,
-/// cpu-add-variants.
+/// cpu-add-variants, cpu-select-in-place-rows, cpu-plan-thread-scratch.
 passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options);
 
 /// Makes the CPU passes known to q3-opt's command line.

@@ -126,6 +126,13 @@ cl::opt<int64_t> targetPrefillRows(
     cl::desc("Rows of the prefill register tile, 1 to 8 (default 0: measured by --tune, else 6 "
              "with AVX-512 and 2 without)"),
     cl::cat(q3Category));
+cl::opt<int64_t> targetInPlaceRows(
+    "in-place-rows", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
+    cl::init(0),
+    cl::desc("Most prefill rows a bf16 product packed per call with vdpbf16ps multiplies "
+             "against its weight rows in place instead of packing panels, 1 to 7 (1: none; "
+             "default 0: 7)"),
+    cl::cat(q3Category));
 cl::opt<int64_t> targetDecodeSplits(
     "decode-splits", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
     cl::init(0),
@@ -293,6 +300,7 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
     cpuOptions.decodeChunks = targetDecodeChunks;
     cpuOptions.decodeStreams = targetDecodeStreams;
     cpuOptions.decodeSplits = targetDecodeSplits;
+    cpuOptions.inPlaceRows = targetInPlaceRows;
     cpuOptions.weightPacking = weightPackingFromFlags();
     options.target = cpu::cpuTargetPipeline(cpuOptions);
   }
