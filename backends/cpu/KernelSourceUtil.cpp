@@ -65,6 +65,13 @@ std::string vectorWidenedLoad(DType storage, const std::string &result, const st
   return "";
 }
 
+std::string typeList(const std::string &type, int64_t count) {
+  std::string text;
+  for (int64_t i = 0; i < count; ++i)
+    text += (i ? ", " : "") + type;
+  return text;
+}
+
 std::string bf16RoundingFunction(const std::string &name, bool vector) {
   return kernels::bf16RoundingFunctionText(name, vector ? kLanes : 1);
 }

@@ -18,6 +18,9 @@ const char *storageType(DType storage);
 /// lines in a region).
 std::string indented(const std::string &text, const std::string &prefix);
 
+/// `type` `count` times, comma-separated: a result or iter_args type list.
+std::string typeList(const std::string &type, int64_t count);
+
 /// Loads `memref[indices]` (stored as `storage`) into an f32 `result`.
 std::string widenedLoad(DType storage, const std::string &result, const std::string &memref,
                         const std::string &indices, const std::string &type);

@@ -184,6 +184,26 @@ func.func private @{name}_pack_panel(%w: {rowPairsType}, %panel: {pairsType}, %s
                      fmt::arg("transpose", transpose16("%out")), fmt::arg("stores", stores));
 }
 
+/// The weight row stream s of a side-by-side read takes in the runs
+/// %run<r> (DecodeRunCut): run s, or with SwiGLU run s / 2's gate row and
+/// then its up row %runUp<r>, which `definition` defines (empty otherwise).
+struct StreamRow {
+  std::string definition, row;
+};
+std::vector<StreamRow> streamRows(const FusedLinearKernel &kernel, const std::string &indent) {
+  std::vector<StreamRow> rows;
+  for (int s = 0; s < kernel.decodeRowsSideBySide(); ++s) {
+    const int run = kernel.swiglu ? s / 2 : s;
+    if (kernel.swiglu && s % 2 == 1)
+      rows.push_back(
+          {fmt::format("{1}%runUp{0} = arith.addi %run{0}, %cOut : index\n", run, indent),
+           fmt::format("%runUp{}", run)});
+    else
+      rows.push_back({"", fmt::format("%run{}", run)});
+  }
+  return rows;
+}
+
 /// Decode (one row, or none): the row against each weight row n the
 /// workgroups own, in place. The columns are cut into decodeRuns() runs
 /// (SwiGLU: each read as its gate and up rows) read side by side by
@@ -215,15 +235,10 @@ std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLay
   const DecodeRunCut cut = decodeRunCut("%nBegin", "%nEnd", runs, "%nRest");
   std::string streams = cut.indices;
   std::string operands, operandTypes, finishes;
+  const std::vector<StreamRow> read = streamRows(kernel, "      ");
   for (int s = 0; s < rows; ++s) {
-    const int r = kernel.swiglu ? s / 2 : s;
-    std::string row = fmt::format("%run{}", r);
-    if (kernel.swiglu && s % 2 == 1) {
-      streams += fmt::format("      %runUp{0} = arith.addi %run{0}, %cOut : index\n", r);
-      row = fmt::format("%runUp{}", r);
-    }
     const std::string result = fmt::format("%ds{}", s);
-    streams += "      " + rowAtCall(kernel, v.parts, row, result);
+    streams += read[s].definition + "      " + rowAtCall(kernel, v.parts, read[s].row, result);
     operands += fmt::format(", {0}Part, {0}Row", result);
     operandTypes += fmt::format(", {}, index", v.parts.rowsType);
   }
@@ -232,9 +247,7 @@ std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLay
                                        fmt::format("%dot#{}", 2 * r + 1), fmt::format("%run{}", r))
                               : finish(fmt::format("%dot#{}", r), fmt::format("%dot#{}", r),
                                        fmt::format("%run{}", r));
-  std::string resultTypes = "f32";
-  for (int s = 1; s < rows; ++s)
-    resultTypes += ", f32";
+  const std::string resultTypes = typeList("f32", rows);
   streams +=
       fmt::format("      %dot:{0} = func.call @{1}_dot_streams({2}{3}, %t) : ({4}{5}, index) "
                   "-> ({6})\n",
@@ -266,7 +279,7 @@ std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLay
 /// each weight row and of each activation row, S x R vdpbf16ps.
 std::string inPlaceRowsFunction(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
                                 int rows, int streams) {
-  std::string arguments, rowConstants, iterArgs, types, body, yields, sums, results;
+  std::string arguments, rowConstants, iterArgs, body, yields, sums, results;
   for (int s = 0; s < streams; ++s) {
     arguments += fmt::format(", %w{0}: memref<?xi32>, %b{0}: index", s);
     body += fmt::format("    %at{0} = arith.addi %b{0}, %kp : index\n"
@@ -289,16 +302,14 @@ std::string inPlaceRowsFunction(const FusedLinearKernel &kernel, const ColumnBlo
       const std::string id = fmt::format("{}_{}", s, r);
       const bool first = s == 0 && r == 0;
       iterArgs += fmt::format("{}%a{} = %zero", first ? "" : ", ", id);
-      types += fmt::format("{}vector<16xf32>", first ? "" : ", ");
       yields += fmt::format("{}%q{}", first ? "" : ", ", id);
       sums +=
           fmt::format("  %sum{0} = vector.reduction <add>, %acc#{1} : vector<16xf32> into f32\n",
                       id, s * rows + r);
       results += fmt::format("{}%sum{}", first ? "" : ", ", id);
     }
-  std::string resultTypes = "f32";
-  for (int i = 1; i < rows * streams; ++i)
-    resultTypes += ", f32";
+  const std::string resultTypes = typeList("f32", rows * streams);
+  const std::string types = typeList("vector<16xf32>", rows * streams);
   return fmt::format(R"mlir(
 func.func private @{name}_in_place_rows{rows}_{streams}(%xp: {pairType}{arguments}) -> ({resultTypes}) {{
   %c0 = arith.constant 0 : index
@@ -349,7 +360,7 @@ struct InPlaceText {
     const std::string parts = partList(v.parts, "%wPairs");
     const std::string pairRowType =
         fmt::format("({}, index) -> ({}, index)", partTypes(v.parts, v.pairsType), v.pairsType);
-    std::string text, operands, operandTypes, resultTypes = "f32";
+    std::string text, operands, operandTypes;
     for (size_t s = 0; s < weightRows.size(); ++s) {
       const std::string id = fmt::format("%{}{}", dot, s);
       text += fmt::format("        {1}Part, {1}Base = func.call @{0}_pair_row_at({2}, {3}) : {4}\n",
@@ -357,8 +368,7 @@ struct InPlaceText {
       operands += fmt::format(", {0}Part, {0}Base", id);
       operandTypes += fmt::format(", {}, index", v.pairsType);
     }
-    for (size_t i = 1; i < rows * weightRows.size(); ++i)
-      resultTypes += ", f32";
+    const std::string resultTypes = typeList("f32", rows * int64_t(weightRows.size()));
     return text + fmt::format("        %{0}:{1} = func.call @{2}_in_place_rows{3}_{4}(%xp{5}) : "
                               "({6}{7}) -> ({8})\n",
                               dot, rows * weightRows.size(), kernel.name, rows, weightRows.size(),
@@ -381,14 +391,9 @@ struct InPlaceText {
     const int runs = kernel.decodeRuns();
     std::vector<std::string> runRows, singleRows = {"%n"};
     std::string runIndices = cut.indices, singleUp, scales, finishes, singleFinishes;
-    for (int s = 0; s < kernel.decodeRowsSideBySide(); ++s) {
-      const int run = kernel.swiglu ? s / 2 : s;
-      if (kernel.swiglu && s % 2 == 1) {
-        runIndices += fmt::format("        %runUp{0} = arith.addi %run{0}, %cOut : index\n", run);
-        runRows.push_back(fmt::format("%runUp{}", run));
-      } else {
-        runRows.push_back(fmt::format("%run{}", run));
-      }
+    for (const StreamRow &read : streamRows(kernel, "        ")) {
+      runIndices += read.definition;
+      runRows.push_back(read.row);
     }
     if (kernel.swiglu) {
       singleUp = "        %nUp = arith.addi %n, %cOut : index\n";
