@@ -108,10 +108,10 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     - `tile`: the register tile of a product's prefill, rows x column blocks,
       and for a product packed per call with vdpbf16ps a third entry: the
       most prefill rows it multiplies against its weight rows in place,
-      without panels; for attention, the query heads of a workgroup x the rows of a prefill
-      block x the blocks one workgroup runs (they share each key block) x
-      the workgroups a head group's decode is split into over the positions
-      (1 when left out).
+      without panels; for attention, the query heads of a workgroup x the
+      rows of a prefill block x the blocks one workgroup runs (they share
+      each key block) x the workgroups a head group's decode is split into
+      over the positions (1 when left out).
     - `prefill_chunks`, `decode_chunks`: how finely the runtime splits a
       dispatch of several rows / of one row for its threads to claim, per
       thread (1 to 64).
