@@ -280,6 +280,8 @@ std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLay
 /// 1.12-1.17 against none, but pp2 0.975 (4 KiB: pp2 0.95, pp7 1.11).
 constexpr int kInPlacePrefetchFromRows = 3;
 constexpr int64_t kInPlacePrefetchBytes = 2048;
+/// The same distance in the loop's index unit, (k, k+1) pairs of bf16.
+constexpr int64_t kInPlacePrefetchPairs = kInPlacePrefetchBytes / int64_t(sizeof(int32_t));
 
 /// @<name>_in_place_rows<R>_<S>(xp, w0, b0, ..., w<S-1>, b<S-1>) -> S x R f32 (stream
 /// s, row r at s * R + r): rows 0 .. R-1 of the bf16-rounded activations
@@ -293,7 +295,7 @@ std::string inPlaceRowsFunction(const FusedLinearKernel &kernel, const ColumnBlo
   std::string arguments, rowConstants, iterArgs, body, yields, sums, results, ahead;
   const bool prefetch = rows >= kInPlacePrefetchFromRows;
   if (prefetch)
-    ahead = fmt::format("  %cAhead = arith.constant {} : index\n", kInPlacePrefetchBytes / 4);
+    ahead = fmt::format("  %cAhead = arith.constant {} : index\n", kInPlacePrefetchPairs);
   for (int s = 0; s < streams; ++s) {
     arguments += fmt::format(", %w{0}: memref<?xi32>, %b{0}: index", s);
     body += fmt::format("    %at{0} = arith.addi %b{0}, %kp : index\n"
