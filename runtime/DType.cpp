@@ -84,6 +84,14 @@ uint16_t floatToF16(float value) {
   return uint16_t(sign | kept);
 }
 
+uint16_t floatToF16Saturating(float value) {
+  if (value > kF16Max)
+    return floatToF16(kF16Max);
+  if (value < -kF16Max)
+    return floatToF16(-kF16Max);
+  return floatToF16(value);
+}
+
 void convertToF32(DType type, const void *src, float *dst, size_t count) {
   const auto *bytes = static_cast<const uint8_t *>(src);
   switch (type) {

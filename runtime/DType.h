@@ -66,6 +66,13 @@ uint16_t floatToBf16(float);
 float f16ToFloat(uint16_t);
 uint16_t floatToF16(float);
 
+/// The largest finite f16. An f16 KV cache stores keys and values clamped to
+/// +-kF16Max before rounding, so an outlier is cached as the largest value
+/// rather than as an infinity that would turn attention's softmax into NaN.
+inline constexpr float kF16Max = 65504.0f;
+/// floatToF16 of `value` clamped to +-kF16Max; NaN stays NaN.
+uint16_t floatToF16Saturating(float);
+
 // `src`/`dst` need not be aligned; elements are little-endian in memory.
 void convertToF32(DType, const void *src, float *dst, size_t count);
 void convertFromF32(DType, const float *src, void *dst, size_t count);

@@ -327,12 +327,14 @@ def lm_head_weight(W, c):
 
 def cached(a, kv_cache):
     """Keys or values as a KV cache of that type holds them: f32, or bf16 or
-    f16 (rounded to nearest even from their f32 value)."""
+    f16 (rounded to nearest even from their f32 value; f16 clamped to its
+    finite range)."""
     a32 = a.astype(np.float32)
     if kv_cache == "bf16":
         return bf16_bits_to_f64(f32_to_bf16_bits(a32))
     if kv_cache == "f16":
-        return a32.astype(np.float16).astype(np.float64)
+        # Clamped to f16's largest finite value first, as q3c's caches store.
+        return np.clip(a32, -65504.0, 65504.0).astype(np.float16).astype(np.float64)
     return a32.astype(np.float64)
 
 

@@ -1,5 +1,6 @@
 //===- KernelMath.cpp - the arithmetic every backend's kernels share ------===//
 #include "backends/common/KernelMath.h"
+#include "runtime/DType.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -112,6 +113,17 @@ Value roundToBf16Bits(OpBuilder &b, Location loc, Value value) {
   Value quiet = b.create<arith::OrIOp>(loc, high, intConstant(b, loc, i32, 64));
   Value isNaN = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UNO, value, value);
   return b.create<arith::SelectOp>(loc, isNaN, quiet, rounded);
+}
+
+Value clampToF16Range(OpBuilder &b, Location loc, Value value) {
+  Type type = value.getType();
+  Value max = floatConstant(b, loc, type, runtime::kF16Max);
+  Value min = floatConstant(b, loc, type, -runtime::kF16Max);
+  // Ordered comparisons are false for NaN, which therefore passes through.
+  Value above = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGT, value, max);
+  Value low = b.create<arith::SelectOp>(loc, above, max, value);
+  Value below = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, low, min);
+  return b.create<arith::SelectOp>(loc, below, min, low);
 }
 
 //===- RMSNorm and the epilogues -----------------------------------------===//

@@ -43,6 +43,10 @@ mlir::Value widenF16(mlir::OpBuilder &b, mlir::Location loc, mlir::Value half);
 /// The bf16 nearest to `value` (f32, ties to even; a NaN stays a quiet NaN)
 /// as bits in the low 16 bits of an i32: runtime::floatToBf16's rounding.
 mlir::Value roundToBf16Bits(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value);
+/// `value` (f32) clamped to f16's finite range, +-runtime::kF16Max (a NaN
+/// stays NaN): what an f16 KV cache stores before rounding, so an outlier is
+/// cached as the largest f16 rather than as an infinity.
+mlir::Value clampToF16Range(mlir::OpBuilder &b, mlir::Location loc, mlir::Value value);
 
 //===- RMSNorm and the epilogues -----------------------------------------===//
 

@@ -42,7 +42,6 @@ AttentionKernel measuredKernel(const AttentionKernel &shape, const AttentionRate
   AttentionKernel kernel = shape;
   kernel.name = "tune_attention_" + candidateName(candidate);
   kernel.paths = AttentionKernel::Paths::PrefillOnly;
-  kernel.cache = DType::F32;
   kernel.bf16Prefill = candidate.bf16;
   kernel.prefillRowSets = candidate.rowSets;
   return kernel;
@@ -57,17 +56,17 @@ std::vector<float> randomFloats(size_t count, std::mt19937 &rng) {
 }
 
 /// One layer's causal prefill of kPromptRows rows, the same random inputs
-/// for every kernel measured.
+/// for every kernel measured; the keys and values in the model's cache type.
 struct PrefillInputs {
-  std::vector<float> q, keys, values, out;
-  std::vector<uint8_t> scratch;
+  std::vector<float> q, out;
+  std::vector<uint8_t> keys, values, scratch;
 
   explicit PrefillInputs(const AttentionKernel &shape) {
     std::mt19937 rng(7);
-    const size_t rowValues = size_t(shape.headDim);
-    q = randomFloats(kPromptRows * shape.queryHeads * rowValues, rng);
-    keys = randomFloats(shape.kvHeads * kPromptRows * rowValues, rng);
-    values = randomFloats(keys.size(), rng);
+    const int64_t rowValues = shape.headDim;
+    q = randomFloats(size_t(kPromptRows * shape.queryHeads * rowValues), rng);
+    keys = randomStored(shape.cache, shape.kvHeads * kPromptRows * rowValues, rng);
+    values = randomStored(shape.cache, shape.kvHeads * kPromptRows * rowValues, rng);
     out.resize(q.size());
   }
 
@@ -76,9 +75,8 @@ struct PrefillInputs {
   double time(const LoadedTuningKernel &loaded, const AttentionKernel &shape) {
     scratch.resize(size_t(shape.threadScratch().bytesFor(kPromptRows)));
     void *buffers[] = {q.data(), keys.data(), values.data(), out.data(), scratch.data()};
-    const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(keys.size() * 4),
-                             int64_t(values.size() * 4), int64_t(out.size() * 4),
-                             int64_t(scratch.size())};
+    const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(keys.size()), int64_t(values.size()),
+                             int64_t(out.size() * 4), int64_t(scratch.size())};
     const int64_t scalars[] = {kPromptRows, kPromptRows, kPromptRows}; // rows, visible, capacity
     const auto start = std::chrono::steady_clock::now();
     loaded.entry(buffers, bytes, scalars, 0, kPromptRows * shape.workgroupsPerRow());

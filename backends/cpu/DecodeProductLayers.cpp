@@ -91,7 +91,7 @@ ProductLayers::ProductLayers(const std::vector<FusedLinearKernel> &products,
     longest = std::max(longest, product.outFeatures);
     scratchBytes = std::max(scratchBytes, product.threadScratch().bytesFor(1));
     packed.push_back(randomWeights(product, rng));
-    gains.push_back(randomHalves(*product.prologueGain, product.inFeatures, rng));
+    gains.push_back(randomStored(*product.prologueGain, product.inFeatures, rng));
     layerBytes += int64_t(packed.back().size());
   }
   layers = std::clamp<int64_t>((kDecodeStreamBytes + layerBytes - 1) / layerBytes, 2, kMaxLayers);

@@ -22,11 +22,12 @@ namespace q3::cpu {
 namespace {
 
 constexpr int64_t kPositions = 2048; // a long context: attention is much of decode there
-// Caches of their own, 256 MiB in all for Qwen3-0.6B's shape, so the step
-// streams from memory. Over 4 layers of 4096 positions (128 MiB), one run
-// side by side measured 1.2-1.3x faster than four in some compiles while in
-// the model it read 15% slower after 2048 tokens (AMD family 26,
-// 2026-12-03); over 16 layers one measured 0.93-1.06 of four.
+// Caches of their own in the model's cache type, 256 MiB in all for
+// Qwen3-0.6B's shape with f32 (128 with f16), so the step streams from
+// memory. Over 4 layers of 4096 f32 positions (128 MiB), one run side by side
+// measured 1.2-1.3x faster than four in some compiles while in the model it
+// read 15% slower after 2048 tokens (AMD family 26, 2026-12-03); over 16
+// layers one measured 0.93-1.06 of four.
 constexpr int64_t kLayers = 16;
 constexpr int kRepetitions = 5;
 
@@ -44,7 +45,6 @@ AttentionKernel measuredKernel(const AttentionKernel &shape, const DecodeSplitRa
   kernel.name = "tune_decode_" + candidateName(setting, 0);
   kernel.paths = AttentionKernel::Paths::DecodeOnly;
   kernel.decodeStreams = setting.streams;
-  kernel.cache = DType::F32;
   kernel.bf16Prefill = false;
   kernel.prefillRowSets = 1;
   kernel.decodeSplits = setting.splits;
@@ -66,27 +66,33 @@ void fillPattern(float *values, size_t count, uint32_t seed) {
 /// GB/s against 24-35 on small pages (AMD family 26), another memory path.
 struct DecodeInputs {
   std::vector<float> q, out;
-  std::vector<runtime::HostBuffer> keys, values; // per layer: [kvHeads][kPositions][headDim] f32
+  // Per layer: [kvHeads][kPositions][headDim] in the model's cache type.
+  std::vector<runtime::HostBuffer> keys, values;
   std::vector<uint8_t> workspace;
   size_t layerValues = 0;
+  size_t elementBytes = 4;
 
   DecodeInputs(const AttentionKernel &shape, int64_t workspaceBytes)
       : workspace(size_t(workspaceBytes), 0),
-        layerValues(size_t(shape.kvHeads * kPositions * shape.headDim)) {
+        layerValues(size_t(shape.kvHeads * kPositions * shape.headDim)),
+        elementBytes(runtime::dtypeSize(shape.cache)) {
     q.resize(size_t(shape.queryHeads * shape.headDim));
     fillPattern(q.data(), q.size(), 1);
     out.resize(q.size());
+    std::vector<float> pattern(layerValues);
+    auto filled = [&](uint32_t seed) {
+      runtime::HostBuffer buffer(layerValues * elementBytes, runtime::HostBuffer::Pages::Huge);
+      fillPattern(pattern.data(), layerValues, seed);
+      runtime::convertFromF32(shape.cache, pattern.data(), buffer.data(), layerValues);
+      return buffer;
+    };
     for (int64_t layer = 0; layer < kLayers; ++layer) {
-      keys.emplace_back(layerValues * 4, runtime::HostBuffer::Pages::Huge);
-      values.emplace_back(layerValues * 4, runtime::HostBuffer::Pages::Huge);
-      fillPattern(reinterpret_cast<float *>(keys.back().data()), layerValues,
-                  uint32_t(2 * layer + 2));
-      fillPattern(reinterpret_cast<float *>(values.back().data()), layerValues,
-                  uint32_t(2 * layer + 3));
+      keys.push_back(filled(uint32_t(2 * layer + 2)));
+      values.push_back(filled(uint32_t(2 * layer + 3)));
     }
   }
 
-  int64_t cacheBytes() const { return kLayers * 2 * int64_t(layerValues) * 4; }
+  int64_t cacheBytes() const { return kLayers * 2 * int64_t(layerValues * elementBytes); }
 
   /// Seconds of one step (every layer) of `loaded`, a kernel of `kernel`'s
   /// shape, its workgroups dealt to `pool`'s threads as the runtime deals a
@@ -98,8 +104,8 @@ struct DecodeInputs {
     for (int64_t layer = 0; layer < kLayers; ++layer) {
       void *buffers[] = {q.data(), keys[size_t(layer)].data(), values[size_t(layer)].data(),
                          out.data(), workspace.data()};
-      const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(layerValues * 4),
-                               int64_t(layerValues * 4), int64_t(out.size() * 4),
+      const int64_t bytes[] = {int64_t(q.size() * 4), int64_t(layerValues * elementBytes),
+                               int64_t(layerValues * elementBytes), int64_t(out.size() * 4),
                                int64_t(workspace.size())};
       pool.parallelFor(kernel.workgroupsPerRow(), [&](int64_t begin, int64_t end) {
         loaded.entry(buffers, bytes, scalars, begin, end);

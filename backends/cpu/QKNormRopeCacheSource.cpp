@@ -1,6 +1,7 @@
 //===- QKNormRopeCacheSource.cpp - the q/k-norm + RoPE + cache kernel ---- ===//
 #include "backends/cpu/KernelSource.h"
 #include "backends/cpu/KernelSourceUtil.h"
+#include "runtime/DType.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -100,12 +101,26 @@ std::string qkNormRopeCacheSource(const QKNormRopeCacheKernel &kernel) {
                    : fmt::format("memref.store {}, {}[{}] : {}", value, memref, indices, type);
   };
   // A key or value row into the cache: as it is, or rounded to nearest even
-  // as f16 (arith.truncf: vcvtps2ph with F16C) or as bf16 bits.
+  // as f16 (arith.truncf: vcvtps2ph with F16C) or as bf16 bits. f16 clamps
+  // to its largest finite value first (runtime::kF16Max; NaN stays NaN), so
+  // an outlier does not become an infinity that attention turns into NaN.
   auto storeCached = [&](const std::string &value, const std::string &memref) {
-    if (f16Cache)
-      return fmt::format("{0}h = arith.truncf {0} : {1} to {2}\n        ", value, f32Type,
-                         vectors ? "vector<16xf16>" : "f16") +
+    if (f16Cache) {
+      const std::string limit = fmt::format("{:e}", runtime::kF16Max);
+      const std::string constant = vectors ? "dense<{}> : vector<16xf32>" : "{} : f32";
+      return fmt::format("{0}Max = arith.constant {3}\n        "
+                         "{0}Min = arith.constant {4}\n        "
+                         "{0}Above = arith.cmpf ogt, {0}, {0}Max : {1}\n        "
+                         "{0}Low = arith.select {0}Above, {0}Max, {0} : {5}{1}\n        "
+                         "{0}Below = arith.cmpf olt, {0}Low, {0}Min : {1}\n        "
+                         "{0}Clamped = arith.select {0}Below, {0}Min, {0}Low : {5}{1}\n        "
+                         "{0}h = arith.truncf {0}Clamped : {1} to {2}\n        ",
+                         value, f32Type, vectors ? "vector<16xf16>" : "f16",
+                         fmt::format(fmt::runtime(constant), limit),
+                         fmt::format(fmt::runtime(constant), "-" + limit),
+                         vectors ? "vector<16xi1>, " : "") +
              store(value + "h", memref, "%row, %i", cacheType, "f16");
+    }
     if (!bf16Cache)
       return store(value, memref, "%row, %i", cacheType, "f32");
     return fmt::format("{0}h = func.call @{1}_to_bf16({0}) : ({2}) -> {3}\n        ", value,

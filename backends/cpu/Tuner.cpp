@@ -53,7 +53,7 @@ std::vector<double> measure(const std::vector<FusedLinearKernel> &kernels,
   for (float &v : x)
     v = uniform(rng);
   std::vector<uint8_t> weight = randomWeights(shape, rng);
-  std::vector<uint8_t> gain = randomHalves(*shape.prologueGain, shape.inFeatures, rng);
+  std::vector<uint8_t> gain = randomStored(*shape.prologueGain, shape.inFeatures, rng);
   std::vector<float> y(static_cast<size_t>(kPromptRows * shape.outFeatures));
   int64_t scratchBytes = 0;
   for (const FusedLinearKernel &kernel : kernels)

@@ -49,8 +49,7 @@ FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t
   return kernel;
 }
 
-std::vector<uint8_t> randomHalves(DType dtype, int64_t count, std::mt19937 &rng) {
-  requireHalves(dtype);
+std::vector<uint8_t> randomStored(DType dtype, int64_t count, std::mt19937 &rng) {
   // A splitmix64 stream seeded from `rng`: uniform_real_distribution over
   // mt19937 took ~150 ms for a decode tuner's 9 M weights.
   uint64_t state = (uint64_t(rng()) << 32) | rng();
@@ -62,14 +61,15 @@ std::vector<uint8_t> randomHalves(DType dtype, int64_t count, std::mt19937 &rng)
     z ^= z >> 31;
     v = float(int64_t(z >> 40) - (int64_t(1) << 23)) * 0x1p-23f; // [-1, 1), exactly
   }
-  std::vector<uint8_t> stored(values.size() * 2);
+  std::vector<uint8_t> stored(values.size() * runtime::dtypeSize(dtype));
   runtime::convertFromF32(dtype, values.data(), stored.data(), values.size());
   return stored;
 }
 
 std::vector<uint8_t> randomWeights(const FusedLinearKernel &kernel, std::mt19937 &rng) {
+  requireHalves(kernel.weight);
   std::vector<uint8_t> plain =
-      randomHalves(kernel.weight, kernel.weightRows() * kernel.inFeatures, rng);
+      randomStored(kernel.weight, kernel.weightRows() * kernel.inFeatures, rng);
   if (!kernel.columnBlocks)
     return plain;
   std::vector<uint8_t> packed(plain.size());

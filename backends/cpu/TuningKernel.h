@@ -42,8 +42,8 @@ struct TunedWeights {
 FusedLinearKernel tuningProduct(const std::string &name, int64_t hidden, int64_t outputs,
                                 const TunedWeights &weights, bool swiglu = true);
 
-/// `count` random values in [-1, 1) stored as `dtype` (bf16 or f16).
-std::vector<uint8_t> randomHalves(DType dtype, int64_t count, std::mt19937 &rng);
+/// `count` random values in [-1, 1) stored as `dtype` (f32, bf16 or f16).
+std::vector<uint8_t> randomStored(DType dtype, int64_t count, std::mt19937 &rng);
 
 /// Random weights for `kernel` (its dtype), in the layout it reads (column
 /// blocks when packed at load).

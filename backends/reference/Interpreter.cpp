@@ -66,6 +66,16 @@ template <typename Range> void roundToElement(Range &&values, Type element) {
       v = runtime::f16ToFloat(runtime::floatToF16(v));
 }
 
+/// Keys or values as a cache of `element`s holds them: as roundToElement,
+/// but an f16 cache clamps to its largest finite value (runtime::kF16Max)
+/// first, as the kernels that write it do.
+template <typename Range> void roundToCacheElement(Range &&values, Type element) {
+  if (!element.isF16())
+    return roundToElement(values, element);
+  for (float &v : values)
+    v = runtime::f16ToFloat(runtime::floatToF16Saturating(v));
+}
+
 void roundToElementType(std::vector<float> &values, Type type) {
   roundToElement(values, type.cast<RankedTensorType>().getElementType());
 }
@@ -286,8 +296,8 @@ std::pair<Tensor, Tensor> Interpreter::State::appendToCache(int64_t layerIndex, 
   auto valuesAt = layer.values.begin() + startPos * kvRowSize;
   std::copy(k.data.begin(), k.data.end(), keysAt);
   std::copy(v.data.begin(), v.data.end(), valuesAt);
-  roundToElement(llvm::make_range(keysAt, keysAt + int64_t(k.data.size())), cacheElement);
-  roundToElement(llvm::make_range(valuesAt, valuesAt + int64_t(v.data.size())), cacheElement);
+  roundToCacheElement(llvm::make_range(keysAt, keysAt + int64_t(k.data.size())), cacheElement);
+  roundToCacheElement(llvm::make_range(valuesAt, valuesAt + int64_t(v.data.size())), cacheElement);
   std::vector<int64_t> shape = k.shape;
   shape[0] = end;
   return {

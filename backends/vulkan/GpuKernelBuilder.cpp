@@ -207,6 +207,8 @@ void GpuKernelBuilder::storeFromF32(Value value, Value memref, Value at) {
   Type element = memref.getType().cast<MemRefType>().getElementType();
   if (element.isInteger(16))
     value = b.create<arith::TruncIOp>(loc, element, kernels::roundToBf16Bits(b, loc, value));
+  else if (element.isF16())
+    value = b.create<arith::TruncFOp>(loc, element, kernels::clampToF16Range(b, loc, value));
   else if (element != value.getType())
     value = b.create<arith::TruncFOp>(loc, element, value);
   store(value, memref, at);

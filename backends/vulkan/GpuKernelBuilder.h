@@ -92,7 +92,8 @@ public:
   /// An f32, f16 or bf16 (i16 bits) element of `memref`, as f32 (exact).
   mlir::Value loadAsF32(mlir::Value memref, mlir::Value index);
   /// Stores the f32 `value` into an f32, f16 or bf16 (i16 bits) `memref`,
-  /// rounded to nearest even.
+  /// rounded to nearest even (into f16 clamped to its finite range first,
+  /// kernels::clampToF16Range).
   void storeFromF32(mlir::Value value, mlir::Value memref, mlir::Value index);
   void store(mlir::Value value, mlir::Value memref, mlir::Value index);
   /// Workgroup (shared) memory of `count` elements.

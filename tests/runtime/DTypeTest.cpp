@@ -124,6 +124,20 @@ TEST(DType, F16InfAndNan) {
   EXPECT_TRUE(std::isnan(f16ToFloat(floatToF16(std::nanf("")))));
 }
 
+// What an f16 KV cache stores: beyond the finite range, the largest f16 of
+// that sign (not infinity); inside it, floatToF16's rounding; NaN stays NaN.
+TEST(DType, F16SaturatingClampsToTheFiniteRange) {
+  EXPECT_EQ(floatToF16Saturating(1e6f), 0x7bffu);
+  EXPECT_EQ(floatToF16Saturating(-1e6f), 0xfbffu);
+  EXPECT_EQ(floatToF16Saturating(kInf), 0x7bffu);
+  EXPECT_EQ(floatToF16Saturating(-kInf), 0xfbffu);
+  EXPECT_EQ(floatToF16Saturating(65520.0f), 0x7bffu); // floatToF16 rounds it to infinity
+  EXPECT_EQ(f16ToFloat(floatToF16Saturating(kF16Max)), kF16Max);
+  for (float v : {0.0f, -1.5f, 3.14159f, 1e-6f, 60000.0f})
+    EXPECT_EQ(floatToF16Saturating(v), floatToF16(v)) << v;
+  EXPECT_TRUE(std::isnan(f16ToFloat(floatToF16Saturating(std::nanf("")))));
+}
+
 TEST(DType, F16EveryValueRoundTrips) {
   for (uint32_t h = 0; h <= 0xffff; ++h) {
     float f = f16ToFloat(uint16_t(h));

@@ -602,7 +602,14 @@ std::vector<float> cacheAsF32(const std::vector<uint8_t> &stored, DType cache) {
 }
 
 /// Each value rounded to `cache` and back, as a cache of that type holds it.
+/// `values` as a cache of `cache` holds them: rounded to nearest even, and
+/// an f16 cache clamps to its finite range first.
 std::vector<float> roundedTo(std::vector<float> values, DType cache) {
+  if (cache == DType::F16) {
+    for (float &v : values)
+      v = runtime::f16ToFloat(runtime::floatToF16Saturating(v));
+    return values;
+  }
   std::vector<uint8_t> stored(values.size() * runtime::dtypeSize(cache));
   runtime::convertFromF32(cache, values.data(), stored.data(), values.size());
   return cacheAsF32(stored, cache);
@@ -613,8 +620,11 @@ std::vector<float> roundedTo(std::vector<float> values, DType cache) {
 /// of `cache`, for `rows` rows from position `startPos`. The workgroups run
 /// in one call and again in calls that start mid-row at each of `splits`
 /// (as threads share a dispatch out): the outputs must be the same bits.
+/// With `outliers`, some values and (through a large key gain) keys lie
+/// beyond f16's range.
 void checkQKNormRope(int64_t d, DType gains, DType cache = DType::F32, int64_t rows = 3,
-                     int64_t startPos = 5, std::vector<int64_t> splits = {}) {
+                     int64_t startPos = 5, std::vector<int64_t> splits = {},
+                     bool outliers = false) {
   SCOPED_TRACE(::testing::Message() << "head_dim " << d << ", cache " << runtime::dtypeName(cache)
                                     << ", rows " << rows << " from " << startPos);
   const int64_t qHeads = 4, kvHeads = 2, layers = 2, capacity = startPos + rows + 8;
@@ -625,6 +635,12 @@ void checkQKNormRope(int64_t d, DType gains, DType cache = DType::F32, int64_t r
   const int64_t width = (qHeads + 2 * kvHeads) * d;
   std::vector<float> qkv = randomValues(rows * width, rng, 2.0f);
   std::vector<float> qGain = randomValues(d, rng), kGain = randomValues(d, rng);
+  if (outliers) {
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t i = (qHeads + kvHeads) * d; i < width; i += 5)
+        qkv[t * width + i] = (i % 2 ? -1 : 1) * 3e5f;
+    std::fill_n(kGain.begin(), d / 2, 4e5f);
+  }
   // Gains as stored, and their exact widening for the reference.
   std::vector<uint8_t> qGainStored(d * runtime::dtypeSize(gains)), kGainStored = qGainStored;
   runtime::convertFromF32(gains, qGain.data(), qGainStored.data(), d);
@@ -691,6 +707,15 @@ void checkQKNormRope(int64_t d, DType gains, DType cache = DType::F32, int64_t r
   }
   EXPECT_EQ(vCache, roundedTo(expectedV, cache))
       << "values are copied into the cache, rounded to its type to nearest even";
+  if (outliers) {
+    const float largest = cache == DType::F16 ? runtime::kF16Max : 1e5f;
+    EXPECT_TRUE(
+        std::all_of(kCache.begin(), kCache.end(), [](float x) { return std::isfinite(x); }));
+    EXPECT_TRUE(
+        std::all_of(vCache.begin(), vCache.end(), [](float x) { return std::isfinite(x); }));
+    EXPECT_GE(*std::max_element(vCache.begin(), vCache.end()), largest);
+    EXPECT_GE(*std::max_element(kCache.begin(), kCache.end()), largest);
+  }
 }
 
 TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
@@ -708,6 +733,14 @@ TEST(QKNormRopeCacheKernel, NormalizesRotatesAndWritesTheCache) {
 // position at a time between: near Qwen3's longest context and across
 // several periods they stay as accurate as direct ones, whichever rows a
 // call starts at.
+// An f16 cache stores a key or value beyond f16's range as its largest
+// finite value, not as an infinity that would turn attention into NaN.
+TEST(QKNormRopeCacheKernel, F16CacheClampsOutliersToItsRange) {
+  checkQKNormRope(128, DType::BF16, DType::F16, 3, 5, {}, true);
+  checkQKNormRope(8, DType::BF16, DType::F16, 3, 5, {}, true); // one element at a time
+  checkQKNormRope(128, DType::BF16, DType::F32, 3, 5, {}, true);
+}
+
 TEST(QKNormRopeCacheKernel, RotatesLongContextsAsAccuratelyOnEverySplit) {
   checkQKNormRope(128, DType::BF16, DType::F32, 200, 40700, {1, 4 * 63 + 2, 4 * 130 + 3});
   checkQKNormRope(8, DType::F32, DType::F32, 100, 1000, {4 * 37 + 1});

@@ -55,7 +55,7 @@ TEST(TuningKernel, VariantsOfOneKernelLoadFromOneLibraryAndComputeAlike) {
   EXPECT_EQ(loaded[0].library, loaded[1].library) << "one link for the batch";
   std::mt19937 rng(3);
   std::vector<uint8_t> weight = cpu::randomWeights(kernels[0], rng);
-  std::vector<uint8_t> gain = cpu::randomHalves(cpu::DType::BF16, 64, rng);
+  std::vector<uint8_t> gain = cpu::randomStored(cpu::DType::BF16, 64, rng);
   const std::vector<float> first = run(loaded[0], kernels[0], weight, gain);
   EXPECT_EQ(first, run(loaded[1], kernels[1], weight, gain));
   EXPECT_TRUE(std::any_of(first.begin(), first.end(), [](float v) { return v != 0.0f; }));
@@ -92,8 +92,8 @@ TEST(TuningKernel, SourcesOfOneBatchNeedTheirOwnNames) {
 
 TEST(TuningKernel, RandomHalvesSpreadOverMinusOneToOne) {
   std::mt19937 rng(5), same(5);
-  const std::vector<uint8_t> stored = cpu::randomHalves(cpu::DType::BF16, 4096, rng);
-  EXPECT_EQ(stored, cpu::randomHalves(cpu::DType::BF16, 4096, same)) << "seeded by the rng";
+  const std::vector<uint8_t> stored = cpu::randomStored(cpu::DType::BF16, 4096, rng);
+  EXPECT_EQ(stored, cpu::randomStored(cpu::DType::BF16, 4096, same)) << "seeded by the rng";
   std::set<uint16_t> distinct;
   int negative = 0;
   for (size_t i = 0; i < stored.size(); i += 2) {

@@ -181,11 +181,13 @@ cl::opt<std::string> targetWeightPacking(
     cl::value_desc("auto|per-call|at-load"), cl::cat(q3Category));
 cl::opt<std::string> targetKvCache(
     "kv-cache", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
-    cl::init("f32"),
-    cl::desc("Element type of the KV cache: f32 (default, exact), bf16 or f16 (half the memory "
-             "and the attention reads; keys and values rounded, so logits differ from f32 by "
-             "up to ~1% for bf16, ~0.1% for f16; f16 needs F16C on the CPU)"),
-    cl::value_desc("f32|bf16|f16"), cl::cat(q3Category));
+    cl::init("auto"),
+    cl::desc("Element type of the KV cache: f32 (exact), bf16 or f16 (half the memory and the "
+             "attention reads; keys and values rounded, so logits differ from f32 by up to ~1% "
+             "for bf16, ~0.1% for f16; f16 clamps to its finite range and needs F16C on the CPU), "
+             "or auto (default: the target's choice, f16 (what llama.cpp caches) except f32 for a "
+             "CPU without F16C, e.g. --cpu=x86-64-v2; f32 without --target)"),
+    cl::value_desc("auto|f32|bf16|f16"), cl::cat(q3Category));
 
 cl::opt<std::string> compileSign(
     "sign", cl::sub(compileCommand),
@@ -260,6 +262,27 @@ static std::string weightPackingFromFlags() {
   return targetWeightPacking;
 }
 
+/// --kv-cache, with auto settled by the target: f16 (half f32's memory and
+/// of attention's reads at long contexts, three more mantissa bits than
+/// bf16) wherever its kernels can convert it, f32 on a CPU without F16C. With
+/// no target (q3c eval or dump of the target-independent IR) the cache stays
+/// exact, f32: the interpreter is the reference then.
+static std::string kvCacheFromFlags(const std::string &target) {
+  if (targetKvCache != "auto")
+    return targetKvCache;
+  if (target.empty())
+    return "f32";
+  if (target == "cpu") {
+    try {
+      if (!cpu::targetHas(cpu::resolveCpuTarget(targetCpu), "f16c"))
+        return "f32";
+    } catch (const std::invalid_argument &) {
+      // An unknown --cpu: cpu-set-target refuses it by name.
+    }
+  }
+  return "f16";
+}
+
 passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
   passes::PipelineOptions options;
   if (!target.empty() && target != "cpu" && target != "vulkan")
@@ -286,7 +309,7 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
     throw std::invalid_argument("--ubatch: expected at most 2147483647, got " +
                                 std::to_string(ubatch));
   options.maxSeqLen = ubatch;
-  options.kvCache = targetKvCache;
+  options.kvCache = kvCacheFromFlags(target);
   if (foldGain != "f32-weights" && foldGain != "always" && foldGain != "never")
     throw std::invalid_argument("--fold-gain: expected never, f32-weights or always, got '" +
                                 foldGain + "'");
@@ -322,13 +345,27 @@ int64_t configInt(mlir::DictionaryAttr config, const char *key) {
   return value ? value.getInt() : 0;
 }
 
-/// The shape of the module's (first) attention, if it has one.
+/// The KV cache type --kv-cache settles on for a CPU target, which the
+/// attention tuners measure (the graph they see does not carry it yet). A
+/// name that is none set-kv-cache-type refuses right after.
+cpu::DType cpuKvCache() {
+  const std::string name = kvCacheFromFlags("cpu");
+  for (cpu::DType type : runtime::kDTypes)
+    if (name == runtime::mlirName(type))
+      return type;
+  return cpu::DType::F32;
+}
+
+/// The shape of the module's (first) attention, if it has one, with the
+/// cache type the CPU kernels will read.
 std::optional<cpu::AttentionKernel> attentionShape(mlir::ModuleOp module) {
   std::optional<cpu::AttentionKernel> shape;
   module.walk([&](q3::ir::AttentionOp op) {
     shape = cpu::attentionKernelShape(op);
     return mlir::WalkResult::interrupt();
   });
+  if (shape)
+    shape->cache = cpuKvCache();
   return shape;
 }
 
