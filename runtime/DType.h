@@ -59,6 +59,14 @@ inline std::optional<DType> parseDType(std::string_view safetensorsName) {
   return std::nullopt;
 }
 
+/// The type named by its MLIR spelling ("f32", "f16", "bf16").
+inline std::optional<DType> parseMlirName(std::string_view name) {
+  for (DType type : kDTypes)
+    if (name == mlirName(type))
+      return type;
+  return std::nullopt;
+}
+
 // Round-to-nearest-even; NaN stays NaN (quiet), infinities are preserved.
 float bf16ToFloat(uint16_t);
 uint16_t floatToBf16(float);

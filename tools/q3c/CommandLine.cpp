@@ -349,11 +349,7 @@ int64_t configInt(mlir::DictionaryAttr config, const char *key) {
 /// attention tuners measure (the graph they see does not carry it yet). A
 /// name that is none set-kv-cache-type refuses right after.
 cpu::DType cpuKvCache() {
-  const std::string name = kvCacheFromFlags("cpu");
-  for (cpu::DType type : runtime::kDTypes)
-    if (name == runtime::mlirName(type))
-      return type;
-  return cpu::DType::F32;
+  return runtime::parseMlirName(kvCacheFromFlags("cpu")).value_or(cpu::DType::F32);
 }
 
 /// The shape of the module's (first) attention, if it has one, with the
