@@ -24,12 +24,15 @@ config.substitutions.append(("%expect-error", python + " " + os.path.join(
     config.q3_src_root, "tests", "lit", "hostile", "Inputs", "expect_error.py")))
 config.environment["PATH"] = os.pathsep.join([config.llvm_tools_dir, config.environment.get("PATH", "")])
 
-# CPU features of this machine that some tests need (REQUIRES: avx512bf16, amx).
+# CPU features of this machine that some tests need (REQUIRES: avx512,
+# avx512bf16, amx): avx512 is what an x86-64-v4 artifact requires.
 try:
     with open("/proc/cpuinfo") as cpuinfo:
         flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
 except OSError:
     flags = []
+if all(f in flags for f in ("avx512f", "avx512bw", "avx512dq", "avx512vl")):
+    config.available_features.add("avx512")
 if "avx512_bf16" in flags:
     config.available_features.add("avx512bf16")
 if "amx_bf16" in flags and "amx_tile" in flags:
