@@ -13,16 +13,22 @@
 
 namespace q3::cpu::detail {
 
-/// @<name>_dot(x, w, n, t) -> f32: row t of x against weight row n.
+/// @<name>_dot(x, w, n, t) -> f32: row t of x against weight row n. With
+/// `splitPairs` (bf16 weights only) x is row t as @<name>_split_pairs
+/// leaves it, and the weight is read in (k, k+1) pairs.
 std::string dotFunction(const FusedLinearKernel &kernel, const std::string &xType,
-                        const std::string &weightType);
+                        const std::string &weightType, bool splitPairs = false);
 /// @<name>_dot_streams(x, w0, n0, ..., wS, nS, t) -> S x f32, S =
 /// decodeRowsSideBySide(): row t of x against weight row n_i of w_i, the S
 /// read side by side (S memory streams: one streamed 57-62 GB/s on two
 /// threads of an AMD EPYC family 26 VM, four 72-78), each summed in the
 /// order of @<name>_dot, so the results are bit for bit the same.
 std::string dotStreamsFunction(const FusedLinearKernel &kernel, const std::string &xType,
-                               const std::string &weightType);
+                               const std::string &weightType, bool splitPairs = false);
+/// @<name>_split_pairs(x, xs, t): row t of x into row t of xs with each 32
+/// elements of the dots' 64-wide steps split into their 16 even and 16 odd
+/// ones (the rest copied as it is), as the split-pairs dots read it.
+std::string splitPairsFunction(const FusedLinearKernel &kernel, const std::string &xType);
 /// @<name>_dot4(x, w, t, n) -> 4 x f32: rows t .. t+3 against weight row n
 std::string dot4Function(const FusedLinearKernel &kernel, const std::string &xType,
                          const std::string &weightType);

@@ -204,6 +204,12 @@ std::vector<StreamRow> streamRows(const FusedLinearKernel &kernel, const std::st
   return rows;
 }
 
+/// Whether decode reads a bf16 weight's rows in (k, k+1) pairs: the split
+/// row it reads then fits in the panel's scratch, which decode leaves unused.
+bool splitsDecodePairs(const FusedLinearKernel &kernel) {
+  return kernel.weight == DType::BF16 && kernel.panelBytes() >= 4 * kernel.inFeatures;
+}
+
 /// Decode (one row, or none): the row against each weight row n the
 /// workgroups own, in place. The columns are cut into decodeRuns() runs
 /// (SwiGLU: each read as its gate and up rows) read side by side by
@@ -211,12 +217,24 @@ std::vector<StreamRow> streamRows(const FusedLinearKernel &kernel, const std::st
 /// going; the columns the runs leave go one at a time.
 std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLayout &l,
                            const PanelViews &v, const KernelFrame &frame) {
+  // A bf16 weight's dots read decode's row split into pairs' halves
+  // (splitPairsFunction), written where a prefill packs its panel.
+  const bool split = splitsDecodePairs(kernel);
+  const std::string x = split ? "%xSplit" : frame.dotInput;
+  const std::string splitRow =
+      split ? fmt::format("    %xSplit = memref.view %scratch[%c0][%rows] : memref<?xi8> to {1}\n"
+                          "    scf.for %t = %c0 to %rows step %c1 {{\n"
+                          "      func.call @{0}_split_pairs({2}, %xSplit, %t) : ({1}, {1}, index) "
+                          "-> ()\n"
+                          "    }}\n",
+                          kernel.name, l.xType, frame.dotInput)
+            : "";
   // The dot product of row %t with global weight row `row`, as `result`.
   auto dotOfRow = [&](const std::string &row, const std::string &result) {
     return "      " + rowAtCall(kernel, v.parts, row, result) +
            fmt::format("      {1} = func.call @{0}_dot({2}, {1}Part, {1}Row, %t) : ({3}, {4}, "
                        "index, index) -> f32\n",
-                       kernel.name, result, frame.dotInput, l.xType, v.parts.rowsType);
+                       kernel.name, result, x, l.xType, v.parts.rowsType);
   };
   auto finish = [&](const std::string &d, const std::string &du, const std::string &n) {
     return fmt::format("      func.call @{}_finish({}, {}, %st, %t, {}, %y, {}) : (f32, f32, f32, "
@@ -251,9 +269,9 @@ std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLay
   streams +=
       fmt::format("      %dot:{0} = func.call @{1}_dot_streams({2}{3}, %t) : ({4}{5}, index) "
                   "-> ({6})\n",
-                  rows, kernel.name, frame.dotInput, operands, l.xType, operandTypes, resultTypes);
+                  rows, kernel.name, x, operands, l.xType, operandTypes, resultTypes);
   return fmt::format(
-      R"mlir(    %cColumnsPerGroup = arith.constant {columnsPerGroup} : index
+      R"mlir({splitRow}    %cColumnsPerGroup = arith.constant {columnsPerGroup} : index
     %cOut = arith.constant {out} : index
     %nBegin = arith.muli %wgBegin, %cColumnsPerGroup : index
     %nEndGroup = arith.muli %wgEnd, %cColumnsPerGroup : index
@@ -266,6 +284,7 @@ std::string rowMajorDecode(const FusedLinearKernel &kernel, const ColumnBlockLay
 {dot}{upDot}{single}    }}
     }}
 )mlir",
+      fmt::arg("splitRow", splitRow),
       fmt::arg("columnsPerGroup", FusedLinearKernel::kColumnsPerWorkgroup),
       fmt::arg("out", kernel.outFeatures), fmt::arg("cut", cut.cut), fmt::arg("streams", streams),
       fmt::arg("finishes", finishes), fmt::arg("dot", dotOfRow("%n", "%d")),
@@ -490,8 +509,9 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
   source += packPanelFunction(kernel, l, v) +
             partAtFunction(kernel, v.parts, "block_at", v.pairsType, kBlock, kBlock * l.pairs) +
             partAtFunction(kernel, v.parts, "row_at", v.parts.rowsType, 1, 1) +
-            dotFunction(kernel, l.xType, v.parts.rowsType) +
-            dotStreamsFunction(kernel, l.xType, v.parts.rowsType) +
+            dotFunction(kernel, l.xType, v.parts.rowsType, splitsDecodePairs(kernel)) +
+            dotStreamsFunction(kernel, l.xType, v.parts.rowsType, splitsDecodePairs(kernel)) +
+            (splitsDecodePairs(kernel) ? splitPairsFunction(kernel, l.xType) : "") +
             finishFunction(kernel, l.yType) + frame.helpers;
   const RoundedActivations rounding = roundedActivations(kernel, l, "%rows", "%rows");
   if (bf16)

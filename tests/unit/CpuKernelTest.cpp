@@ -502,6 +502,10 @@ INSTANTIATE_TEST_SUITE_P(
         perCall(LinearCase{"norm_gain", 72, 96, 7, DType::BF16, true, false, false, true}),
         perCall(LinearCase{"swiglu", 64, 48, 6, DType::BF16, true, true, false, true}),
         perCall(LinearCase{"residual_decode", 192, 64, 1, DType::BF16, false, false, true}),
+        // Decode reads bf16 rows in (k, k+1) pairs over 64-wide steps and
+        // the rest of K as it is: 64 + 2 x 16 + 8 (gain and norm too).
+        perCall(LinearCase{"pairs_and_tails_decode", 104, 48, 1, DType::BF16, true, false, true,
+                           true}),
         perCall(LinearCase{"all_epilogues", 64, 32, 8, DType::BF16, true, true, true}),
         perCall(LinearCase{"qwen3_0_6b_qkv_prefill", 1024, 4096, 9, DType::BF16, true, false, false,
                            true},
