@@ -36,12 +36,12 @@ namespace {
 /// reused).
 std::string cacheKey(const CpuTarget &target, const std::vector<FusedLinearKernel> &products,
                      TuneLevel level, int threads) {
-  return fmt::format("decode layers {} MiB in one run of halving-piece loops, ratios to no "
-                     "prefetch, streams at the chosen distance, beside a plain read, {} "
-                     "{:016x}{} threads {} {}",
-                     kDecodeStreamBytes >> 20, target.llvmCpu, llvm::xxHash64(target.features),
-                     productsCacheKey(products), threads,
-                     level == TuneLevel::Full ? "full" : "quick");
+  return fmt::format(
+      "decode layers {} MiB in one run of halving-piece loops, ratios to no "
+      "prefetch, streams at the chosen distance and one other, beside a plain read, {} "
+      "{:016x}{} threads {} {}",
+      kDecodeStreamBytes >> 20, target.llvmCpu, llvm::xxHash64(target.features),
+      productsCacheKey(products), threads, level == TuneLevel::Full ? "full" : "quick");
 }
 
 std::optional<std::vector<DecodeRate>> cachedRates(const nlohmann::json &entries,
@@ -175,11 +175,29 @@ std::vector<DecodeSetting> decodeCandidates(TuneLevel level, int64_t fixedChunks
   return candidates;
 }
 
-std::vector<DecodeSetting> decodeStreamCandidates(const DecodeSetting &at) {
+int64_t alternateDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t chosenPrefetch,
+                                int64_t chunks, int64_t streams) {
+  if (chosenPrefetch != kNoPrefetch)
+    return kNoPrefetch;
+  const DecodeSetting axis = baselineSetting(chunks, streams);
+  std::optional<DecodeRate> fastest;
+  for (const DecodeRate &r : measured)
+    if (r.setting.prefetchBytes != kNoPrefetch &&
+        sameExcept(r.setting, axis, &DecodeSetting::prefetchBytes) &&
+        (!fastest || r.relative > fastest->relative))
+      fastest = r;
+  return fastest ? fastest->setting.prefetchBytes : kNoPrefetch;
+}
+
+std::vector<DecodeSetting> decodeStreamCandidates(const DecodeSetting &at,
+                                                  int64_t alternatePrefetch) {
   std::vector<DecodeSetting> candidates = {at};
   for (int64_t count : {1, 2, 4})
     if (count != at.streams)
       candidates.push_back({at.chunks, at.prefetchBytes, count});
+  if (alternatePrefetch != at.prefetchBytes)
+    for (int64_t count : {1, 2, 4})
+      candidates.push_back({at.chunks, alternatePrefetch, count});
   return candidates;
 }
 
@@ -192,8 +210,15 @@ int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t ch
   return chooseWithTie(measured, &DecodeSetting::prefetchBytes, baselineSetting(chunks, streams));
 }
 
-int64_t chooseDecodeStreams(const std::vector<DecodeRate> &measured, const DecodeSetting &at) {
-  return chooseWithTie(measured, &DecodeSetting::streams, at);
+DecodeSetting chooseDecodeStreams(const std::vector<DecodeRate> &measured,
+                                  const DecodeSetting &at) {
+  std::optional<DecodeRate> clearWinner;
+  for (const DecodeRate &r : measured)
+    if (r.setting.chunks == at.chunks &&
+        clearlyFaster({r.relative, r.relativeLow}, kDecodeTieFraction) &&
+        (!clearWinner || r.relative > clearWinner->relative))
+      clearWinner = r;
+  return clearWinner ? clearWinner->setting : at;
 }
 
 DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t intermediate,
@@ -225,15 +250,22 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
         tuning.baseStreams};
     tuning.streamsMeasuredAt = tuning.chosen;
   };
-  // A cached second stage must have been measured where the first stage's
-  // rates choose now.
+  // The second stage's settings, from the first stage's rates.
+  auto streamCandidates = [&] {
+    const DecodeSetting &at = tuning.streamsMeasuredAt;
+    return decodeStreamCandidates(at, alternateDecodePrefetch(tuning.measured, at.prefetchBytes,
+                                                              tuning.distanceChunks,
+                                                              tuning.baseStreams));
+  };
+  // A cached second stage must be the one the first stage's rates choose now.
   auto cachedStagesAgree = [&] {
     chooseSplitAndDistance();
-    const DecodeSetting &at = tuning.streamsMeasuredAt;
-    return std::all_of(
-        tuning.streamRates.begin(), tuning.streamRates.end(), [&](const DecodeRate &r) {
-          return r.setting.chunks == at.chunks && r.setting.prefetchBytes == at.prefetchBytes;
-        });
+    if (fixedStreams > 0)
+      return tuning.streamRates.empty();
+    const std::vector<DecodeSetting> expected = streamCandidates();
+    return tuning.streamRates.size() == expected.size() &&
+           std::equal(expected.begin(), expected.end(), tuning.streamRates.begin(),
+                      [](const DecodeSetting &s, const DecodeRate &r) { return s == r.setting; });
   };
   const std::string path = tuningCachePath();
   if (readCachedStages(readTuningCache(path, key), tuning) && cachedStagesAgree()) {
@@ -250,17 +282,26 @@ DecodeTuning tuneDecode(const CpuTarget &target, int64_t hidden, int64_t interme
       // The plain read of the stage that measures the chosen setting: the
       // second, when there is one.
       if (fixedStreams == 0)
-        tuning.streamRates = layers.measure(
-            target, decodeStreamCandidates(tuning.streamsMeasuredAt), tuning.streamsMeasuredAt,
-            decodeMeasurementRounds(level), tuning.plainReadGbPerSecond);
+        tuning.streamRates =
+            layers.measure(target, streamCandidates(), tuning.streamsMeasuredAt,
+                           decodeMeasurementRounds(level), tuning.plainReadGbPerSecond);
       return nlohmann::json{{"splits_and_distances", ratesJson(tuning.measured)},
                             {"streams", ratesJson(tuning.streamRates)},
                             {"plain_read_gb_s", tuning.plainReadGbPerSecond}};
     });
   }
   if (fixedStreams == 0)
-    tuning.chosen.streams = chooseDecodeStreams(tuning.streamRates, tuning.streamsMeasuredAt);
+    tuning.chosen = chooseDecodeStreams(tuning.streamRates, tuning.streamsMeasuredAt);
   return tuning;
+}
+
+std::string streamRateKey(const DecodeTuning &tuning, const DecodeSetting &setting) {
+  std::string key = fmt::format("streams_{}", setting.streams);
+  if (setting.prefetchBytes != tuning.streamsMeasuredAt.prefetchBytes)
+    key += setting.prefetchBytes == kNoPrefetch
+               ? "_prefetch_none"
+               : fmt::format("_prefetch_{}", setting.prefetchBytes);
+  return key;
 }
 
 const DecodeRate *chosenRate(const DecodeTuning &tuning) {
@@ -292,7 +333,7 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
   }
   for (const DecodeRate &r : tuning.streamRates)
     streamRates.push_back(
-        b.getNamedAttr(fmt::format("streams_{}", r.setting.streams), record.rate(r.gbPerSecond)));
+        b.getNamedAttr(streamRateKey(tuning, r.setting), record.rate(r.gbPerSecond)));
   if (tuning.streamRates.empty()) // --decode-streams: the given count's rate at the defaults
     for (const DecodeRate &r : tuning.measured)
       if (onAxis(tuning, r.setting, &DecodeSetting::chunks) &&
@@ -314,7 +355,8 @@ void recordDecodeTuning(mlir::ModuleOp module, const DecodeTuning &tuning) {
                                        "weight, layer after layer, {} threads",
                                        tuning.threads);
   if (!tuning.streamRates.empty())
-    measuredOn += fmt::format("; the stream counts at {} pieces per thread, prefetch {}",
+    measuredOn += fmt::format("; the stream counts at {} pieces per thread, prefetch {} (and as "
+                              "their keys say)",
                               tuning.streamsMeasuredAt.chunks,
                               describePrefetch(tuning.streamsMeasuredAt.prefetchBytes));
   record.set("decode_measured_on", b.getStringAttr(measuredOn));

@@ -14,8 +14,9 @@
 // change well past the last-level cache), in interleaved rounds (a shared machine's bandwidth
 // drifts over seconds), and keeps each default unless another is faster by more than the rounds'
 // noise allows. It measures in two stages: the splits and the prefetch distances at the default
-// stream count, then the stream counts at the split and distance chosen, since how many runs a
-// core reads well side by side depends on whether its loops prefetch.
+// stream count, then the stream counts at the split chosen, each with the distance chosen and
+// with one other, since how many runs a core reads well side by side depends on whether its
+// loops prefetch.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -78,8 +79,9 @@ struct DecodeTuning {
   /// The first stage: the splits and the prefetch distances.
   std::vector<DecodeRate> measured;
   /// The second stage: the stream counts, all at `streamsMeasuredAt`'s split
-  /// and distance (those chosen in the first stage) and relative to its
-  /// count. Empty when --decode-streams gave the count.
+  /// (chosen in the first stage), at its distance and at one other
+  /// (decodeStreamCandidates), relative to `streamsMeasuredAt`. Empty when
+  /// --decode-streams gave the count.
   std::vector<DecodeRate> streamRates;
   DecodeSetting streamsMeasuredAt;
   /// The split the prefetch distances and stream counts were measured at:
@@ -100,6 +102,10 @@ struct DecodeTuning {
 /// the first stage when --decode-streams gave the count), or nullptr.
 const DecodeRate *chosenRate(const DecodeTuning &tuning);
 
+/// The key of a second-stage rate in q3.tuning's decode_streams_gb_s:
+/// "streams_N" at the first stage's distance, "streams_N_prefetch_none" or
+/// "streams_N_prefetch_BYTES" at the other.
+std::string streamRateKey(const DecodeTuning &tuning, const DecodeSetting &setting);
 /// "none" (no software prefetch) or "N bytes".
 std::string describePrefetch(int64_t prefetchBytes);
 
@@ -118,8 +124,21 @@ bool onAxis(const DecodeTuning &tuning, const DecodeSetting &setting,
 std::vector<DecodeSetting> decodeCandidates(TuneLevel level, int64_t fixedChunks = 0,
                                             int64_t fixedStreams = 0);
 
-/// The second stage's settings: `at` with 1, 2 and 4 streams.
-std::vector<DecodeSetting> decodeStreamCandidates(const DecodeSetting &at);
+/// The distance the second stage measures each stream count at beside the
+/// first stage's choice: none where the first stage chose a distance, else
+/// the distance that measured fastest there relative to none (`measured`:
+/// the first stage; the distances measured at `chunks` and `streams`).
+/// kNoPrefetch when the first stage measured no distance.
+int64_t alternateDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t chosenPrefetch,
+                                int64_t chunks, int64_t streams);
+
+/// The second stage's settings: `at` with 1, 2 and 4 streams, then (when it
+/// differs from `at`'s) the same counts at `alternatePrefetch`: how far
+/// ahead a loop should prefetch depends on how many runs it reads side by
+/// side (on an AMD EPYC family 23 VM the first stage, at four streams, chose
+/// none, while one stream with prefetch streamed fastest of all).
+std::vector<DecodeSetting> decodeStreamCandidates(const DecodeSetting &at,
+                                                  int64_t alternatePrefetch);
 
 /// Measures the candidates on `threads` threads with layers of two plain
 /// products, the gate and up weight (`hidden` x 2 `intermediate`) and the
@@ -146,10 +165,10 @@ int64_t chooseDecodeChunks(const std::vector<DecodeRate> &measured, int64_t stre
 int64_t chooseDecodePrefetch(const std::vector<DecodeRate> &measured, int64_t chunks = 0,
                              int64_t streams = 0);
 
-/// The stream count chosen from the second stage's `measured` (among the
-/// settings at `at`'s split and distance; `at.streams` is the default), by
-/// the same rule.
-int64_t chooseDecodeStreams(const std::vector<DecodeRate> &measured, const DecodeSetting &at);
+/// The stream count and distance chosen from the second stage's `measured`
+/// (the settings at `at`'s split; `at` is the default): the fastest relative
+/// to `at` among those that beat it clearly, by the same rule, else `at`.
+DecodeSetting chooseDecodeStreams(const std::vector<DecodeRate> &measured, const DecodeSetting &at);
 
 /// A faster setting must beat the default by this fraction to replace it.
 inline constexpr double kDecodeTieFraction = 0.03;

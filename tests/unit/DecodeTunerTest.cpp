@@ -146,12 +146,13 @@ TEST(DecodeTuner, AGivenSplitMeasuresOnlyTheDistancesAtIt) {
   EXPECT_EQ(cpu::chooseDecodePrefetch({base, {{8, 16384}, 43.0, 1.07, 1.02}}), kAhead);
 }
 
-// The stream count (decode_streams) is measured second, at the split and
-// distance the first stage chose: 1, 2 and 4 with that setting's count (the
-// default) first, the ratios' baseline. The first stage measures only at the
-// default count, or at a count --decode-streams gave. It is chosen by the
-// same rule as the others.
-TEST(DecodeTuner, MeasuresTheStreamsAtTheChosenSplitAndDistance) {
+// The stream count (decode_streams) is measured second, at the split the
+// first stage chose, at its distance and at one other: 1, 2 and 4 with that
+// setting's count (the default) first, the ratios' baseline. The first
+// stage measures only at the default count, or at a count --decode-streams
+// gave. The count and distance are chosen together by the same rule as the
+// others.
+TEST(DecodeTuner, MeasuresTheStreamsAtTheChosenSplitAndTwoDistances) {
   constexpr int64_t kStreams = cpu::kDefaultDecodeStreams;
   for (cpu::TuneLevel level : {cpu::TuneLevel::Quick, cpu::TuneLevel::Full}) {
     for (const cpu::DecodeSetting &c : cpu::decodeCandidates(level))
@@ -160,25 +161,44 @@ TEST(DecodeTuner, MeasuresTheStreamsAtTheChosenSplitAndDistance) {
       EXPECT_EQ(c.streams, 2);
   }
   const cpu::DecodeSetting chosen{8, cpu::kNoPrefetch, kStreams};
-  const std::vector<cpu::DecodeSetting> second = cpu::decodeStreamCandidates(chosen);
-  std::vector<int64_t> counts;
-  for (const cpu::DecodeSetting &c : second) {
+  // Each count at the chosen distance, the baseline first, then at the
+  // first stage's fastest distance.
+  const std::vector<cpu::DecodeRate> firstStage = {
+      {{kChunks, cpu::kNoPrefetch, kStreams}, 40.0, 1.0, 1.0},
+      {{kChunks, 4096, kStreams}, 39.0, 0.98, 0.97},
+      {{kChunks, 16384, kStreams}, 39.5, 0.99, 0.98},
+      {{kChunks, 8192, 1}, 60.0, 1.5, 1.4}}; // not on the distance axis
+  const int64_t other = cpu::alternateDecodePrefetch(firstStage, cpu::kNoPrefetch, 0, 0);
+  EXPECT_EQ(other, 16384);
+  std::vector<std::pair<int64_t, int64_t>> settings;
+  for (const cpu::DecodeSetting &c : cpu::decodeStreamCandidates(chosen, other)) {
     EXPECT_EQ(c.chunks, 8);
-    EXPECT_EQ(c.prefetchBytes, cpu::kNoPrefetch);
-    counts.push_back(c.streams);
+    settings.emplace_back(c.streams, c.prefetchBytes);
   }
-  EXPECT_EQ(counts, (std::vector<int64_t>{kStreams, 1, 2})) << "the baseline first";
+  const int64_t none = cpu::kNoPrefetch;
+  EXPECT_EQ(settings,
+            (std::vector<std::pair<int64_t, int64_t>>{
+                {kStreams, none}, {1, none}, {2, none}, {1, 16384}, {2, 16384}, {4, 16384}}))
+      << "the baseline first";
+  // A chosen distance is measured against none; with nothing to set beside
+  // it, the counts alone.
+  EXPECT_EQ(cpu::alternateDecodePrefetch(firstStage, 4096, 0, 0), none);
+  EXPECT_EQ(cpu::alternateDecodePrefetch({firstStage.front()}, none, 0, 0), none);
+  EXPECT_EQ(cpu::decodeStreamCandidates(chosen, none).size(), 3u);
 
   const DecodeRate base{chosen, 40.0, 1.0, 1.0};
-  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{8, cpu::kNoPrefetch, 1}, 46.0, 1.15, 1.1}}, chosen),
-            1);
-  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{8, cpu::kNoPrefetch, 1}, 41.0, 1.02, 1.01}}, chosen),
-            kStreams);
-  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{8, cpu::kNoPrefetch, 2}, 46.0, 1.15, 0.99}}, chosen),
-            kStreams)
-      << "lost a quarter of its rounds";
-  // A fast count measured at another distance says nothing here.
-  EXPECT_EQ(cpu::chooseDecodeStreams({base, {{8, 8192, 1}, 60.0, 1.5, 1.4}}, chosen), kStreams);
+  auto choose = [&](const DecodeRate &r) { return cpu::chooseDecodeStreams({base, r}, chosen); };
+  EXPECT_EQ(choose({{8, none, 1}, 46.0, 1.15, 1.1}), (cpu::DecodeSetting{8, none, 1}));
+  EXPECT_EQ(choose({{8, none, 1}, 41.0, 1.02, 1.01}), chosen);
+  EXPECT_EQ(choose({{8, none, 2}, 46.0, 1.15, 0.99}), chosen) << "lost a quarter of its rounds";
+  // The count and the distance together: one stream with prefetch.
+  EXPECT_EQ(choose({{8, 16384, 1}, 46.0, 1.15, 1.1}), (cpu::DecodeSetting{8, 16384, 1}));
+  EXPECT_EQ(cpu::chooseDecodeStreams(
+                {base, {{8, none, 2}, 44.0, 1.1, 1.06}, {{8, 16384, 1}, 46.0, 1.15, 1.1}}, chosen),
+            (cpu::DecodeSetting{8, 16384, 1}))
+      << "the fastest of those that beat the baseline clearly";
+  // A rate measured at another split says nothing here.
+  EXPECT_EQ(choose({{4, 8192, 1}, 60.0, 1.5, 1.4}), chosen);
   // A fast split measured at another count says nothing about the split,
   // nor a distance.
   const DecodeRate first{{kChunks, kAhead, kStreams}, 40.0, 1.0, 1.0};

@@ -216,7 +216,7 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
       llvm::outs() << fmt::format(
           "  {:>12}   {:6.1f}  {:.3f} {:.3f}{}\n", cpu::describePrefetch(r.setting.prefetchBytes),
           r.gbPerSecond, r.relative, r.relativeLow,
-          r.setting.prefetchBytes == tuning.chosen.prefetchBytes ? "  <- chosen" : "");
+          r.setting.prefetchBytes == tuning.streamsMeasuredAt.prefetchBytes ? "  <- chosen" : "");
   if (tuning.streamRates.empty()) {
     llvm::outs() << fmt::format("  {} streams, as --decode-streams gave (not measured)\n",
                                 tuning.chosen.streams);
@@ -224,15 +224,19 @@ void printDecodeTuning(const cpu::DecodeTuning &tuning) {
     return;
   }
   llvm::outs() << fmt::format("  rows read side by side, at the chosen {} pieces per thread and "
-                              "prefetch {} (GB/s; the ratios to {} in the same rounds):\n",
+                              "prefetch {}, or as the row says (GB/s; the ratios to {} in the same "
+                              "rounds):\n",
                               tuning.streamsMeasuredAt.chunks,
                               cpu::describePrefetch(tuning.streamsMeasuredAt.prefetchBytes),
                               tuning.streamsMeasuredAt.streams);
-  for (const cpu::DecodeRate &r : tuning.streamRates)
-    llvm::outs() << fmt::format("  {:>6} stream{} {:6.1f}  {:.3f} {:.3f}{}\n", r.setting.streams,
-                                r.setting.streams == 1 ? " " : "s", r.gbPerSecond, r.relative,
-                                r.relativeLow,
-                                r.setting.streams == tuning.chosen.streams ? "  <- chosen" : "");
+  for (const cpu::DecodeRate &r : tuning.streamRates) {
+    const bool otherDistance = r.setting.prefetchBytes != tuning.streamsMeasuredAt.prefetchBytes;
+    llvm::outs() << fmt::format(
+        "  {:>6} stream{} {:6.1f}  {:.3f} {:.3f}{}{}\n", r.setting.streams,
+        r.setting.streams == 1 ? " " : "s", r.gbPerSecond, r.relative, r.relativeLow,
+        r.setting == tuning.chosen ? "  <- chosen" : "",
+        otherDistance ? "  (prefetch " + cpu::describePrefetch(r.setting.prefetchBytes) + ")" : "");
+  }
   printPlainRead(tuning);
 }
 
