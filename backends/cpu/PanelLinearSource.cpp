@@ -499,6 +499,7 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
   const int64_t tileRows = kernel.prefillTileRows;
   const bool bf16 = kernel.prefillMatmul == PrefillMatmul::Avx512Bf16;
   const KernelFrame frame = kernelFrame(kernel, l.xType, l.yType);
+  const bool splitPairs = splitsDecodePairs(kernel);
   // The row tiles prefetch the next pair's rows as they go.
   std::string source = storeFunction(kernel, l) +
                        tileFunction(kernel, l, int(tileRows), bf16, /*prefetchNext=*/true);
@@ -509,9 +510,9 @@ std::string panelLinearSource(const FusedLinearKernel &kernel) {
   source += packPanelFunction(kernel, l, v) +
             partAtFunction(kernel, v.parts, "block_at", v.pairsType, kBlock, kBlock * l.pairs) +
             partAtFunction(kernel, v.parts, "row_at", v.parts.rowsType, 1, 1) +
-            dotFunction(kernel, l.xType, v.parts.rowsType, splitsDecodePairs(kernel)) +
-            dotStreamsFunction(kernel, l.xType, v.parts.rowsType, splitsDecodePairs(kernel)) +
-            (splitsDecodePairs(kernel) ? splitPairsFunction(kernel, l.xType) : "") +
+            dotFunction(kernel, l.xType, v.parts.rowsType, splitPairs) +
+            dotStreamsFunction(kernel, l.xType, v.parts.rowsType, splitPairs) +
+            (splitPairs ? splitPairsFunction(kernel, l.xType) : "") +
             finishFunction(kernel, l.yType) + frame.helpers;
   const RoundedActivations rounding = roundedActivations(kernel, l, "%rows", "%rows");
   if (bf16)
