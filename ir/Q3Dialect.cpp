@@ -66,7 +66,7 @@ constexpr int64_t kMaxChunksPerThread = 64;
 struct LoweringFields {
   std::string gridKind, matmul, weightPacking;
   int64_t gridCount = 0, prefillChunks = 0, decodeChunks = 0, prefetchBytes = 0, decodeStreams = 0,
-          workspaceBytes = 0, threadScratchBytes = 0, threadScratchRowBytes = 0;
+          decodeAccumulators = 0, workspaceBytes = 0, threadScratchBytes = 0, threadScratchRowBytes = 0;
   SmallVector<int64_t> tile, workgroupSize;
 
   explicit LoweringFields(LoweringConfigAttr attr = {}) {
@@ -81,6 +81,7 @@ struct LoweringFields {
     decodeChunks = attr.getDecodeChunks();
     prefetchBytes = attr.getPrefetchBytes();
     decodeStreams = attr.getDecodeStreams();
+    decodeAccumulators = attr.getDecodeAccumulators();
     workspaceBytes = attr.getWorkspaceBytes();
     threadScratchBytes = attr.getThreadScratchBytes();
     threadScratchRowBytes = attr.getThreadScratchRowBytes();
@@ -89,7 +90,7 @@ struct LoweringFields {
   LoweringConfigAttr get(MLIRContext *context) const {
     return LoweringConfigAttr::get(context, gridKind, gridCount, matmul, tile, weightPacking,
                                    prefillChunks, decodeChunks, prefetchBytes, decodeStreams,
-                                   workspaceBytes, threadScratchBytes, threadScratchRowBytes,
+                                   decodeAccumulators, workspaceBytes, threadScratchBytes, threadScratchRowBytes,
                                    workgroupSize);
   }
 };
@@ -151,6 +152,12 @@ LoweringConfigAttr LoweringConfigAttr::withPrefetchBytes(int64_t bytes) const {
 LoweringConfigAttr LoweringConfigAttr::withDecodeStreams(int64_t streams) const {
   LoweringFields fields(*this);
   fields.decodeStreams = streams;
+  return fields.get(getContext());
+}
+
+LoweringConfigAttr LoweringConfigAttr::withDecodeAccumulators(int64_t accumulators) const {
+  LoweringFields fields(*this);
+  fields.decodeAccumulators = accumulators;
   return fields.get(getContext());
 }
 
@@ -226,6 +233,8 @@ Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
     }
     if (key == "decode_streams")
       return parser.parseInteger(fields.decodeStreams);
+    if (key == "decode_accumulators")
+      return parser.parseInteger(fields.decodeAccumulators);
     if (key == "workspace_bytes")
       return parser.parseInteger(fields.workspaceBytes);
     if (key == "thread_scratch")
@@ -233,7 +242,8 @@ Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
     return parser.emitError(parser.getCurrentLocation())
            << "#q3.lowering: unknown field '" << key
            << "' (fields: grid, matmul, tile, weight_packing, prefill_chunks, decode_chunks, "
-              "prefetch_bytes, decode_streams, workspace_bytes, thread_scratch, "
+              "prefetch_bytes, decode_streams, decode_accumulators, workspace_bytes, "
+              "thread_scratch, "
               "workgroup_size)";
   };
   if (parser.parseLess())
@@ -245,7 +255,8 @@ Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
   return getChecked([&] { return parser.emitError(parser.getNameLoc()); }, parser.getContext(),
                     fields.gridKind, fields.gridCount, fields.matmul, fields.tile,
                     fields.weightPacking, fields.prefillChunks, fields.decodeChunks,
-                    fields.prefetchBytes, fields.decodeStreams, fields.workspaceBytes,
+                    fields.prefetchBytes, fields.decodeStreams, fields.decodeAccumulators,
+                    fields.workspaceBytes,
                     fields.threadScratchBytes, fields.threadScratchRowBytes, fields.workgroupSize);
 }
 
@@ -275,6 +286,8 @@ void LoweringConfigAttr::print(AsmPrinter &printer) const {
     fields.push_back("prefetch_bytes = " + std::to_string(getPrefetchBytes()));
   if (getDecodeStreams())
     fields.push_back("decode_streams = " + std::to_string(getDecodeStreams()));
+  if (getDecodeAccumulators())
+    fields.push_back("decode_accumulators = " + std::to_string(getDecodeAccumulators()));
   if (getWorkspaceBytes())
     fields.push_back("workspace_bytes = " + std::to_string(getWorkspaceBytes()));
   if (getThreadScratchBytes() || getThreadScratchRowBytes())
@@ -291,8 +304,8 @@ void LoweringConfigAttr::print(AsmPrinter &printer) const {
 LogicalResult LoweringConfigAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, StringRef gridKind, int64_t gridCount,
     StringRef matmul, ArrayRef<int64_t> tile, StringRef weightPacking, int64_t prefillChunks,
-    int64_t decodeChunks, int64_t prefetchBytes, int64_t decodeStreams, int64_t workspaceBytes,
-    int64_t threadScratchBytes, int64_t threadScratchRowBytes, ArrayRef<int64_t> workgroupSize) {
+    int64_t decodeChunks, int64_t prefetchBytes, int64_t decodeStreams, int64_t decodeAccumulators,
+    int64_t workspaceBytes, int64_t threadScratchBytes, int64_t threadScratchRowBytes, ArrayRef<int64_t> workgroupSize) {
   if (!gridKind.empty() && !llvm::is_contained(kGridKinds, gridKind))
     return emitError() << "#q3.lowering: grid must be 'fixed N' or 'per_row N', got '" << gridKind
                        << "'";
@@ -317,6 +330,10 @@ LogicalResult LoweringConfigAttr::verify(
   if (decodeStreams != 0 &&
       !llvm::is_contained(LoweringConfigAttr::kDecodeStreamCounts, decodeStreams))
     return emitError() << "#q3.lowering: decode_streams must be 1, 2 or 4, got " << decodeStreams;
+  if (decodeAccumulators != 0 &&
+      !llvm::is_contained(LoweringConfigAttr::kDecodeAccumulatorCounts, decodeAccumulators))
+    return emitError() << "#q3.lowering: decode_accumulators must be 1, 2 or 4, got "
+                       << decodeAccumulators;
   if (workspaceBytes < 0 || workspaceBytes > LoweringConfigAttr::kMaxWorkspaceBytes)
     return emitError() << "#q3.lowering: workspace_bytes must be 0 to "
                        << LoweringConfigAttr::kMaxWorkspaceBytes << ", got " << workspaceBytes;

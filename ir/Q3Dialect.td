@@ -130,6 +130,12 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
       gate and up rows), attention's key and value positions. Each run is a
       memory stream the hardware prefetchers follow; one per core leaves
       bandwidth unused on some machines.
+    - `decode_accumulators`: how many vector accumulators (of 16 f32 lanes)
+      each weight row of a product's one-row loop sums into (1, 2 or 4; the
+      loop's 64-element steps add their four 16-element products into
+      accumulator i % N). Four keep FMA latency off a decode step's path,
+      but rows side by side times accumulators must fit the vector registers:
+      with 16 of 256 bits (AVX2), two rows of four spilled on every step.
     - `workspace_bytes`: scratch memory the kernel needs beside its operands
       and results (the runtime allocates it zeroed, once, and passes it after
       the results; the kernel leaves it as it found it): attention's decode
@@ -150,7 +156,8 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     ```mlir
     #q3.lowering<grid = fixed 64, matmul = avx512bf16, tile = [8, 2],
                  weight_packing = per_call, decode_chunks = 16, prefetch_bytes = 8192,
-                 decode_streams = 4, thread_scratch = 69632 + 2048 * rows>
+                 decode_streams = 4, decode_accumulators = 4,
+                 thread_scratch = 69632 + 2048 * rows>
     ```
   }];
   let parameters = (ins StringRefParameter<"grid kind: fixed or per_row">:$grid_kind,
@@ -160,6 +167,7 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
                         StringRefParameter<"where a product's weight is packed">:$weight_packing,
                         "int64_t":$prefill_chunks, "int64_t":$decode_chunks,
                         "int64_t":$prefetch_bytes, "int64_t":$decode_streams,
+                        "int64_t":$decode_accumulators,
                         "int64_t":$workspace_bytes,
                         "int64_t":$thread_scratch_bytes, "int64_t":$thread_scratch_row_bytes,
                         ArrayRefParameter<"int64_t", "workgroup size">:$workgroup_size);
@@ -178,6 +186,7 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     LoweringConfigAttr withChunks(int64_t prefill, int64_t decode) const;
     LoweringConfigAttr withPrefetchBytes(int64_t bytes) const;
     LoweringConfigAttr withDecodeStreams(int64_t streams) const;
+    LoweringConfigAttr withDecodeAccumulators(int64_t accumulators) const;
     LoweringConfigAttr withWorkgroupSize(::llvm::ArrayRef<int64_t> size) const;
     LoweringConfigAttr withWorkspaceBytes(int64_t bytes) const;
     LoweringConfigAttr withThreadScratch(int64_t bytes, int64_t rowBytes) const;
@@ -195,6 +204,8 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     static constexpr int64_t kMaxPrefetchBytes = int64_t(1) << 20;
     /// decode_streams, when set: one of these.
     static constexpr int64_t kDecodeStreamCounts[] = {1, 2, 4};
+    /// decode_accumulators, when set: one of these.
+    static constexpr int64_t kDecodeAccumulatorCounts[] = {1, 2, 4};
     /// workspace_bytes, when set: at most 64 MiB.
     static constexpr int64_t kMaxWorkspaceBytes = int64_t(64) << 20;
     /// thread_scratch: F at most 64 MiB, R at most 1 MiB.

@@ -144,6 +144,7 @@ struct Kernel {
   /// kNoPrefetch, "none" in the JSON: they issue no prefetch).
   int64_t prefetchBytes = 0;
   int64_t decodeStreams = 0; // runs decode loops read side by side (0: not a streaming kernel)
+  int64_t decodeAccumulators = 0; // vector accumulators per row of decode's row loop (0: none)
   /// Scratch the kernel takes after its results (runtime/KernelABI.h): the
   /// runtime allocates it zeroed once; the kernel leaves it as it found it.
   int64_t workspaceBytes = 0;
@@ -414,6 +415,7 @@ inline constexpr int64_t kMaxCount = int64_t(1) << 24;
 inline constexpr int64_t kMaxChunksPerThread = 64;
 inline constexpr int64_t kMaxPrefetchBytes = int64_t(1) << 20;
 inline constexpr int64_t kMaxDecodeStreams = 4;
+inline constexpr int64_t kMaxDecodeAccumulators = 4;
 inline constexpr int64_t kMaxWorkspaceBytes = int64_t(64) << 20;
 inline constexpr int64_t kMaxThreadScratchBytes = int64_t(64) << 20;
 inline constexpr int64_t kMaxThreadScratchRowBytes = int64_t(1) << 20;
@@ -547,6 +549,8 @@ inline nlohmann::json toJson(const Kernel &k) {
     j["prefetch_bytes"] = k.prefetchBytes;
   if (k.decodeStreams != 0)
     j["decode_streams"] = k.decodeStreams;
+  if (k.decodeAccumulators != 0)
+    j["decode_accumulators"] = k.decodeAccumulators;
   if (k.workspaceBytes != 0)
     j["workspace_bytes"] = k.workspaceBytes;
   detail::putThreadScratch(j, k.threadScratch);
@@ -696,6 +700,7 @@ inline Kernel kernelFromJson(const detail::Reader &r) {
     k.prefetchBytes = r.integerOr("prefetch_bytes", 0, 64, kMaxPrefetchBytes);
   }
   k.decodeStreams = r.integerOr("decode_streams", 0, 1, kMaxDecodeStreams);
+  k.decodeAccumulators = r.integerOr("decode_accumulators", 0, 1, kMaxDecodeAccumulators);
   k.workspaceBytes = r.integerOr("workspace_bytes", 0, 0, kMaxWorkspaceBytes);
   k.threadScratch = readThreadScratch(r);
   r.each("operands", [&](const Reader &slot) { k.operands.push_back(readSlot(slot)); });

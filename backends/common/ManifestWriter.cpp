@@ -174,6 +174,7 @@ private:
     k.decodeChunks = lowering.getDecodeChunks() ? lowering.getDecodeChunks() : 1;
     k.prefetchBytes = lowering.getPrefetchBytes();
     k.decodeStreams = lowering.getDecodeStreams();
+    k.decodeAccumulators = lowering.getDecodeAccumulators();
     k.workspaceBytes = lowering.getWorkspaceBytes();
     k.threadScratch = threadScratchOf(lowering);
     for (LoweringConfigAttr variant : variantsOf(kernel))

@@ -15,8 +15,8 @@ passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
       "cpu-set-target",           "cpu-pack-column-blocks",      "cpu-sink-weight-concat",
       "cpu-select-matmul",        "cpu-select-attention-matmul", "cpu-select-tiles",
       "cpu-assign-grids",         "cpu-split-decode-attention",  "cpu-set-chunking",
-      "cpu-set-prefetch",         "cpu-set-decode-streams",      "cpu-add-variants",
-      "cpu-select-in-place-rows", "cpu-plan-thread-scratch"};
+      "cpu-set-prefetch",         "cpu-set-decode-streams",      "cpu-set-decode-accumulators",
+      "cpu-add-variants",         "cpu-select-in-place-rows",    "cpu-plan-thread-scratch"};
   pipeline.addPass = [options](mlir::OpPassManager &pm, const std::string &name) {
     if (name == "cpu-set-target") {
       CpuSetTargetOptions o;
@@ -59,6 +59,8 @@ passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
       CpuSetDecodeStreamsOptions o;
       o.streams = options.decodeStreams;
       pm.addPass(createCpuSetDecodeStreamsPass(o));
+    } else if (name == "cpu-set-decode-accumulators") {
+      pm.addPass(createCpuSetDecodeAccumulatorsPass());
     } else if (name == "cpu-add-variants") {
       CpuAddVariantsOptions o;
       o.enabled = options.matmul == "auto"; // a chosen --prefill-matmul is kept

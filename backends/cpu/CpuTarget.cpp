@@ -68,6 +68,16 @@ bool targetHas(const CpuTarget &target, const std::string &feature) {
          target.requiredFeatures.end();
 }
 
+int64_t decodeAccumulatorsFor(const CpuTarget &target, int64_t rowsSideBySide) {
+  const bool avx512 = targetHas(target, "avx512f");
+  const int64_t registers = avx512 ? 32 : 16;
+  const int64_t perVector = avx512 ? 1 : targetHas(target, "avx") ? 2 : 4;
+  for (int64_t accumulators : {4, 2})
+    if (rowsSideBySide * accumulators * perVector <= registers / 2)
+      return accumulators;
+  return 1;
+}
+
 void setTargetAttribute(mlir::ModuleOp module, const CpuTarget &target) {
   mlir::Builder builder(module.getContext());
   llvm::SmallVector<llvm::StringRef> features(target.requiredFeatures.begin(),

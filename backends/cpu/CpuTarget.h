@@ -23,6 +23,16 @@ CpuTarget resolveCpuTarget(const std::string &name);
 /// Whether `target` has the LLVM feature `feature` ("avx512bf16", "amx-tile").
 bool targetHas(const CpuTarget &target, const std::string &feature);
 
+/// Accumulators (vectors of 16 f32 lanes) per weight row of a product's
+/// one-row (decode) loop on `target` when it reads `rowsSideBySide` rows at
+/// once: the most of 4, 2 and 1 whose registers, rows x accumulators, take
+/// at most half of the target's vector registers (32 zmm with AVX-512, 16
+/// ymm with AVX, each vector two of them, 16 xmm before, four), so the
+/// loads and the widened weights keep the rest. Two rows of four on AVX2
+/// (all 16 ymm) spilled on every step: decode 1.10x with two (AMD EPYC
+/// family 23). At least 1.
+int64_t decodeAccumulatorsFor(const CpuTarget &target, int64_t rowsSideBySide);
+
 /// The module attribute that records what a module is compiled for:
 /// `q3.target = {backend = "cpu", cpu = "host", llvm_cpu = "znver3",
 /// features = ["avx2", ...]}`. The CPU target passes read it.

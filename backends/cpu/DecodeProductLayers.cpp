@@ -34,11 +34,18 @@ std::vector<FusedLinearKernel> decodeTuningProducts(int64_t hidden, int64_t inte
           tuningProduct("tune_decode_down", intermediate, hidden, weights, /*swiglu=*/false)};
 }
 
-std::string productsCacheKey(const std::vector<FusedLinearKernel> &products) {
+std::string productsCacheKey(const std::vector<FusedLinearKernel> &products,
+                             const CpuTarget &target) {
   std::string shapes, sources;
   for (const FusedLinearKernel &product : products) {
     shapes += fmt::format(" {}x{}", product.inFeatures, product.outFeatures);
-    sources += fusedLinearSource(product);
+    // Each stream count's kernel as loadTuningKernels builds it for `target`.
+    for (int64_t streams : {1, 2, 4}) {
+      FusedLinearKernel variant = product;
+      variant.decodeStreams = streams;
+      variant.decodeAccumulators = decodeAccumulatorsFor(target, variant.decodeRowsSideBySide());
+      sources += fusedLinearSource(variant);
+    }
   }
   return fmt::format("{} {:016x}", shapes, llvm::xxHash64(sources));
 }

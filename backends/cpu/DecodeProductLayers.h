@@ -52,9 +52,10 @@ std::vector<FusedLinearKernel> decodeTuningProducts(int64_t hidden, int64_t inte
                                                     const TunedWeights &weights);
 
 /// What names `products` in a tuning cache key: their shapes (" KxN" each)
-/// and a hash of their kernels' sources, so a changed kernel is measured
-/// again.
-std::string productsCacheKey(const std::vector<FusedLinearKernel> &products);
+/// and a hash of their kernels' sources for `target` at each stream count,
+/// so a changed kernel is measured again.
+std::string productsCacheKey(const std::vector<FusedLinearKernel> &products,
+                             const CpuTarget &target);
 
 /// Decode's products laid out over kDecodeStreamBytes of layers, streamed on
 /// `pool`'s threads: built once for every stage of a measurement (filling

@@ -41,7 +41,7 @@ std::string cacheKey(const CpuTarget &target, const std::vector<FusedLinearKerne
       "prefetch, streams at the chosen distance and one other, beside a plain read, {} "
       "{:016x}{} threads {} {}",
       kDecodeStreamBytes >> 20, target.llvmCpu, llvm::xxHash64(target.features),
-      productsCacheKey(products), threads, level == TuneLevel::Full ? "full" : "quick");
+      productsCacheKey(products, target), threads, level == TuneLevel::Full ? "full" : "quick");
 }
 
 std::optional<std::vector<DecodeRate>> cachedRates(const nlohmann::json &entries,

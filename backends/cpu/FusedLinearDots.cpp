@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 namespace q3::cpu::detail {
 
 /// The 64-wide step's four products of a bf16 weight row read as (k, k+1)
@@ -29,10 +31,30 @@ static std::string splitPairsStep(const std::string &id, const std::string &w,
   return text;
 }
 
+/// Appends to `text` the sum of stream s's `accumulators` wide-loop results
+/// (%wide#<s * accumulators> on), pairwise; returns the sum's name.
+static std::string sumOfAccumulators(int s, int accumulators, std::string &text) {
+  const int first = s * accumulators;
+  if (accumulators == 1)
+    return fmt::format("%wide#{}", first);
+  if (accumulators == 2) {
+    text += fmt::format("  %s0123_{0} = arith.addf %wide#{1}, %wide#{2} : vector<16xf32>\n", s,
+                        first, first + 1);
+  } else {
+    text += fmt::format("  %s01_{0} = arith.addf %wide#{1}, %wide#{2} : vector<16xf32>\n"
+                        "  %s23_{0} = arith.addf %wide#{3}, %wide#{4} : vector<16xf32>\n"
+                        "  %s0123_{0} = arith.addf %s01_{0}, %s23_{0} : vector<16xf32>\n",
+                        s, first, first + 1, first + 2, first + 3);
+  }
+  return fmt::format("%s0123_{}", s);
+}
+
 /// @<name>_<function>(x, w0, n0, ..., t) -> `streams` x f32: row t of x
 /// against weight row n_s of w_s for each stream s, read side by side. Each
-/// product: four independent 16-lane accumulators over 64-wide steps (so FMA
-/// latency does not bound a decode step), summed pairwise, then 16-wide
+/// product: kernel.decodeAccumulators (4, 2 or 1) 16-lane accumulators over
+/// 64-wide steps, the step's four 16-wide products added into accumulator
+/// i % that (four keep FMA latency off a decode step's path; fewer keep two
+/// or four rows side by side in AVX2's 16 registers), summed pairwise, then 16-wide
 /// steps, then a scalar tail; each weight row's stream prefetched
 /// kernel.prefetchBytes ahead, one hint per cache line of a 64-wide step
 /// (no hints with prefetch_bytes = none). With `splitPairs` (bf16 weights)
@@ -47,7 +69,8 @@ static std::string dotRowsFunction(const FusedLinearKernel &kernel, const std::s
   const int64_t rowsAhead =
       kernel.prefetches() ? (kernel.prefetchBytes + rowBytes - 1) / rowBytes : 0;
   const int64_t elementsPerLine = 64 / elementBytes;
-  // Names: stream s, lane l: accumulator %a<s>_<l>, its next value %r<s>_<l>.
+  // Names: stream s, accumulator a: %a<s>_<a>; lane l's product added:
+  // %r<s>_<l>.
   std::string arguments, wideArgs, wideYield, wideTypes, wideBody, results, resultTypes, tails;
   for (int s = 0; s < streams; ++s) {
     arguments += fmt::format("%w{0}: {1}, %n{0}: index, ", s, weightType);
@@ -69,47 +92,56 @@ static std::string dotRowsFunction(const FusedLinearKernel &kernel, const std::s
     wideBody += fmt::format("    %k{0} = arith.addi %k, %c{1} : index\n"
                             "    %xv{0} = vector.load %x[%t, %k{0}] : {2}, vector<16xf32>\n",
                             lane, lane * kLanes, xType);
+  const int accumulators = int(kernel.decodeAccumulators);
+  if (accumulators != 1 && accumulators != 2 && accumulators != 4)
+    throw std::invalid_argument(kernel.name + ": decode accumulators must be 1, 2 or 4, not " +
+                                std::to_string(accumulators));
   for (int s = 0; s < streams; ++s) {
     if (splitPairs)
       wideBody += splitPairsStep(std::to_string(s), fmt::format("%w{}", s), fmt::format("%n{}", s),
                                  weightType);
+    for (int a = 0; a < accumulators; ++a) {
+      wideArgs += fmt::format("{}%a{}_{} = %zero", wideArgs.empty() ? "" : ", ", s, a);
+      wideTypes += fmt::format("{}vector<16xf32>", wideTypes.empty() ? "" : ", ");
+    }
+    // Lane l adds into accumulator l % accumulators, after the lanes before
+    // it that share that accumulator.
     for (int lane = 0; lane < 4; ++lane) {
       const std::string id = fmt::format("{}_{}", s, lane);
-      wideArgs += fmt::format("{}%a{} = %zero", wideArgs.empty() ? "" : ", ", id);
-      wideYield += fmt::format("{}%r{}", wideYield.empty() ? "" : ", ", id);
-      wideTypes += fmt::format("{}vector<16xf32>", wideTypes.empty() ? "" : ", ");
+      const int a = lane % accumulators;
+      const std::string in = lane < accumulators ? fmt::format("%a{}_{}", s, a)
+                                                 : fmt::format("%r{}_{}", s, lane - accumulators);
       if (!splitPairs)
         wideBody += "    " +
                     vectorWidenedLoad(kernel.weight, "%wf" + id, fmt::format("%w{}", s),
                                       fmt::format("%n{}, %k{}", s, lane), weightType) +
                     "\n";
-      wideBody +=
-          fmt::format("    %r{0} = vector.fma %xv{1}, %wf{0}, %a{0} : vector<16xf32>\n", id, lane);
+      wideBody += fmt::format("    %r{0} = vector.fma %xv{1}, %wf{0}, {2} : vector<16xf32>\n", id,
+                              lane, in);
     }
+    for (int a = 0; a < accumulators; ++a)
+      wideYield += fmt::format("{}%r{}_{}", wideYield.empty() ? "" : ", ", s, 4 - accumulators + a);
   }
-  // Per stream, as @<name>_dot sums: the four lanes' accumulators pairwise,
+  // Per stream, as @<name>_dot sums: the accumulators pairwise,
   // the 16-wide steps, the horizontal sum, the scalar tail.
   for (int s = 0; s < streams; ++s) {
-    const int first = s * 4;
+    const std::string start = sumOfAccumulators(s, accumulators, tails);
     tails += fmt::format(
-        R"mlir(  %s01_{0} = arith.addf %wide#{1}, %wide#{2} : vector<16xf32>
-  %s23_{0} = arith.addf %wide#{3}, %wide#{4} : vector<16xf32>
-  %s0123_{0} = arith.addf %s01_{0}, %s23_{0} : vector<16xf32>
-  %acc{0} = scf.for %k = %cWideEnd to %cVectorEnd step %c16 iter_args(%a = %s0123_{0}) -> (vector<16xf32>) {{
-    %xv = vector.load %x[%t, %k] : {5}, vector<16xf32>
-    {6}
+        R"mlir(  %acc{0} = scf.for %k = %cWideEnd to %cVectorEnd step %c16 iter_args(%a = {1}) -> (vector<16xf32>) {{
+    %xv = vector.load %x[%t, %k] : {2}, vector<16xf32>
+    {3}
     %r = vector.fma %xv, %wf, %a : vector<16xf32>
     scf.yield %r : vector<16xf32>
   }}
   %sum{0} = vector.reduction <add>, %acc{0} : vector<16xf32> into f32
   %total{0} = scf.for %k = %cVectorEnd to %cK step %c1 iter_args(%sc = %sum{0}) -> (f32) {{
-    %xs = memref.load %x[%t, %k] : {5}
-    {7}
+    %xs = memref.load %x[%t, %k] : {2}
+    {4}
     %r = math.fma %xs, %wfs, %sc : f32
     scf.yield %r : f32
   }}
 )mlir",
-        s, first, first + 1, first + 2, first + 3, xType,
+        s, start, xType,
         vectorWidenedLoad(kernel.weight, "%wf", fmt::format("%w{}", s), fmt::format("%n{}, %k", s),
                           weightType),
         widenedLoad(kernel.weight, "%wfs", fmt::format("%w{}", s), fmt::format("%n{}, %k", s),
@@ -142,7 +174,7 @@ func.func private @{name}_{function}(%x: {xType}, {arguments}%t: index) -> ({res
       fmt::arg("name", kernel.name), fmt::arg("function", function), fmt::arg("xType", xType),
       fmt::arg("arguments", arguments), fmt::arg("resultTypes", resultTypes),
       fmt::arg("rowsAhead", rowsAhead), fmt::arg("wideEnd", wideEnd),
-      fmt::arg("vectorEnd", vectorEnd), fmt::arg("k", k), fmt::arg("wideCount", streams * 4),
+      fmt::arg("vectorEnd", vectorEnd), fmt::arg("k", k), fmt::arg("wideCount", streams * accumulators),
       fmt::arg("wideArgs", wideArgs), fmt::arg("wideTypes", wideTypes),
       fmt::arg("wideBody", wideBody), fmt::arg("wideYield", wideYield), fmt::arg("tails", tails),
       fmt::arg("results", results));

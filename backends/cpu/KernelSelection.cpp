@@ -72,6 +72,14 @@ int64_t decodeStreamsOf(func::FuncOp kernel, LoweringConfigAttr lowering) {
   return lowering.getDecodeStreams();
 }
 
+/// The accumulators per weight row of the decode row loop: set by
+/// cpu-set-decode-accumulators.
+int64_t decodeAccumulatorsOf(func::FuncOp kernel, LoweringConfigAttr lowering) {
+  if (lowering.getDecodeAccumulators() <= 0)
+    refuse(kernel, "has no decode_accumulators in its q3.lowering: run the CPU target passes");
+  return lowering.getDecodeAccumulators();
+}
+
 std::optional<PrefillMatmul> matmulOf(StringRef name) {
   if (name.empty() || name == "f32")
     return PrefillMatmul::F32;
@@ -158,6 +166,8 @@ FusedLinearKernel productKernel(func::FuncOp kernel, const std::string &name,
 std::string productSource(func::FuncOp kernel, LoweringConfigAttr lowering, FusedLinearKernel cpu) {
   cpu.prefetchBytes = prefetchBytesOf(kernel, lowering);
   cpu.decodeStreams = decodeStreamsOf(kernel, lowering);
+  if (!cpu.columnBlocks)
+    cpu.decodeAccumulators = decodeAccumulatorsOf(kernel, lowering);
   expectGrid(kernel, lowering, "fixed", cpu.workgroups());
   expectThreadScratch(kernel, lowering, cpu.threadScratch());
   return fusedLinearSource(cpu);

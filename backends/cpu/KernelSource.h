@@ -107,6 +107,11 @@ struct FusedLinearKernel {
   /// decode_streams: 1, 2 or 4); SwiGLU reads a gate and an up row for each
   /// output, so at least two.
   int64_t decodeStreams = kDefaultDecodeStreams;
+  /// Vector accumulators (16 f32 lanes each) decode's row loop sums each
+  /// weight row into: 4, 2 or 1 (q3.lowering's decode_accumulators; its
+  /// 64-element steps add their four 16-element products into accumulator
+  /// i % this). Not with columnBlocks, whose decode sums column blocks.
+  int64_t decodeAccumulators = 4;
   int decodeRowsSideBySide() const {
     return int(swiglu ? std::max<int64_t>(2, decodeStreams) : decodeStreams);
   }

@@ -170,6 +170,8 @@ std::vector<LoadedTuningKernel> loadTuningKernels(const std::vector<FusedLinearK
   std::map<std::string, size_t> byName;
   for (size_t i = 0; i < kernels.size(); ++i) {
     FusedLinearKernel kernel = kernels[i];
+    // As cpu-set-decode-accumulators sets them for the compiled model.
+    kernel.decodeAccumulators = decodeAccumulatorsFor(target, kernel.decodeRowsSideBySide());
     const std::string source = fusedLinearSource(kernel);
     kernel.name += fmt::format("_{:016x}", llvm::xxHash64(source));
     auto [it, added] = byName.try_emplace(kernel.name, sources.size());

@@ -91,7 +91,7 @@ std::string raceCacheKey(const CpuTarget &target, const std::vector<FusedLinearK
   return fmt::format("weight layouts raced in decode, {} MiB of layers, {} {:016x} per call{} "
                      "packed{} threads {} {}",
                      kDecodeStreamBytes >> 20, target.llvmCpu, llvm::xxHash64(target.features),
-                     productsCacheKey(perCall), productsCacheKey(atLoad), threads,
+                     productsCacheKey(perCall, target), productsCacheKey(atLoad, target), threads,
                      level == TuneLevel::Full ? "full" : "quick");
 }
 

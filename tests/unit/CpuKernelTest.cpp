@@ -45,7 +45,15 @@ struct LinearCase {
   bool perCall = false;            // row-major weight, panels packed by each prefill
   std::vector<int64_t> parts = {}; // the weight in buffers of these rows (not columnBlocks)
   int64_t inPlaceRows = 1;         // most prefill rows read in place (per call, avx512bf16)
+  int64_t accumulators = 4;        // per weight row of decode's row loop (not columnBlocks)
 };
+
+/// `c` with decode's row loop summing each row into `accumulators`.
+LinearCase withAccumulators(LinearCase c, int64_t accumulators) {
+  c.label += "_" + std::to_string(accumulators) + "_accumulators";
+  c.accumulators = accumulators;
+  return c;
+}
 
 /// `c` (a row-major weight: f32, or 16-bit with an odd K) bound in `parts`,
 /// as cpu-sink-weight-concat leaves a concatenated weight.
@@ -109,6 +117,7 @@ FusedLinearKernel kernelFor(const LinearCase &c) {
   kernel.prefillMatmul = c.matmul;
   kernel.prefillTileRows = c.tileRows;
   kernel.inPlacePrefillRows = c.inPlaceRows;
+  kernel.decodeAccumulators = c.accumulators;
   return kernel;
 }
 
@@ -506,6 +515,19 @@ INSTANTIATE_TEST_SUITE_P(
         // the rest of K as it is: 64 + 2 x 16 + 8 (gain and norm too).
         perCall(LinearCase{"pairs_and_tails_decode", 104, 48, 1, DType::BF16, true, false, true,
                            true}),
+        // Fewer accumulators per row (AVX2: rows side by side x accumulators
+        // must fit 16 registers): each row's sum in another order, the same
+        // whatever the streams (checked in relativeErrorOf).
+        withAccumulators(perCall(LinearCase{"pairs_and_tails_decode", 104, 48, 1, DType::BF16,
+                                            true, false, true, true}),
+                         2),
+        withAccumulators(perCall(LinearCase{"swiglu_decode", 104, 48, 1, DType::BF16, true, true,
+                                            false, true}),
+                         1),
+        withAccumulators(LinearCase{"plain_f32_decode", 136, 72, 1, DType::F32, false, false,
+                                    true},
+                         1),
+        withAccumulators(LinearCase{"f16_decode", 72, 40, 1, DType::F16, true, false, false}, 2),
         perCall(LinearCase{"all_epilogues", 64, 32, 8, DType::BF16, true, true, true}),
         perCall(LinearCase{"qwen3_0_6b_qkv_prefill", 1024, 4096, 9, DType::BF16, true, false, false,
                            true},

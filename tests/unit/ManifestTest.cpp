@@ -50,6 +50,12 @@ TEST(Manifest, StreamingKernelsCarryTheirPrefetchDistance) {
       EXPECT_EQ(kernel["decode_streams"], cpu::kDefaultDecodeStreams) << name;
       ++streaming;
     }
+    // x86-64-v3 (AVX2, 16 ymm registers, two per accumulator): four weight
+    // rows read side by side fit one accumulator each in half of them.
+    const bool product = name.rfind("fused_linear", 0) == 0;
+    EXPECT_EQ(kernel.contains("decode_accumulators"), product) << name;
+    if (product)
+      EXPECT_EQ(kernel["decode_accumulators"], 1) << name;
   }
   EXPECT_GE(streaming, 3);
 }
@@ -157,6 +163,8 @@ TEST(Manifest, EachDamagedFieldIsNamed) {
        [](nlohmann::json &m) { m["kernels"][1]["prefetch_bytes"] = "sometimes"; }},
       {"kernels[1].decode_streams",
        [](nlohmann::json &m) { m["kernels"][1]["decode_streams"] = 9; }},
+      {"kernels[1].decode_accumulators",
+       [](nlohmann::json &m) { m["kernels"][1]["decode_accumulators"] = 8; }},
       {"kernels[1].workspace_bytes",
        [](nlohmann::json &m) { m["kernels"][1]["workspace_bytes"] = -64; }},
       {"weights[0].shape",

@@ -38,6 +38,9 @@ std::unique_ptr<mlir::Pass> createCpuSetChunkingPass(const CpuSetChunkingOptions
 std::unique_ptr<mlir::Pass> createCpuSetPrefetchPass();
 std::unique_ptr<mlir::Pass> createCpuSetPrefetchPass(const CpuSetPrefetchOptions &options);
 std::unique_ptr<mlir::Pass> createCpuSetDecodeStreamsPass();
+std::unique_ptr<mlir::Pass> createCpuSetDecodeAccumulatorsPass();
+std::unique_ptr<mlir::Pass>
+createCpuSetDecodeAccumulatorsPass(const CpuSetDecodeAccumulatorsOptions &options);
 std::unique_ptr<mlir::Pass> createCpuSelectInPlaceRowsPass();
 std::unique_ptr<mlir::Pass>
 createCpuSelectInPlaceRowsPass(const CpuSelectInPlaceRowsOptions &options);

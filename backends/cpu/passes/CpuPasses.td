@@ -262,6 +262,24 @@ def CpuSetDecodeStreams : Pass<"cpu-set-decode-streams", "mlir::ModuleOp"> {
   ];
 }
 
+def CpuSetDecodeAccumulators : Pass<"cpu-set-decode-accumulators", "mlir::ModuleOp"> {
+  let summary = "Choose how many vector accumulators a decode loop sums each weight row into";
+  let description = [{
+    Sets `decode_accumulators` in the `q3.lowering` of each product kernel
+    whose one-row loop reads weight rows (not one packed at load): the most
+    of 4, 2 and 1 for which the rows read side by side (`decode_streams`;
+    SwiGLU at least 2) times the accumulators take at most half of the
+    target's vector registers (each accumulator 16 f32 lanes: one zmm with
+    AVX-512, two ymm with AVX2, four xmm before). Four on AVX2's 16 ymm with
+    two rows spilled on every step. Runs after cpu-set-decode-streams.
+  }];
+  let constructor = "q3::cpu::createCpuSetDecodeAccumulatorsPass()";
+  let options = [
+    Option<"accumulators", "accumulators", "int64_t", /*default=*/"0",
+           "Accumulators per row: 1, 2 or 4 (0: the most the target's registers fit)">
+  ];
+}
+
 def CpuSelectInPlaceRows : Pass<"cpu-select-in-place-rows", "mlir::ModuleOp"> {
   let summary = "Let short prefills multiply a per-call product's weight rows in place";
   let description = [{

@@ -60,7 +60,7 @@ def lowering_of(text):
     if tile:
         fields["tile"] = [int(x) for x in tile.group(1).split(",")]
     for key in ("prefill_chunks", "decode_chunks", "prefetch_bytes", "decode_streams",
-                "workspace_bytes"):
+                "decode_accumulators", "workspace_bytes"):
         m = re.search(key + r" = (\d+|none)", text)
         if m:
             fields[key] = m.group(1) if m.group(1) == "none" else int(m.group(1))
@@ -122,8 +122,8 @@ def main():
     for k in m["kernels"]:
         lowering, arg_types = kernels[k["name"]]
         for key in ("grid", "matmul", "tile", "weight_packing", "prefill_chunks",
-                    "decode_chunks", "prefetch_bytes", "decode_streams", "workspace_bytes",
-                    "thread_scratch_bytes", "thread_scratch_row_bytes"):
+                    "decode_chunks", "prefetch_bytes", "decode_streams", "decode_accumulators",
+                    "workspace_bytes", "thread_scratch_bytes", "thread_scratch_row_bytes"):
             if lowering.get(key) != k.get(key):
                 fail(f"kernel {k['name']} {key}: dump {lowering.get(key)}, manifest {k.get(key)}")
         for i, operand in enumerate(k["operands"]):

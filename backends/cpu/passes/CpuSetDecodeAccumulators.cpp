@@ -1,0 +1,86 @@
+//===- CpuSetDecodeAccumulators.cpp - a decode row's accumulators ---------===//
+//
+// After:
+//   @fused_linear_rms_norm_0 ... q3.lowering = #q3.lowering<...,
+//       decode_streams = 2, decode_accumulators = 2>
+//
+// A product's one-row loop sums each weight row it reads into a few vector
+// accumulators, four by default so FMA latency stays off a decode step's
+// path. Rows read side by side (decode_streams; SwiGLU at least its gate and
+// up rows) times accumulators must fit the vector registers with room for
+// the loads: on AVX2's 16 ymm registers, where each 16-lane vector takes two,
+// two rows of four filled them all and LLVM spilled on every step (decode
+// 1.10x with two on an AMD EPYC family 23 VM). This pass sets the most of 4,
+// 2 and 1 that fit the module's target (decodeAccumulatorsFor), unless
+// `accumulators` is given, for each product whose decode reads weight rows
+// (not one packed at load: its column blocks sum without them).
+//
+//===----------------------------------------------------------------------===//
+#include "backends/cpu/CpuTarget.h"
+#include "backends/cpu/KernelSelection.h"
+#include "backends/cpu/passes/CpuPasses.h"
+
+namespace q3::cpu {
+#define GEN_PASS_DEF_CPUSETDECODEACCUMULATORS
+#include "backends/cpu/passes/CpuPasses.h.inc"
+} // namespace q3::cpu
+
+using namespace mlir;
+using namespace q3::ir;
+
+namespace q3::cpu {
+namespace {
+
+/// The weight rows `kernel`'s one-row loop reads side by side, or nullopt
+/// when it is no product or its decode reads no weight rows.
+std::optional<int64_t> rowsReadSideBySide(func::FuncOp kernel) {
+  Operation *compute = kernelComputeOp(kernel);
+  if (!isa_and_nonnull<FusedLinearOp, LinearOp>(compute))
+    return std::nullopt;
+  const LoweringConfigAttr lowering = loweringOf(kernel);
+  if (lowering.getWeightPacking() == "at_load")
+    return std::nullopt;
+  const int64_t streams = lowering.getDecodeStreams();
+  auto fused = dyn_cast<FusedLinearOp>(compute);
+  return fused && fused.getSwiglu() ? std::max<int64_t>(2, streams) : streams;
+}
+
+struct CpuSetDecodeAccumulatorsPass
+    : impl::CpuSetDecodeAccumulatorsBase<CpuSetDecodeAccumulatorsPass> {
+  using CpuSetDecodeAccumulatorsBase::CpuSetDecodeAccumulatorsBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    const CpuTarget target = targetOf(module);
+    for (func::FuncOp kernel : kernelsOf(module)) {
+      std::optional<int64_t> rows = rowsReadSideBySide(kernel);
+      if (!rows)
+        continue;
+      if (*rows <= 0) {
+        kernel.emitError() << "cpu-set-decode-accumulators: " << kernel.getSymName()
+                           << " has no decode_streams: run cpu-set-decode-streams first";
+        return signalPassFailure();
+      }
+      const int64_t count = accumulators != 0 ? accumulators : decodeAccumulatorsFor(target, *rows);
+      if (!llvm::is_contained(LoweringConfigAttr::kDecodeAccumulatorCounts, count)) {
+        module.emitError() << "cpu-set-decode-accumulators: accumulators must be 1, 2 or 4, got "
+                           << count;
+        return signalPassFailure();
+      }
+      setLowering(kernel, loweringOf(kernel).withDecodeAccumulators(count));
+    }
+  }
+};
+
+} // namespace
+
+std::unique_ptr<mlir::Pass> createCpuSetDecodeAccumulatorsPass() {
+  return std::make_unique<CpuSetDecodeAccumulatorsPass>();
+}
+
+std::unique_ptr<mlir::Pass>
+createCpuSetDecodeAccumulatorsPass(const CpuSetDecodeAccumulatorsOptions &options) {
+  return std::make_unique<CpuSetDecodeAccumulatorsPass>(options);
+}
+
+} // namespace q3::cpu
