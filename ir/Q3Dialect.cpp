@@ -66,7 +66,8 @@ constexpr int64_t kMaxChunksPerThread = 64;
 struct LoweringFields {
   std::string gridKind, matmul, weightPacking;
   int64_t gridCount = 0, prefillChunks = 0, decodeChunks = 0, prefetchBytes = 0, decodeStreams = 0,
-          decodeAccumulators = 0, workspaceBytes = 0, threadScratchBytes = 0, threadScratchRowBytes = 0;
+          decodeAccumulators = 0, workspaceBytes = 0, threadScratchBytes = 0,
+          threadScratchRowBytes = 0;
   SmallVector<int64_t> tile, workgroupSize;
 
   explicit LoweringFields(LoweringConfigAttr attr = {}) {
@@ -90,8 +91,8 @@ struct LoweringFields {
   LoweringConfigAttr get(MLIRContext *context) const {
     return LoweringConfigAttr::get(context, gridKind, gridCount, matmul, tile, weightPacking,
                                    prefillChunks, decodeChunks, prefetchBytes, decodeStreams,
-                                   decodeAccumulators, workspaceBytes, threadScratchBytes, threadScratchRowBytes,
-                                   workgroupSize);
+                                   decodeAccumulators, workspaceBytes, threadScratchBytes,
+                                   threadScratchRowBytes, workgroupSize);
   }
 };
 
@@ -256,8 +257,8 @@ Attribute LoweringConfigAttr::parse(AsmParser &parser, Type) {
                     fields.gridKind, fields.gridCount, fields.matmul, fields.tile,
                     fields.weightPacking, fields.prefillChunks, fields.decodeChunks,
                     fields.prefetchBytes, fields.decodeStreams, fields.decodeAccumulators,
-                    fields.workspaceBytes,
-                    fields.threadScratchBytes, fields.threadScratchRowBytes, fields.workgroupSize);
+                    fields.workspaceBytes, fields.threadScratchBytes, fields.threadScratchRowBytes,
+                    fields.workgroupSize);
 }
 
 void LoweringConfigAttr::print(AsmPrinter &printer) const {
@@ -301,11 +302,14 @@ void LoweringConfigAttr::print(AsmPrinter &printer) const {
   printer << ">";
 }
 
-LogicalResult LoweringConfigAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, StringRef gridKind, int64_t gridCount,
-    StringRef matmul, ArrayRef<int64_t> tile, StringRef weightPacking, int64_t prefillChunks,
-    int64_t decodeChunks, int64_t prefetchBytes, int64_t decodeStreams, int64_t decodeAccumulators,
-    int64_t workspaceBytes, int64_t threadScratchBytes, int64_t threadScratchRowBytes, ArrayRef<int64_t> workgroupSize) {
+LogicalResult LoweringConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                         StringRef gridKind, int64_t gridCount, StringRef matmul,
+                                         ArrayRef<int64_t> tile, StringRef weightPacking,
+                                         int64_t prefillChunks, int64_t decodeChunks,
+                                         int64_t prefetchBytes, int64_t decodeStreams,
+                                         int64_t decodeAccumulators, int64_t workspaceBytes,
+                                         int64_t threadScratchBytes, int64_t threadScratchRowBytes,
+                                         ArrayRef<int64_t> workgroupSize) {
   if (!gridKind.empty() && !llvm::is_contained(kGridKinds, gridKind))
     return emitError() << "#q3.lowering: grid must be 'fixed N' or 'per_row N', got '" << gridKind
                        << "'";

@@ -12,11 +12,11 @@ passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options) {
   passes::TargetPipeline pipeline;
   pipeline.backend = "cpu";
   pipeline.passes = {
-      "cpu-set-target",           "cpu-pack-column-blocks",      "cpu-sink-weight-concat",
-      "cpu-select-matmul",        "cpu-select-attention-matmul", "cpu-select-tiles",
-      "cpu-assign-grids",         "cpu-split-decode-attention",  "cpu-set-chunking",
-      "cpu-set-prefetch",         "cpu-set-decode-streams",      "cpu-set-decode-accumulators",
-      "cpu-add-variants",         "cpu-select-in-place-rows",    "cpu-plan-thread-scratch"};
+      "cpu-set-target",    "cpu-pack-column-blocks",      "cpu-sink-weight-concat",
+      "cpu-select-matmul", "cpu-select-attention-matmul", "cpu-select-tiles",
+      "cpu-assign-grids",  "cpu-split-decode-attention",  "cpu-set-chunking",
+      "cpu-set-prefetch",  "cpu-set-decode-streams",      "cpu-set-decode-accumulators",
+      "cpu-add-variants",  "cpu-select-in-place-rows",    "cpu-plan-thread-scratch"};
   pipeline.addPass = [options](mlir::OpPassManager &pm, const std::string &name) {
     if (name == "cpu-set-target") {
       CpuSetTargetOptions o;

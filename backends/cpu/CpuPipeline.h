@@ -45,7 +45,8 @@ int64_t packableWeightBytes(mlir::ModuleOp module);
 /// cpu-sink-weight-concat, cpu-select-matmul, cpu-select-attention-matmul,
 /// cpu-select-tiles, cpu-assign-grids, cpu-split-decode-attention,
 /// cpu-set-chunking, cpu-set-prefetch, cpu-set-decode-streams,
-/// cpu-set-decode-accumulators, cpu-add-variants, cpu-select-in-place-rows, cpu-plan-thread-scratch.
+/// cpu-set-decode-accumulators, cpu-add-variants, cpu-select-in-place-rows,
+/// cpu-plan-thread-scratch.
 passes::TargetPipeline cpuTargetPipeline(const CpuPipelineOptions &options);
 
 /// Makes the CPU passes known to q3-opt's command line.

@@ -174,10 +174,10 @@ func.func private @{name}_{function}(%x: {xType}, {arguments}%t: index) -> ({res
       fmt::arg("name", kernel.name), fmt::arg("function", function), fmt::arg("xType", xType),
       fmt::arg("arguments", arguments), fmt::arg("resultTypes", resultTypes),
       fmt::arg("rowsAhead", rowsAhead), fmt::arg("wideEnd", wideEnd),
-      fmt::arg("vectorEnd", vectorEnd), fmt::arg("k", k), fmt::arg("wideCount", streams * accumulators),
-      fmt::arg("wideArgs", wideArgs), fmt::arg("wideTypes", wideTypes),
-      fmt::arg("wideBody", wideBody), fmt::arg("wideYield", wideYield), fmt::arg("tails", tails),
-      fmt::arg("results", results));
+      fmt::arg("vectorEnd", vectorEnd), fmt::arg("k", k),
+      fmt::arg("wideCount", streams * accumulators), fmt::arg("wideArgs", wideArgs),
+      fmt::arg("wideTypes", wideTypes), fmt::arg("wideBody", wideBody),
+      fmt::arg("wideYield", wideYield), fmt::arg("tails", tails), fmt::arg("results", results));
 }
 
 std::string dotFunction(const FusedLinearKernel &kernel, const std::string &xType,
