@@ -39,12 +39,11 @@ std::string productsCacheKey(const std::vector<FusedLinearKernel> &products,
   std::string shapes, sources;
   for (const FusedLinearKernel &product : products) {
     shapes += fmt::format(" {}x{}", product.inFeatures, product.outFeatures);
-    // Each stream count's kernel as loadTuningKernels builds it for `target`.
+    // Each stream count's kernel as loadTuningKernels builds it.
     for (int64_t streams : {1, 2, 4}) {
       FusedLinearKernel variant = product;
       variant.decodeStreams = streams;
-      variant.decodeAccumulators = decodeAccumulatorsFor(target, variant.decodeRowsSideBySide());
-      sources += fusedLinearSource(variant);
+      sources += fusedLinearSource(builtForTarget(variant, target));
     }
   }
   return fmt::format("{} {:016x}", shapes, llvm::xxHash64(sources));

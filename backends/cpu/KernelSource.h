@@ -57,6 +57,13 @@ struct ThreadScratch {
 /// Where each part of a thread's scratch starts is a multiple of this.
 inline constexpr int64_t kScratchAlignment = 64;
 
+/// The weight rows a product's decode loop reads side by side at
+/// `streams` (q3.lowering's decode_streams): SwiGLU reads a gate and an up
+/// row for each output, so at least two.
+inline int64_t decodeRowsSideBySide(bool swiglu, int64_t streams) {
+  return swiglu ? std::max<int64_t>(2, streams) : streams;
+}
+
 /// The shape of one q3.fused_linear kernel (q3.linear is the plain case).
 struct FusedLinearKernel {
   std::string name;        // symbol suffix: q3_kernel_<name>
@@ -112,9 +119,7 @@ struct FusedLinearKernel {
   /// 64-element steps add their four 16-element products into accumulator
   /// i % this). Not with columnBlocks, whose decode sums column blocks.
   int64_t decodeAccumulators = 4;
-  int decodeRowsSideBySide() const {
-    return int(swiglu ? std::max<int64_t>(2, decodeStreams) : decodeStreams);
-  }
+  int decodeRowsSideBySide() const { return int(cpu::decodeRowsSideBySide(swiglu, decodeStreams)); }
   /// The output columns one side-by-side read serves.
   int decodeRuns() const { return swiglu ? decodeRowsSideBySide() / 2 : decodeRowsSideBySide(); }
   bool amxFits() const {

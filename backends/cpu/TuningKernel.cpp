@@ -159,6 +159,11 @@ std::vector<LoadedTuningKernel> loadTuningSources(const std::vector<std::string>
   return loaded;
 }
 
+FusedLinearKernel builtForTarget(FusedLinearKernel kernel, const CpuTarget &target) {
+  kernel.decodeAccumulators = decodeAccumulatorsFor(target, kernel.decodeRowsSideBySide());
+  return kernel;
+}
+
 std::vector<LoadedTuningKernel> loadTuningKernels(const std::vector<FusedLinearKernel> &kernels,
                                                   const CpuTarget &target) {
   // Variants of one product share its name: each gets one of its own, the
@@ -169,9 +174,7 @@ std::vector<LoadedTuningKernel> loadTuningKernels(const std::vector<FusedLinearK
   std::vector<size_t> built(kernels.size());
   std::map<std::string, size_t> byName;
   for (size_t i = 0; i < kernels.size(); ++i) {
-    FusedLinearKernel kernel = kernels[i];
-    // As cpu-set-decode-accumulators sets them for the compiled model.
-    kernel.decodeAccumulators = decodeAccumulatorsFor(target, kernel.decodeRowsSideBySide());
+    FusedLinearKernel kernel = builtForTarget(kernels[i], target);
     const std::string source = fusedLinearSource(kernel);
     kernel.name += fmt::format("_{:016x}", llvm::xxHash64(source));
     auto [it, added] = byName.try_emplace(kernel.name, sources.size());

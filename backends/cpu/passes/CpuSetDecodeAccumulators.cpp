@@ -40,9 +40,8 @@ std::optional<int64_t> rowsReadSideBySide(func::FuncOp kernel) {
   const LoweringConfigAttr lowering = loweringOf(kernel);
   if (lowering.getWeightPacking() == "at_load")
     return std::nullopt;
-  const int64_t streams = lowering.getDecodeStreams();
   auto fused = dyn_cast<FusedLinearOp>(compute);
-  return fused && fused.getSwiglu() ? std::max<int64_t>(2, streams) : streams;
+  return decodeRowsSideBySide(fused && fused.getSwiglu(), lowering.getDecodeStreams());
 }
 
 struct CpuSetDecodeAccumulatorsPass
