@@ -54,8 +54,9 @@ TEST(Manifest, StreamingKernelsCarryTheirPrefetchDistance) {
     // rows read side by side fit one accumulator each in half of them.
     const bool product = name.rfind("fused_linear", 0) == 0;
     EXPECT_EQ(kernel.contains("decode_accumulators"), product) << name;
-    if (product)
+    if (product) {
       EXPECT_EQ(kernel["decode_accumulators"], 1) << name;
+    }
   }
   EXPECT_GE(streaming, 3);
 }
