@@ -64,13 +64,14 @@ std::vector<LoadedTuningKernel> loadTuningSources(const std::vector<std::string>
                                                   const std::vector<std::string> &names,
                                                   const CpuTarget &target);
 
-/// Each of `kernels` (fusedLinearSource) compiled and loaded, as
-/// loadTuningSources; their names may repeat (each is given a suffix), and
-/// kernels that build the same source share one compiled kernel.
 /// `kernel` as the compiled model would build it on `target`: its decode
 /// accumulators as cpu-set-decode-accumulators sets them.
 FusedLinearKernel builtForTarget(FusedLinearKernel kernel, const CpuTarget &target);
 
+/// Each of `kernels` (fusedLinearSource) compiled and loaded, as
+/// loadTuningSources, each built for `target` (builtForTarget); their names
+/// may repeat (each is given a suffix), and kernels that build the same
+/// source share one compiled kernel.
 std::vector<LoadedTuningKernel> loadTuningKernels(const std::vector<FusedLinearKernel> &kernels,
                                                   const CpuTarget &target);
 
