@@ -5,6 +5,7 @@
 #include "backends/cpu/TuningRecord.h"
 #include "backends/cpu/passes/CpuPasses.h"
 
+#include "runtime/CpuFeatures.h"
 #include "runtime/KernelABI.h"
 
 #include "mlir/IR/Builders.h"
@@ -166,8 +167,11 @@ std::vector<PrefillVariant> prefillCandidates(const CpuTarget &target, int64_t i
   if (targetHas(target, "avx512bf16"))
     for (int64_t r : rows)
       candidates.push_back({PrefillMatmul::Avx512Bf16, r, 0});
+  // Linux hands out the tile state on request only (what the runtime asks
+  // for at load): without it the first tile instruction is SIGILL.
   if (!weights.packPerCall && targetHas(target, "avx512bf16") && targetHas(target, "amx-tile") &&
-      targetHas(target, "amx-bf16") && in % FusedLinearKernel::kAmxDepth == 0)
+      targetHas(target, "amx-bf16") && in % FusedLinearKernel::kAmxDepth == 0 &&
+      runtime::requestAmxState().empty())
     candidates.push_back({PrefillMatmul::Amx, avx512 ? 6 : 2, 0});
   return candidates;
 }

@@ -2,6 +2,7 @@
 #include "backends/cpu/TuningKernel.h"
 #include "backends/cpu/CompileKernels.h"
 
+#include "runtime/CpuFeatures.h"
 #include "runtime/DType.h"
 #include "runtime/WeightLayout.h"
 
@@ -119,6 +120,13 @@ CompiledTuningKernels &compiledTuningKernels() {
   return compiled;
 }
 
+/// The AMX tile state for this process, which Linux grants on request only
+/// (without it the first tile instruction raises SIGILL); throws if refused.
+void requireAmxState() {
+  if (std::string refused = runtime::requestAmxState(); !refused.empty())
+    throw std::runtime_error("--tune: cannot measure the AMX prefill: " + refused);
+}
+
 } // namespace
 
 std::vector<LoadedTuningKernel> loadTuningSources(const std::vector<std::string> &sources,
@@ -175,6 +183,8 @@ std::vector<LoadedTuningKernel> loadTuningKernels(const std::vector<FusedLinearK
   std::map<std::string, size_t> byName;
   for (size_t i = 0; i < kernels.size(); ++i) {
     FusedLinearKernel kernel = builtForTarget(kernels[i], target);
+    if (kernel.prefillMatmul == PrefillMatmul::Amx && kernel.amxFits())
+      requireAmxState();
     const std::string source = fusedLinearSource(kernel);
     kernel.name += fmt::format("_{:016x}", llvm::xxHash64(source));
     auto [it, added] = byName.try_emplace(kernel.name, sources.size());
