@@ -109,7 +109,8 @@ cl::opt<std::string> targetPrefillMatmul(
     "prefill-matmul", cl::sub(dumpCommand), cl::sub(evalCommand), cl::sub(compileCommand),
     cl::init("auto"),
     cl::desc("Prefill products on bf16 weights: auto (the fastest measured on this machine by "
-             "--tune; without a measurement amx where the CPU has AMX-BF16, else f32), f32, "
+             "--tune; without a measurement amx where the CPU has AMX-BF16, avx512bf16 for weights "
+             "packed per call, else f32), f32, "
              "avx512bf16 (vdpbf16ps) or amx. The bf16 ones round prefill activations to bf16: "
              "logits then differ from f32 by up to ~1%"),
     cl::value_desc("auto|f32|avx512bf16|amx"), cl::cat(q3Category));
@@ -315,6 +316,13 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
                                 foldGain + "'");
   options.foldGain = foldGain;
   if (target == "cpu") {
+    const std::string matmul = targetPrefillMatmul, attention = targetAttentionMatmul;
+    if (matmul != "auto" && matmul != "f32" && matmul != "avx512bf16" && matmul != "amx")
+      throw std::invalid_argument("--prefill-matmul: expected auto, f32, avx512bf16 or amx, got '" +
+                                  matmul + "'");
+    if (attention != "auto" && attention != "f32" && attention != "avx512bf16")
+      throw std::invalid_argument("--attention-matmul: expected auto, f32 or avx512bf16, got '" +
+                                  attention + "'");
     cpu::CpuPipelineOptions cpuOptions;
     cpuOptions.cpu = targetCpu;
     cpuOptions.matmul = targetPrefillMatmul;

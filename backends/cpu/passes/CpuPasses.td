@@ -82,8 +82,9 @@ def CpuSelectMatmul : Pass<"cpu-select-matmul", "mlir::ModuleOp"> {
     `amx` (AMX-BF16 tiles; needs K % 32 == 0, else f32). The bf16 choices
     round the prefill's activations to bf16. `auto` takes the module's
     measured choice (`q3.tuning`, recorded by q3c compile's tuner) when there
-    is one, else `amx` where the target has AMX-BF16 and `f32` elsewhere. A
-    choice the target lacks is an error.
+    is one, else `amx` where the target has AMX-BF16 (`avx512bf16` for a
+    product packed per call, which the tile unit cannot read) and `f32`
+    elsewhere. A choice the target lacks is an error.
   }];
   let constructor = "q3::cpu::createCpuSelectMatmulPass()";
   let options = [

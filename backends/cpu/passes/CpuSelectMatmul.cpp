@@ -75,7 +75,12 @@ struct CpuSelectMatmulPass : impl::CpuSelectMatmulBase<CpuSelectMatmulPass> {
         continue;
       }
       // The tile unit takes 32 k per step (16 rows of 64 bytes) and reads
-      // weights packed at load.
+      // weights packed at load. Left to auto, a product packed per call
+      // (--weight-packing=per-call) takes the target's other bf16 product.
+      if (*choice == "amx" && loweringOf(kernel).packsPerCall() && matmul == "auto") {
+        setLowering(kernel, loweringOf(kernel).withMatmul("avx512bf16"));
+        continue;
+      }
       if (*choice == "amx" && loweringOf(kernel).packsPerCall()) {
         kernel.emitError() << "cpu-select-matmul: matmul=amx reads weights packed at load, and @"
                            << kernel.getSymName()
