@@ -334,9 +334,9 @@ LogicalResult LoweringConfigAttr::verify(function_ref<InFlightDiagnostic()> emit
   if (decodeStreams != 0 &&
       !llvm::is_contained(LoweringConfigAttr::kDecodeStreamCounts, decodeStreams))
     return emitError() << "#q3.lowering: decode_streams must be 1, 2 or 4, got " << decodeStreams;
-  if (decodeAccumulators != 0 &&
-      !llvm::is_contained(LoweringConfigAttr::kDecodeAccumulatorCounts, decodeAccumulators))
-    return emitError() << "#q3.lowering: decode_accumulators must be 1, 2 or 4, got "
+  if (decodeAccumulators < 0 || decodeAccumulators > LoweringConfigAttr::kMaxDecodeAccumulators)
+    return emitError() << "#q3.lowering: decode_accumulators must be 1 to "
+                       << LoweringConfigAttr::kMaxDecodeAccumulators << ", got "
                        << decodeAccumulators;
   if (workspaceBytes < 0 || workspaceBytes > LoweringConfigAttr::kMaxWorkspaceBytes)
     return emitError() << "#q3.lowering: workspace_bytes must be 0 to "

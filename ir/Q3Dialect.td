@@ -131,10 +131,13 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
       memory stream the hardware prefetchers follow; one per core leaves
       bandwidth unused on some machines.
     - `decode_accumulators`: how many vector accumulators (of 16 f32 lanes)
-      each weight row of a product's one-row loop sums into (1, 2 or 4; the
-      loop's 64-element steps add their four 16-element products into
-      accumulator i % N). Four keep FMA latency off a decode step's path,
-      but rows side by side times accumulators must fit the vector registers:
+      a one-row loop keeps per row or head. A product: each weight row sums
+      into 1, 2 or 4 (the loop's 64-element steps add their four 16-element
+      products into accumulator i % N); four keep FMA latency off a decode
+      step's path. Attention: each pass over a block's values sums this many
+      16-lane columns of each head's output (1 to 16, at most head_dim / 16;
+      the rest of a value row waits for the next pass). Either way rows or
+      heads side by side times accumulators must fit the vector registers:
       with 16 of 256 bits (AVX2), two rows of four spilled on every step.
     - `workspace_bytes`: scratch memory the kernel needs beside its operands
       and results (the runtime allocates it zeroed, once, and passes it after
@@ -204,7 +207,9 @@ def Q3_LoweringConfigAttr : Q3_Attr<"LoweringConfig", "lowering"> {
     static constexpr int64_t kMaxPrefetchBytes = int64_t(1) << 20;
     /// decode_streams, when set: one of these.
     static constexpr int64_t kDecodeStreamCounts[] = {1, 2, 4};
-    /// decode_accumulators, when set: one of these.
+    /// decode_accumulators, when set: 1 to this many (attention's value
+    /// columns per head); a product's, one of kDecodeAccumulatorCounts.
+    static constexpr int64_t kMaxDecodeAccumulators = 16;
     static constexpr int64_t kDecodeAccumulatorCounts[] = {1, 2, 4};
     /// workspace_bytes, when set: at most 64 MiB.
     static constexpr int64_t kMaxWorkspaceBytes = int64_t(64) << 20;

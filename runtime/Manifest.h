@@ -144,7 +144,7 @@ struct Kernel {
   /// kNoPrefetch, "none" in the JSON: they issue no prefetch).
   int64_t prefetchBytes = 0;
   int64_t decodeStreams = 0; // runs decode loops read side by side (0: not a streaming kernel)
-  int64_t decodeAccumulators = 0; // vector accumulators per row of decode's row loop (0: none)
+  int64_t decodeAccumulators = 0; // vector accumulators per row or head of decode (0: none)
   /// Scratch the kernel takes after its results (runtime/KernelABI.h): the
   /// runtime allocates it zeroed once; the kernel leaves it as it found it.
   int64_t workspaceBytes = 0;
@@ -415,7 +415,7 @@ inline constexpr int64_t kMaxCount = int64_t(1) << 24;
 inline constexpr int64_t kMaxChunksPerThread = 64;
 inline constexpr int64_t kMaxPrefetchBytes = int64_t(1) << 20;
 inline constexpr int64_t kMaxDecodeStreams = 4;
-inline constexpr int64_t kMaxDecodeAccumulators = 4;
+inline constexpr int64_t kMaxDecodeAccumulators = 16;
 inline constexpr int64_t kMaxWorkspaceBytes = int64_t(64) << 20;
 inline constexpr int64_t kMaxThreadScratchBytes = int64_t(64) << 20;
 inline constexpr int64_t kMaxThreadScratchRowBytes = int64_t(1) << 20;

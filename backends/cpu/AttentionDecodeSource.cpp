@@ -3,7 +3,8 @@
 // @<name>_decode: one pass over the keys and values of the workgroup's KV
 // head, 512 positions at a time with an online softmax (AttentionSource.cpp
 // says why), each block's keys and then its values read as q3.lowering's
-// decode_streams runs side by side; the scalar template's softmax.
+// decode_streams runs side by side, its values in passes of
+// decode_accumulators columns per head; the scalar template's softmax.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/AttentionTemplates.h"
@@ -11,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace q3::cpu::attention {
@@ -262,7 +264,7 @@ std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &
   const int heads = int(kernel.headsPerWorkgroup());
   const int64_t columns = kernel.headDim / kLanes;
   const std::vector<Slot> slots = decodeSlots(heads);
-  const int64_t groupSize = std::max<int64_t>(1, std::min<int64_t>(columns, 16 / heads));
+  const int64_t groupSize = std::clamp<int64_t>(kernel.decodeAccumulators, 1, columns);
   std::vector<std::vector<int64_t>> groups;
   for (int64_t first = 0; first < columns; first += groupSize) {
     groups.emplace_back();

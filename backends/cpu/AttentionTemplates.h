@@ -74,7 +74,9 @@ std::string slotSoftmax(int k, const std::string &max, const std::string &count)
 /// are scored (two positions per step), the running maximum, sum and value
 /// sums are rescaled when the maximum rises, and the block's values added.
 /// Every key and value row is read once for all the heads; the value sums
-/// stay in registers across the blocks (16 accumulators per column group).
+/// stay in registers across the blocks: the values pass over a block once
+/// per group of kernel.decodeAccumulators columns, heads x that many
+/// accumulators each.
 /// With decodeSplits > 1 it also takes %direct, %partials and %record: the
 /// output when %direct, else its records (splitDecode). Its %scores<k> hold
 /// one block's scores, at their place in the block.

@@ -68,14 +68,30 @@ bool targetHas(const CpuTarget &target, const std::string &feature) {
          target.requiredFeatures.end();
 }
 
-int64_t decodeAccumulatorsFor(const CpuTarget &target, int64_t rowsSideBySide) {
+namespace {
+
+/// How many 16-lane f32 accumulators fit half of `target`'s vector
+/// registers (the rest for loads and widened operands).
+int64_t accumulatorRegisterBudget(const CpuTarget &target) {
   const bool avx512 = targetHas(target, "avx512f");
   const int64_t registers = avx512 ? 32 : 16;
   const int64_t perVector = avx512 ? 1 : targetHas(target, "avx") ? 2 : 4;
+  return registers / 2 / perVector;
+}
+
+} // namespace
+
+int64_t decodeAccumulatorsFor(const CpuTarget &target, int64_t rowsSideBySide) {
+  const int64_t budget = accumulatorRegisterBudget(target);
   for (int64_t accumulators : {4, 2})
-    if (rowsSideBySide * accumulators * perVector <= registers / 2)
+    if (rowsSideBySide * accumulators <= budget)
       return accumulators;
   return 1;
+}
+
+int64_t decodeValueAccumulatorsFor(const CpuTarget &target, int64_t heads, int64_t columns) {
+  const int64_t fit = accumulatorRegisterBudget(target) / std::max<int64_t>(1, heads);
+  return std::max<int64_t>(1, std::min(columns, fit));
 }
 
 void setTargetAttribute(mlir::ModuleOp module, const CpuTarget &target) {

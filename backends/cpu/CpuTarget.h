@@ -33,6 +33,16 @@ bool targetHas(const CpuTarget &target, const std::string &feature);
 /// family 23). At least 1.
 int64_t decodeAccumulatorsFor(const CpuTarget &target, int64_t rowsSideBySide);
 
+/// Value columns (16 f32 lanes each) per head that one pass of decode
+/// attention over a block's values sums, for `heads` heads per workgroup and
+/// `columns` columns per value row: the most, up to all `columns`, whose
+/// registers (heads x columns) take at most half of the target's vector
+/// registers, as decodeAccumulatorsFor counts them. AVX-512 with two heads
+/// sums 8 (all of head_dim 128) per pass; AVX2 2: 8 there spilled each
+/// accumulator to the stack on every FMA (f16 cache 12.6 -> 14.0 GB/s with
+/// 2, AMD EPYC family 23). At least 1.
+int64_t decodeValueAccumulatorsFor(const CpuTarget &target, int64_t heads, int64_t columns);
+
 /// The module attribute that records what a module is compiled for:
 /// `q3.target = {backend = "cpu", cpu = "host", llvm_cpu = "znver3",
 /// features = ["avx2", ...]}`. The CPU target passes read it.

@@ -1,5 +1,6 @@
 //===- DecodeSplitTuner.cpp - measure decode attention's position splits --===//
 #include "backends/cpu/DecodeSplitTuner.h"
+#include "backends/cpu/CpuTarget.h"
 #include "backends/cpu/DecodeTuner.h"
 #include "backends/cpu/TuningKernel.h"
 #include "backends/cpu/TuningRecord.h"
@@ -200,11 +201,15 @@ DecodeSplitRate chooseAttentionDecode(const std::vector<DecodeSplitRate> &rates,
   return chosen ? *chosen : base;
 }
 
-DecodeSplitTuning tuneDecodeSplits(const CpuTarget &target, const AttentionKernel &shape,
+DecodeSplitTuning tuneDecodeSplits(const CpuTarget &target, const AttentionKernel &modelShape,
                                    int threads, double maxForeignShare, int64_t fixedStreams) {
-  if (!shape.vectorized())
+  if (!modelShape.vectorized())
     throw std::invalid_argument("--tune: decode attention of head_dim " +
-                                std::to_string(shape.headDim) + " does not split");
+                                std::to_string(modelShape.headDim) + " does not split");
+  // The value passes cpu-set-decode-accumulators will give the kernel.
+  AttentionKernel shape = modelShape;
+  shape.decodeAccumulators =
+      decodeValueAccumulatorsFor(target, shape.headsPerWorkgroup(), shape.headDim / 16);
   const std::vector<DecodeSplitRate> candidates = decodeSplitSettings(shape, threads, fixedStreams);
   DecodeSplitTuning tuning;
   tuning.threads = threads;

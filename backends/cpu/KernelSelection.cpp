@@ -72,12 +72,34 @@ int64_t decodeStreamsOf(func::FuncOp kernel, LoweringConfigAttr lowering) {
   return lowering.getDecodeStreams();
 }
 
-/// The accumulators per weight row of the decode row loop: set by
-/// cpu-set-decode-accumulators.
+/// The accumulators per weight row (product) or head (attention) of the
+/// decode loops: set by cpu-set-decode-accumulators.
 int64_t decodeAccumulatorsOf(func::FuncOp kernel, LoweringConfigAttr lowering) {
   if (lowering.getDecodeAccumulators() <= 0)
     refuse(kernel, "has no decode_accumulators in its q3.lowering: run the CPU target passes");
   return lowering.getDecodeAccumulators();
+}
+
+/// A product's decode_accumulators: 1, 2 or 4.
+int64_t productDecodeAccumulatorsOf(func::FuncOp kernel, LoweringConfigAttr lowering) {
+  const int64_t count = decodeAccumulatorsOf(kernel, lowering);
+  if (!llvm::is_contained(LoweringConfigAttr::kDecodeAccumulatorCounts, count))
+    refuse(kernel,
+           "a product's decode_accumulators must be 1, 2 or 4, not " + std::to_string(count));
+  return count;
+}
+
+/// Attention's decode_accumulators: value columns per head, 1 to head_dim / 16.
+int64_t attentionDecodeAccumulatorsOf(func::FuncOp kernel, LoweringConfigAttr lowering,
+                                      const AttentionKernel &cpu) {
+  const int64_t count = decodeAccumulatorsOf(kernel, lowering);
+  const int64_t columns = cpu.headDim / 16;
+  if (count > columns)
+    refuse(kernel, "attention's decode_accumulators count 16-lane value columns per head: "
+                   "at most " +
+                       std::to_string(columns) + " for head_dim " + std::to_string(cpu.headDim) +
+                       ", not " + std::to_string(count));
+  return count;
 }
 
 std::optional<PrefillMatmul> matmulOf(StringRef name) {
@@ -167,7 +189,7 @@ std::string productSource(func::FuncOp kernel, LoweringConfigAttr lowering, Fuse
   cpu.prefetchBytes = prefetchBytesOf(kernel, lowering);
   cpu.decodeStreams = decodeStreamsOf(kernel, lowering);
   if (!cpu.columnBlocks)
-    cpu.decodeAccumulators = decodeAccumulatorsOf(kernel, lowering);
+    cpu.decodeAccumulators = productDecodeAccumulatorsOf(kernel, lowering);
   expectGrid(kernel, lowering, "fixed", cpu.workgroups());
   expectThreadScratch(kernel, lowering, cpu.threadScratch());
   return fusedLinearSource(cpu);
@@ -237,8 +259,8 @@ void setRowSetsAndSplits(func::FuncOp kernel, LoweringConfigAttr lowering, Atten
 }
 
 /// The attention kernel of `op` as `lowering` builds it: its shape, cache
-/// type, prefill instructions, row sets, decode splits and workspace, the
-/// grid checked against the template's.
+/// type, decode loops, prefill instructions, row sets, decode splits and
+/// workspace, the grid checked against the template's.
 AttentionKernel attentionKernelOf(ModuleOp module, func::FuncOp kernel, AttentionOp op,
                                   LoweringConfigAttr lowering, const std::string &name) {
   auto forward = module.lookupSymbol<func::FuncOp>(kEntryPoint);
@@ -248,6 +270,7 @@ AttentionKernel attentionKernelOf(ModuleOp module, func::FuncOp kernel, Attentio
   if (cpu.vectorized()) {
     cpu.prefetchBytes = prefetchBytesOf(kernel, lowering);
     cpu.decodeStreams = decodeStreamsOf(kernel, lowering);
+    cpu.decodeAccumulators = attentionDecodeAccumulatorsOf(kernel, lowering, cpu);
   }
   setPrefillMatmul(kernel, lowering, cpu);
   setRowSetsAndSplits(kernel, lowering, cpu);

@@ -222,6 +222,11 @@ struct AttentionKernel {
   /// by side (q3.lowering's decode_streams); 1: one run, keys in pairs of
   /// positions. Needs vectorized().
   int64_t decodeStreams = kDefaultDecodeStreams;
+  /// Decode sums this many 16-lane value columns of each head per pass over
+  /// a block's values (q3.lowering's decode_accumulators; at most headDim /
+  /// 16 count): heads x this many accumulators stay in registers, the rest
+  /// of a value row waits for the next pass. Needs vectorized().
+  int64_t decodeAccumulators = 8;
   /// The flash prefill multiplies bf16 pairs with vdpbf16ps (q3.lowering's
   /// `matmul = avx512bf16`): the scaled queries, keys, probabilities and
   /// values are rounded to bf16 (as Hugging Face's bf16 inference does), the

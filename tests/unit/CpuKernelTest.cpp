@@ -783,14 +783,17 @@ TEST(QKNormRopeCacheKernel, RotatesLongContextsAsAccuratelyOnEverySplit) {
 /// runs the workgroups on that many threads, one per chunk, `repeats` times.
 /// Decode prefetches `prefetchBytes` ahead (cpu::kNoPrefetch: not at all).
 /// `paths`: the source holds both paths or (as the tuners' do) the one run.
-void checkAttention(
-    int64_t d, int64_t visible = 7, std::vector<int64_t> map = {0, 0, 0, 1, 1, 1}, int64_t rows = 3,
-    DType cache = DType::F32, bool bf16Prefill = false,
-    int64_t rowSets = cpu::AttentionKernel::kBf16PrefillRowSets, int64_t splits = 1,
-    int64_t splitPositions = 16, int threads = 0, int repeats = 1,
-    int64_t streams = cpu::kDefaultDecodeStreams,
-    int64_t prefetchBytes = cpu::kDefaultPrefetchBytes,
-    cpu::AttentionKernel::Paths paths = cpu::AttentionKernel::Paths::PrefillAndDecode) {
+/// Decode sums `valueAccumulators` value columns per head each pass. Returns
+/// the kernel's output.
+std::vector<float>
+checkAttention(int64_t d, int64_t visible = 7, std::vector<int64_t> map = {0, 0, 0, 1, 1, 1},
+               int64_t rows = 3, DType cache = DType::F32, bool bf16Prefill = false,
+               int64_t rowSets = cpu::AttentionKernel::kBf16PrefillRowSets, int64_t splits = 1,
+               int64_t splitPositions = 16, int threads = 0, int repeats = 1,
+               int64_t streams = cpu::kDefaultDecodeStreams,
+               int64_t prefetchBytes = cpu::kDefaultPrefetchBytes,
+               cpu::AttentionKernel::Paths paths = cpu::AttentionKernel::Paths::PrefillAndDecode,
+               int64_t valueAccumulators = 8) {
   const int64_t qHeads = int64_t(map.size()), capacity = std::max<int64_t>(48, visible + 5);
   const int64_t kvHeads = *std::max_element(map.begin(), map.end()) + 1;
   cpu::AttentionKernel kernel{"attn", qHeads, kvHeads, d, map, 1.0 / std::sqrt(double(d)), cache};
@@ -801,6 +804,7 @@ void checkAttention(
   kernel.decodeStreams = streams;
   kernel.prefetchBytes = prefetchBytes;
   kernel.paths = paths;
+  kernel.decodeAccumulators = valueAccumulators;
   // The attention checks run each kernel on many contexts: compile each once.
   static std::map<std::string, LoadedKernel> compiled;
   const std::string source = cpu::attentionSource(kernel);
@@ -877,7 +881,7 @@ void checkAttention(
     EXPECT_LE(maxRelativeDiff(out, expected), 1e-5)
         << "head_dim " << d << ", " << visible << " positions, " << rows << " rows, "
         << kernel.headsPerWorkgroup() << " heads per workgroup, " << splits << " decode splits";
-    return;
+    return out;
   }
   // The kernel rounds each probability against the running maximum of its
   // key block, the reference against the row's: a probability may round the
@@ -891,6 +895,7 @@ void checkAttention(
                              << " rows, " << kernel.headsPerWorkgroup() << " heads per workgroup, "
                              << rowSets << " row sets";
   EXPECT_LE(toRounded, 0.25 * toExact) << "to the exact reference: " << toExact;
+  return out;
 }
 
 TEST(AttentionKernel, MatchesReferenceWithGroupedHeads) {
@@ -940,6 +945,31 @@ TEST(AttentionKernel, DecodesWithoutSoftwarePrefetch) {
   kernel.prefetchBytes = cpu::kNoPrefetch;
   EXPECT_EQ(functionText(cpu::attentionSource(kernel), "attn_decode").find("memref.prefetch"),
             std::string::npos);
+}
+
+// Decode sums each head's 16-lane value columns in passes of
+// decode_accumulators columns (q3.lowering): every grouping, a last shorter
+// pass included, adds the same products in the same order, so the output is
+// the reference's and bit for bit the same whatever the passes; with runs
+// side by side, splits and a 16-bit cache too.
+TEST(AttentionKernel, DecodesTheValuesInPassesOfColumns) {
+  using Paths = cpu::AttentionKernel::Paths;
+  const std::vector<int64_t> gqa2 = {0, 0, 1, 1}, mha = {0, 1};
+  for (int64_t visible : {1, 17, 515})
+    for (const auto &map : {gqa2, mha}) {
+      std::vector<float> outputs[4];
+      const int64_t counts[] = {1, 2, 3, 8};
+      for (int i = 0; i < 4; ++i)
+        outputs[i] = checkAttention(128, visible, map, 1, DType::F32, false, 1, 1, 16, 0, 1,
+                                    cpu::kDefaultDecodeStreams, cpu::kDefaultPrefetchBytes,
+                                    Paths::DecodeOnly, counts[i]);
+      for (int i = 1; i < 4; ++i)
+        EXPECT_EQ(0, std::memcmp(outputs[0].data(), outputs[i].data(), outputs[0].size() * 4))
+            << counts[i] << " columns per pass against 1, " << visible << " positions";
+    }
+  for (int64_t accumulators : {1, 4})
+    checkAttention(64, 700, gqa2, 1, DType::F16, false, 1, 3, 16, 0, 2, 2,
+                   cpu::kDefaultPrefetchBytes, Paths::DecodeOnly, accumulators);
 }
 
 // The tuners compile the path they measure alone (AttentionKernel::paths):

@@ -264,7 +264,7 @@ def CpuSetDecodeStreams : Pass<"cpu-set-decode-streams", "mlir::ModuleOp"> {
 }
 
 def CpuSetDecodeAccumulators : Pass<"cpu-set-decode-accumulators", "mlir::ModuleOp"> {
-  let summary = "Choose how many vector accumulators a decode loop sums each weight row into";
+  let summary = "Choose how many vector accumulators a decode loop sums each weight row or head into";
   let description = [{
     Sets `decode_accumulators` in the `q3.lowering` of each product kernel
     whose one-row loop reads weight rows (not one packed at load): the most
@@ -273,11 +273,20 @@ def CpuSetDecodeAccumulators : Pass<"cpu-set-decode-accumulators", "mlir::Module
     target's vector registers (each accumulator 16 f32 lanes: one zmm with
     AVX-512, two ymm with AVX2, four xmm before). Four on AVX2's 16 ymm with
     two rows spilled on every step. Runs after cpu-set-decode-streams.
+
+    For each attention kernel with the vector template (head_dim a multiple
+    of 16) it sets how many 16-lane value columns per head one pass of
+    decode over a block's values sums: the most, up to all of them, for
+    which the workgroup's heads times the columns take at most half of the
+    registers (two heads: 8 with AVX-512, 2 with AVX2).
   }];
   let constructor = "q3::cpu::createCpuSetDecodeAccumulatorsPass()";
   let options = [
     Option<"accumulators", "accumulators", "int64_t", /*default=*/"0",
-           "Accumulators per row: 1, 2 or 4 (0: the most the target's registers fit)">
+           "Accumulators per row: 1, 2 or 4 (0: the most the target's registers fit)">,
+    Option<"attentionAccumulators", "attention-accumulators", "int64_t", /*default=*/"0",
+           "Value columns per head of a decode attention pass: 1 to head_dim / 16 "
+           "(0: the most the target's registers fit)">
   ];
 }
 

@@ -3,6 +3,7 @@
 // After:
 //   @fused_linear_rms_norm_0 ... q3.lowering = #q3.lowering<...,
 //       decode_streams = 2, decode_accumulators = 2>
+//   @attention_0 ... q3.lowering = #q3.lowering<..., decode_accumulators = 2>
 //
 // A product's one-row loop sums each weight row it reads into a few vector
 // accumulators, four by default so FMA latency stays off a decode step's
@@ -14,6 +15,12 @@
 // 2 and 1 that fit the module's target (decodeAccumulatorsFor), unless
 // `accumulators` is given, for each product whose decode reads weight rows
 // (not one packed at load: its column blocks sum without them).
+//
+// Decode attention sums a block's values into 16-lane output columns of
+// each head of its workgroup; the same budget sets how many columns one pass
+// over the values keeps (decodeValueAccumulatorsFor: all 8 of head_dim 128
+// for two heads on AVX-512, 2 on AVX2, where 8 spilled on every FMA), unless
+// `attention-accumulators` is given.
 //
 //===----------------------------------------------------------------------===//
 #include "backends/cpu/CpuTarget.h"
@@ -44,6 +51,19 @@ std::optional<int64_t> rowsReadSideBySide(func::FuncOp kernel) {
   return decodeRowsSideBySide(fused && fused.getSwiglu(), lowering.getDecodeStreams());
 }
 
+/// The heads and the 16-lane value columns per head of `kernel`'s decode
+/// attention, or nullopt when it is no attention or takes the scalar
+/// template (no vector accumulators).
+std::optional<std::pair<int64_t, int64_t>> attentionValueColumns(func::FuncOp kernel) {
+  auto attention = dyn_cast_or_null<AttentionOp>(kernelComputeOp(kernel));
+  if (!attention)
+    return std::nullopt;
+  const AttentionKernel shape = attentionKernelShape(attention);
+  if (!shape.vectorized())
+    return std::nullopt;
+  return std::make_pair(shape.headsPerWorkgroup(), shape.headDim / 16);
+}
+
 struct CpuSetDecodeAccumulatorsPass
     : impl::CpuSetDecodeAccumulatorsBase<CpuSetDecodeAccumulatorsPass> {
   using CpuSetDecodeAccumulatorsBase::CpuSetDecodeAccumulatorsBase;
@@ -52,6 +72,11 @@ struct CpuSetDecodeAccumulatorsPass
     ModuleOp module = getOperation();
     const CpuTarget target = targetOf(module);
     for (func::FuncOp kernel : kernelsOf(module)) {
+      if (auto value = attentionValueColumns(kernel)) {
+        if (!setAttentionAccumulators(kernel, target, value->first, value->second))
+          return signalPassFailure();
+        continue;
+      }
       std::optional<int64_t> rows = rowsReadSideBySide(kernel);
       if (!rows)
         continue;
@@ -68,6 +93,21 @@ struct CpuSetDecodeAccumulatorsPass
       }
       setLowering(kernel, loweringOf(kernel).withDecodeAccumulators(count));
     }
+  }
+
+  bool setAttentionAccumulators(func::FuncOp kernel, const CpuTarget &target, int64_t heads,
+                                int64_t columns) {
+    const int64_t count = attentionAccumulators != 0
+                              ? attentionAccumulators
+                              : decodeValueAccumulatorsFor(target, heads, columns);
+    if (count < 1 || count > columns) {
+      kernel.emitError() << "cpu-set-decode-accumulators: " << kernel.getSymName() << " has "
+                         << columns << " value columns of 16 per head; "
+                         << "attention-accumulators must be 1 to " << columns << ", got " << count;
+      return false;
+    }
+    setLowering(kernel, loweringOf(kernel).withDecodeAccumulators(count));
+    return true;
   }
 };
 
