@@ -262,7 +262,7 @@ static int64_t aheadPositions(const AttentionKernel &kernel) {
 
 std::string decodeFunction(const AttentionKernel &kernel, const AttentionTypes &types) {
   const int heads = int(kernel.headsPerWorkgroup());
-  const int64_t columns = kernel.headDim / kLanes;
+  const int64_t columns = kernel.valueColumns();
   const std::vector<Slot> slots = decodeSlots(heads);
   const int64_t groupSize = std::clamp<int64_t>(kernel.decodeAccumulators, 1, columns);
   std::vector<std::vector<int64_t>> groups;

@@ -63,6 +63,13 @@ CpuTarget resolveCpuTarget(const std::string &name) {
                               name + "'");
 }
 
+std::string choicesText(llvm::ArrayRef<llvm::StringLiteral> choices) {
+  std::string text;
+  for (size_t i = 0; i < choices.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i].str();
+  return text;
+}
+
 bool targetHas(const CpuTarget &target, const std::string &feature) {
   return std::find(target.requiredFeatures.begin(), target.requiredFeatures.end(), feature) !=
          target.requiredFeatures.end();

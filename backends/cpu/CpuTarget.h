@@ -3,10 +3,21 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
 #include <string>
 #include <vector>
 
 namespace q3::cpu {
+
+/// The `matmul` choices of cpu-select-matmul (q3c's --prefill-matmul) and of
+/// cpu-select-attention-matmul (--attention-matmul).
+inline constexpr llvm::StringLiteral kProductMatmulChoices[] = {"auto", "f32", "avx512bf16", "amx"};
+inline constexpr llvm::StringLiteral kAttentionMatmulChoices[] = {"auto", "f32", "avx512bf16"};
+
+/// `choices` as an error message lists them: "auto, f32 or avx512bf16".
+std::string choicesText(llvm::ArrayRef<llvm::StringLiteral> choices);
 
 struct CpuTarget {
   std::string name;     // what the user asked for: host, x86-64-v2, x86-64-v3, x86-64-v4

@@ -209,7 +209,7 @@ DecodeSplitTuning tuneDecodeSplits(const CpuTarget &target, const AttentionKerne
   // The value passes cpu-set-decode-accumulators will give the kernel.
   AttentionKernel shape = modelShape;
   shape.decodeAccumulators =
-      decodeValueAccumulatorsFor(target, shape.headsPerWorkgroup(), shape.headDim / 16);
+      decodeValueAccumulatorsFor(target, shape.headsPerWorkgroup(), shape.valueColumns());
   const std::vector<DecodeSplitRate> candidates = decodeSplitSettings(shape, threads, fixedStreams);
   DecodeSplitTuning tuning;
   tuning.threads = threads;

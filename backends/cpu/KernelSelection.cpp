@@ -93,7 +93,7 @@ int64_t productDecodeAccumulatorsOf(func::FuncOp kernel, LoweringConfigAttr lowe
 int64_t attentionDecodeAccumulatorsOf(func::FuncOp kernel, LoweringConfigAttr lowering,
                                       const AttentionKernel &cpu) {
   const int64_t count = decodeAccumulatorsOf(kernel, lowering);
-  const int64_t columns = cpu.headDim / 16;
+  const int64_t columns = cpu.valueColumns();
   if (count > columns)
     refuse(kernel, "attention's decode_accumulators count 16-lane value columns per head: "
                    "at most " +

@@ -223,8 +223,8 @@ struct AttentionKernel {
   /// positions. Needs vectorized().
   int64_t decodeStreams = kDefaultDecodeStreams;
   /// Decode sums this many 16-lane value columns of each head per pass over
-  /// a block's values (q3.lowering's decode_accumulators; at most headDim /
-  /// 16 count): heads x this many accumulators stay in registers, the rest
+  /// a block's values (q3.lowering's decode_accumulators; at most
+  /// valueColumns()): heads x this many accumulators stay in registers, the rest
   /// of a value row waits for the next pass. Needs vectorized().
   int64_t decodeAccumulators = 8;
   /// The flash prefill multiplies bf16 pairs with vdpbf16ps (q3.lowering's
@@ -283,6 +283,8 @@ struct AttentionKernel {
   /// head_dim a multiple of 16: the vector templates (flash prefill, one-pass
   /// decode that prefetches prefetchBytes ahead); else the scalar one.
   bool vectorized() const { return headDim % 16 == 0; }
+  /// The 16-lane columns of a key or value row (the vector templates').
+  int64_t valueColumns() const { return headDim / 16; }
   /// What the vector template's source holds. A model's kernel runs both; a
   /// tuner measures one path alone and compiles it in about half the time
   /// (0.34 against 0.85 s for decode attention's four candidates on 2

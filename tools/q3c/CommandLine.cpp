@@ -7,6 +7,7 @@
 #include "runtime/ResourceLimits.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <limits>
@@ -316,12 +317,16 @@ passes::PipelineOptions pipelineOptionsFromFlags(const std::string &target) {
                                 foldGain + "'");
   options.foldGain = foldGain;
   if (target == "cpu") {
+    // Checked here as well as by the passes, so the error names the flag and
+    // comes before any tuning.
     const std::string matmul = targetPrefillMatmul, attention = targetAttentionMatmul;
-    if (matmul != "auto" && matmul != "f32" && matmul != "avx512bf16" && matmul != "amx")
-      throw std::invalid_argument("--prefill-matmul: expected auto, f32, avx512bf16 or amx, got '" +
+    if (!llvm::is_contained(cpu::kProductMatmulChoices, matmul))
+      throw std::invalid_argument("--prefill-matmul: expected " +
+                                  cpu::choicesText(cpu::kProductMatmulChoices) + ", got '" +
                                   matmul + "'");
-    if (attention != "auto" && attention != "f32" && attention != "avx512bf16")
-      throw std::invalid_argument("--attention-matmul: expected auto, f32 or avx512bf16, got '" +
+    if (!llvm::is_contained(cpu::kAttentionMatmulChoices, attention))
+      throw std::invalid_argument("--attention-matmul: expected " +
+                                  cpu::choicesText(cpu::kAttentionMatmulChoices) + ", got '" +
                                   attention + "'");
     cpu::CpuPipelineOptions cpuOptions;
     cpuOptions.cpu = targetCpu;

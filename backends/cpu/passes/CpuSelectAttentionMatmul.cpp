@@ -56,9 +56,8 @@ struct CpuSelectAttentionMatmulPass
     if (matmul == "f32")
       return std::string(matmul);
     if (matmul != "avx512bf16") {
-      module.emitError() << "cpu-select-attention-matmul: matmul must be auto, f32 or "
-                            "avx512bf16, got '"
-                         << matmul << "'";
+      module.emitError() << "cpu-select-attention-matmul: matmul must be "
+                         << choicesText(kAttentionMatmulChoices) << ", got '" << matmul << "'";
       return failure();
     }
     CpuTarget target = targetOf(module);

@@ -48,8 +48,8 @@ struct CpuSelectMatmulPass : impl::CpuSelectMatmulBase<CpuSelectMatmulPass> {
     if (choice == "amx" && amx)
       return choice;
     if (choice != "avx512bf16" && choice != "amx") {
-      module.emitError() << "cpu-select-matmul: matmul must be auto, f32, avx512bf16 or amx, got '"
-                         << choice << "'";
+      module.emitError() << "cpu-select-matmul: matmul must be "
+                         << choicesText(kProductMatmulChoices) << ", got '" << choice << "'";
       return failure();
     }
     module.emitError() << "cpu-select-matmul: matmul=" << choice << " needs "

@@ -51,17 +51,16 @@ std::optional<int64_t> rowsReadSideBySide(func::FuncOp kernel) {
   return decodeRowsSideBySide(fused && fused.getSwiglu(), lowering.getDecodeStreams());
 }
 
-/// The heads and the 16-lane value columns per head of `kernel`'s decode
-/// attention, or nullopt when it is no attention or takes the scalar
-/// template (no vector accumulators).
-std::optional<std::pair<int64_t, int64_t>> attentionValueColumns(func::FuncOp kernel) {
+/// The shape of `kernel`'s attention when it takes the vector template, or
+/// nullopt (no attention, or the scalar template: no vector accumulators).
+std::optional<AttentionKernel> vectorAttentionOf(func::FuncOp kernel) {
   auto attention = dyn_cast_or_null<AttentionOp>(kernelComputeOp(kernel));
   if (!attention)
     return std::nullopt;
-  const AttentionKernel shape = attentionKernelShape(attention);
+  AttentionKernel shape = attentionKernelShape(attention);
   if (!shape.vectorized())
     return std::nullopt;
-  return std::make_pair(shape.headsPerWorkgroup(), shape.headDim / 16);
+  return shape;
 }
 
 struct CpuSetDecodeAccumulatorsPass
@@ -72,8 +71,8 @@ struct CpuSetDecodeAccumulatorsPass
     ModuleOp module = getOperation();
     const CpuTarget target = targetOf(module);
     for (func::FuncOp kernel : kernelsOf(module)) {
-      if (auto value = attentionValueColumns(kernel)) {
-        if (!setAttentionAccumulators(kernel, target, value->first, value->second))
+      if (std::optional<AttentionKernel> attention = vectorAttentionOf(kernel)) {
+        if (!setAttentionAccumulators(kernel, target, *attention))
           return signalPassFailure();
         continue;
       }
@@ -95,11 +94,13 @@ struct CpuSetDecodeAccumulatorsPass
     }
   }
 
-  bool setAttentionAccumulators(func::FuncOp kernel, const CpuTarget &target, int64_t heads,
-                                int64_t columns) {
-    const int64_t count = attentionAccumulators != 0
-                              ? attentionAccumulators
-                              : decodeValueAccumulatorsFor(target, heads, columns);
+  bool setAttentionAccumulators(func::FuncOp kernel, const CpuTarget &target,
+                                const AttentionKernel &shape) {
+    const int64_t columns = shape.valueColumns();
+    const int64_t count =
+        attentionAccumulators != 0
+            ? attentionAccumulators
+            : decodeValueAccumulatorsFor(target, shape.headsPerWorkgroup(), columns);
     if (count < 1 || count > columns) {
       kernel.emitError() << "cpu-set-decode-accumulators: " << kernel.getSymName() << " has "
                          << columns << " value columns of 16 per head; "
